@@ -1,0 +1,63 @@
+"""Span names and attribute keys of the span contract (PROTOCOL.md section 4, version 1).
+
+Every module that writes or reads a span names its keys through these constants, so the
+contract lives in exactly one place.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+CONTRACT_VERSION: Final = 1
+
+# The five causes, in precedence order (PROTOCOL.md section 2).
+SCHEMA: Final = "schema"
+DEPENDENCY: Final = "dependency"
+PRECONDITION: Final = "precondition"
+STATE_CONSISTENCY: Final = "state_consistency"
+INFORMATION: Final = "information"
+CAUSES: Final = (SCHEMA, DEPENDENCY, PRECONDITION, STATE_CONSISTENCY, INFORMATION)
+Cause = Literal["schema", "dependency", "precondition", "state_consistency", "information"]
+
+# Decisions.
+ALLOWED: Final = "allowed"
+BLOCKED: Final = "blocked"
+LOGGED: Final = "logged"
+Decision = Literal["allowed", "blocked", "logged"]
+
+# OpenTelemetry GenAI semantic conventions.
+OPERATION_EXECUTE_TOOL: Final = "execute_tool"
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
+GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+ERROR_TYPE: Final = "error.type"
+
+# Call spans.
+TRAJECTORY_ID: Final = "toolguard.trajectory.id"
+STEP: Final = "toolguard.step"
+VALID: Final = "toolguard.valid"
+CAUSE: Final = "toolguard.cause"
+CHECK: Final = "toolguard.check"
+MESSAGE: Final = "toolguard.message"
+FAILED_CHECKS: Final = "toolguard.failed_checks"
+DECISION: Final = "toolguard.decision"
+
+# Trajectory summary spans.
+SUMMARY_SPAN_NAME: Final = "toolguard.trajectory"
+TRAJECTORY_LENGTH: Final = "toolguard.trajectory.length"
+TRAJECTORY_FED: Final = "toolguard.trajectory.first_error_depth"
+TRAJECTORY_FIRST_ERROR_CAUSE: Final = "toolguard.trajectory.first_error.cause"
+TRAJECTORY_SUCCESS: Final = "toolguard.trajectory.success"
+LABEL_PREFIX: Final = "toolguard.label."
+
+
+def call_span_name(tool_name: str) -> str:
+    return f"{OPERATION_EXECUTE_TOOL} {tool_name}"
+
+
+def error_type(cause: str) -> str:
+    return f"toolguard.{cause}"

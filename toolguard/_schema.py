@@ -1,0 +1,226 @@
+"""Argument schemas: built once when a tool is wrapped, applied on every call.
+
+Three sources: a function's type hints (a pydantic model made from its signature), an
+explicit pydantic model, or a JSON Schema (the way MCP and OpenAI function specs describe
+tools; validated with the ``jsonschema`` library).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pydantic
+from pydantic import BaseModel, ConfigDict
+
+from ._checks import Failure, shorten
+from ._errors import ToolDefinitionError
+
+_MAX_ERRORS_SHOWN = 4
+
+
+class SchemaFailure(Exception):
+    """Internal: carries the failure of a schema check to the pipeline."""
+
+    def __init__(self, failure: Failure) -> None:
+        self.failure = failure
+
+
+def schema_failure(check: str, message: str, model_message: str) -> SchemaFailure:
+    return SchemaFailure(Failure("schema", check, message, model_message))
+
+
+def parse_arguments(tool: str, raw: str | bytes | Mapping[str, Any] | None) -> dict[str, Any]:
+    """Arguments straight from a model: a mapping, or JSON text of an object."""
+    if raw is None:
+        return {}
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    try:
+        value = json.loads(raw) if raw.strip() else {}
+    except (ValueError, TypeError) as exc:
+        raise schema_failure(
+            "schema.json",
+            f"arguments of {tool!r} are not valid JSON: {exc}",
+            f"The arguments for `{tool}` are not valid JSON ({exc}). "
+            "Send the arguments as one JSON object.",
+        ) from None
+    if not isinstance(value, dict):
+        raise schema_failure(
+            "schema.json",
+            f"arguments of {tool!r} are JSON {type(value).__name__}, not an object",
+            f"The arguments for `{tool}` must be a JSON object of named arguments, "
+            f"not {shorten(value)}.",
+        )
+    return value
+
+
+class ArgumentSchema:
+    """Validates a dict of named arguments; knows the argument names and how to call."""
+
+    def __init__(
+        self,
+        tool: str,
+        names: tuple[str, ...] | None,
+        validate: Callable[[dict[str, Any]], dict[str, Any]],
+        hint: str,
+    ) -> None:
+        self.tool = tool
+        self.names = names  # None: unknown (a JSON Schema that allows anything)
+        self._validate = validate
+        self.hint = hint
+
+    @property
+    def name_set(self) -> frozenset[str] | None:
+        return None if self.names is None else frozenset(self.names)
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self._validate(args)
+
+
+def _skip_first(params: list[inspect.Parameter]) -> list[inspect.Parameter]:
+    # A function decorated inside a class body still lists self/cls; the guard receives the
+    # instance separately (wrapt), so the schema is over the remaining parameters.
+    if params and params[0].name in ("self", "cls"):
+        return params[1:]
+    return params
+
+
+def signature_parameters(fn: Callable[..., Any]) -> list[inspect.Parameter]:
+    return _skip_first(list(inspect.signature(fn).parameters.values()))
+
+
+def from_signature(tool: str, fn: Callable[..., Any]) -> ArgumentSchema:
+    try:
+        params = signature_parameters(fn)
+        hints = _resolved_hints(fn)
+    except (TypeError, ValueError, NameError) as exc:
+        raise ToolDefinitionError(f"tool {tool!r}: cannot read its signature: {exc}") from exc
+    fields: dict[str, Any] = {}
+    extra = "forbid"
+    for p in params:
+        if p.kind is p.VAR_KEYWORD:
+            extra = "allow"
+            continue
+        annotation = hints.get(p.name, Any)
+        if p.kind is p.VAR_POSITIONAL:
+            fields[p.name] = (tuple[annotation, ...], ())  # type: ignore[valid-type]
+            continue
+        default = ... if p.default is p.empty else p.default
+        fields[p.name] = (annotation, default)
+    config = ConfigDict(extra=extra, arbitrary_types_allowed=True)  # type: ignore[typeddict-item]
+    try:
+        model = pydantic.create_model(f"{tool}_arguments", __config__=config, **fields)
+    except Exception as exc:
+        raise ToolDefinitionError(
+            f"tool {tool!r}: cannot build its argument schema: {exc}"
+        ) from exc
+    return from_model(tool, model, keep_extra=extra == "allow")
+
+
+def _resolved_hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    import typing
+
+    target = inspect.unwrap(fn)
+    try:
+        return typing.get_type_hints(target, include_extras=True)
+    except Exception:
+        # Forward references that cannot be resolved: fall back to the raw annotations.
+        return dict(getattr(target, "__annotations__", {}))
+
+
+def from_model(tool: str, model: type[BaseModel], *, keep_extra: bool = False) -> ArgumentSchema:
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise ToolDefinitionError(f"tool {tool!r}: args_model must be a pydantic model class")
+    validator = model.__pydantic_validator__
+    names = tuple(model.model_fields)
+
+    def validate(args: dict[str, Any]) -> dict[str, Any]:
+        try:
+            instance = validator.validate_python(args)
+        except pydantic.ValidationError as exc:
+            raise _from_pydantic(tool, exc, hint) from None
+        values = {name: getattr(instance, name) for name in names}
+        if keep_extra and instance.__pydantic_extra__:
+            values.update(instance.__pydantic_extra__)
+        return values
+
+    hint = _hint_from_json_schema(tool, model.model_json_schema())
+    return ArgumentSchema(tool, names, validate, hint)
+
+
+def from_json_schema(tool: str, schema: Mapping[str, Any]) -> ArgumentSchema:
+    from jsonschema import exceptions, validators
+
+    if not isinstance(schema, Mapping):
+        raise ToolDefinitionError(f"tool {tool!r}: json_schema must be a mapping")
+    cls = validators.validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except exceptions.SchemaError as exc:
+        path = "/".join(str(p) for p in exc.path) or "(root)"
+        raise ToolDefinitionError(
+            f"tool {tool!r}: its JSON Schema is invalid at {path}: {exc.message}"
+        ) from None
+    validator = cls(schema)
+    props = schema.get("properties")
+    names = tuple(props) if isinstance(props, Mapping) else None
+    hint = _hint_from_json_schema(tool, schema)
+
+    def validate(args: dict[str, Any]) -> dict[str, Any]:
+        errors = sorted(validator.iter_errors(args), key=lambda e: list(map(str, e.path)))
+        if errors:
+            problems = [f"{_json_path(e.path)}: {e.message}" for e in errors]
+            raise _schema_error(tool, problems, hint)
+        return args
+
+    return ArgumentSchema(tool, names, validate, hint)
+
+
+def _json_path(path: Any) -> str:
+    return ".".join(str(p) for p in path) or "arguments"
+
+
+def _from_pydantic(tool: str, exc: pydantic.ValidationError, hint: str) -> SchemaFailure:
+    problems = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in error["loc"]) or "arguments"
+        kind = error["type"]
+        if kind == "missing":
+            problems.append(f"{where}: missing required argument")
+        elif kind == "extra_forbidden":
+            problems.append(f"{where}: unknown argument")
+        else:
+            problems.append(f"{where}: {error['msg']} (got {shorten(error.get('input'))})")
+    return _schema_error(tool, problems, hint)
+
+
+def _schema_error(tool: str, problems: list[str], hint: str) -> SchemaFailure:
+    shown = problems[:_MAX_ERRORS_SHOWN]
+    more = len(problems) - len(shown)
+    listing = "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+    return schema_failure(
+        "schema.args",
+        f"invalid arguments for {tool!r}: {listing}",
+        f"The arguments for `{tool}` are invalid: {listing}. "
+        f"Call it again with arguments matching {hint}.",
+    )
+
+
+def _hint_from_json_schema(tool: str, schema: Mapping[str, Any]) -> str:
+    """`tool(a: string, b?: integer)`: what the model should call, computed once."""
+    props = schema.get("properties")
+    if not isinstance(props, Mapping):
+        return f"`{tool}(...)`"
+    required = set(schema.get("required", ()))
+    parts = []
+    for name, spec in props.items():
+        kind = spec.get("type", "any") if isinstance(spec, Mapping) else "any"
+        if isinstance(spec, Mapping) and "anyOf" in spec:
+            kind = "|".join(
+                str(s.get("type", "any")) for s in spec["anyOf"] if isinstance(s, Mapping)
+            )
+        parts.append(f"{name}{'' if name in required else '?'}: {kind}")
+    return f"`{tool}({', '.join(parts)})`"

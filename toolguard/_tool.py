@@ -1,0 +1,191 @@
+"""A tool's declaration (what the user writes) and its compiled form (what each call uses)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from . import _schema
+from ._checks import Postcondition, Precondition
+from ._errors import ToolDefinitionError
+
+Mode = Literal["block", "log"]
+WHOLE_RESULT = "$"  # `produces={"session": "$"}`: the return value itself is the value
+
+
+@dataclass
+class ToolSpec:
+    """Everything the guard knows about one tool besides its function.
+
+    - ``requires``: argument name -> kind of bound value it must refer to (``dependency``).
+    - ``produces``: kind -> key pulled out of the result wherever it occurs (nested dicts,
+      lists, pydantic models, dataclasses), ``"$"`` for the result itself, or a callable
+      ``result -> iterable of values``.
+    - ``invalidates``: argument name -> kind; once the call ran, that value is stale.
+    - ``preconditions`` / ``postconditions``: see :class:`Precondition`.
+    - ``grounded``: arguments whose value must appear in what the trajectory has seen.
+    - ``error_result``: ``result -> bool``, true when the environment rejected the call.
+    - ``args_model`` or ``json_schema``: the schema, instead of the function's type hints.
+    - ``mode``: ``"block"`` or ``"log"`` for this tool, overriding the guard's.
+    """
+
+    name: str | None = None
+    description: str | None = None
+    args_model: type[BaseModel] | None = None
+    json_schema: Mapping[str, Any] | None = None
+    requires: Mapping[str, str] = field(default_factory=dict)
+    produces: Mapping[str, str | Callable[[Any], Iterable[Any]]] = field(default_factory=dict)
+    invalidates: Mapping[str, str] = field(default_factory=dict)
+    preconditions: Sequence[Precondition] = ()
+    postconditions: Sequence[Postcondition] = ()
+    grounded: Sequence[str] = ()
+    error_result: Callable[[Any], bool] | None = None
+    mode: Mode | None = None
+    # Compiled schemas, keyed by function: a proxy over a fresh object of the same class
+    # (one per benchmark task, say) reuses them instead of rebuilding validators.
+    _compiled: dict[Any, Tool] = field(default_factory=dict, init=False, repr=False)
+
+    def compile(self, fn: Callable[..., Any] | None, default_name: str | None = None) -> Tool:
+        key = getattr(fn, "__func__", fn)
+        tool = self._compiled.get(key)
+        if tool is None:
+            tool = Tool(self, fn, default_name)
+            self._compiled[key] = tool
+        return tool
+
+
+class Tool:
+    """The compiled tool: validators built once, declarations checked against arguments."""
+
+    def __init__(
+        self, spec: ToolSpec, fn: Callable[..., Any] | None, default_name: str | None = None
+    ) -> None:
+        name = spec.name or default_name or getattr(fn, "__name__", None)
+        if not name:
+            raise ToolDefinitionError("a tool needs a name (pass name=...)")
+        self.name: str = name
+        self.spec = spec
+        self.description = spec.description or (inspect.getdoc(fn) if fn else None) or ""
+        self.is_async = fn is not None and inspect.iscoroutinefunction(inspect.unwrap(fn))
+        if spec.json_schema is not None and spec.args_model is not None:
+            raise ToolDefinitionError(f"tool {name!r}: give args_model or json_schema, not both")
+        if spec.json_schema is not None:
+            self.schema = _schema.from_json_schema(name, spec.json_schema)
+        elif spec.args_model is not None:
+            self.schema = _schema.from_model(name, spec.args_model)
+        elif fn is not None:
+            self.schema = _schema.from_signature(name, fn)
+        else:
+            raise ToolDefinitionError(f"tool {name!r}: no function and no schema")
+        self._params = _call_layout(fn) if fn is not None else None
+        self._posonly = _positional_only(fn) if fn is not None else ()
+        self._varpos = self._params[1] if self._params else None
+        self.requires = dict(spec.requires)
+        self.invalidates = dict(spec.invalidates)
+        self.grounded = tuple(spec.grounded)
+        self.produces = dict(spec.produces)
+        self.preconditions = tuple(spec.preconditions)
+        self.postconditions = tuple(spec.postconditions)
+        self._check_declarations()
+
+    def _check_declarations(self) -> None:
+        names = self.schema.name_set
+        for label, declared in (
+            ("requires", self.requires),
+            ("invalidates", self.invalidates),
+            ("grounded", dict.fromkeys(self.grounded)),
+        ):
+            if names is None:
+                continue
+            unknown = [a for a in declared if a not in names]
+            if unknown:
+                raise ToolDefinitionError(
+                    f"tool {self.name!r}: {label} names {', '.join(map(repr, unknown))}, "
+                    f"which is not an argument (arguments: {', '.join(sorted(names))})"
+                )
+        for kind, how in self.produces.items():
+            if not (isinstance(how, str) or callable(how)):
+                raise ToolDefinitionError(
+                    f"tool {self.name!r}: produces[{kind!r}] must be a key name or a callable"
+                )
+        for condition in (*self.preconditions, *self.postconditions):
+            condition.bind_to(self.name, names)
+
+    # -- calling -----------------------------------------------------------------------------
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Positional and keyword arguments as one dict of named arguments."""
+        if not args:
+            return dict(kwargs)
+        layout = self._params
+        if layout is None:
+            raise TypeError(f"tool {self.name!r} takes keyword arguments only")
+        named, var_positional = layout
+        bound = dict(zip(named, args, strict=False))
+        if len(args) > len(named):
+            if var_positional is None:
+                raise TypeError(
+                    f"{self.name}() takes {len(named)} positional arguments "
+                    f"but {len(args)} were given"
+                )
+            bound[var_positional] = tuple(args[len(named) :])
+        for key, value in kwargs.items():
+            if key in bound:
+                raise TypeError(f"{self.name}() got multiple values for argument {key!r}")
+            bound[key] = value
+        return bound
+
+    def call_parts(self, values: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        """Validated named values back into (args, kwargs) for the real function."""
+        if not self._posonly and self._varpos is None:
+            return [], dict(values)
+        kwargs = dict(values)
+        args = [kwargs.pop(name) for name in self._posonly if name in kwargs]
+        if self._varpos is not None and self._varpos in kwargs:
+            args.extend(kwargs.pop(self._varpos))
+        return args, kwargs
+
+    def extract(self, result: Any) -> Iterable[tuple[str, Any]]:
+        """(kind, value) pairs the result produces."""
+        for kind, how in self.produces.items():
+            if callable(how):
+                for value in how(result) or ():
+                    yield kind, value
+            elif how == WHOLE_RESULT:
+                yield kind, result
+            else:
+                for value in _find_key(result, how, 0):
+                    yield kind, value
+
+
+def _call_layout(fn: Callable[..., Any]) -> tuple[tuple[str, ...], str | None]:
+    params = _schema.signature_parameters(fn)
+    named = tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+    var_positional = next((p.name for p in params if p.kind is p.VAR_POSITIONAL), None)
+    return named, var_positional
+
+
+def _positional_only(fn: Callable[..., Any]) -> tuple[str, ...]:
+    return tuple(p.name for p in _schema.signature_parameters(fn) if p.kind is p.POSITIONAL_ONLY)
+
+
+def _find_key(value: Any, key: str, depth: int) -> Iterable[Any]:
+    if depth > 20:
+        return
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if k == key and not isinstance(v, Mapping | list | tuple):
+                yield v
+            elif k == key and isinstance(v, list | tuple):
+                yield from (x for x in v if not isinstance(x, Mapping | list | tuple))
+            else:
+                yield from _find_key(v, key, depth + 1)
+    elif isinstance(value, list | tuple | set | frozenset):
+        for v in value:
+            yield from _find_key(v, key, depth + 1)
+    elif hasattr(value, "__pydantic_fields__") or hasattr(value, "__dataclass_fields__"):
+        fields = getattr(value, "__pydantic_fields__", None) or value.__dataclass_fields__
+        yield from _find_key({n: getattr(value, n, None) for n in fields}, key, depth + 1)

@@ -1,0 +1,215 @@
+"""The checks of one call, in the protocol's precedence order, and what a rejection carries."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from . import _attributes as attr
+from ._checks import Failure, _Condition, shorten
+from ._schema import SchemaFailure
+from ._tool import Tool
+from ._trajectory import Trajectory
+
+logger = logging.getLogger("toolguard")
+
+_RANK = {cause: i for i, cause in enumerate(attr.CAUSES)}
+_PLACEHOLDERS = frozenset(
+    {
+        "",
+        "unknown",
+        "<unknown>",
+        "n/a",
+        "na",
+        "none",
+        "null",
+        "tbd",
+        "todo",
+        "placeholder",
+        "xxx",
+        "...",
+        "?",
+        "<placeholder>",
+        "your_id_here",
+        "example",
+    }
+)
+
+
+def in_precedence_order(failures: list[Failure]) -> list[Failure]:
+    return sorted(failures, key=lambda f: _RANK[f.cause])
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """What a rejected call returns with ``rejection="return"``; ``str()`` is the model's text."""
+
+    tool: str
+    step: int | None
+    cause: str
+    check: str
+    message: str
+    model_message: str
+    failed_checks: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"Error: the call to `{self.tool}` was rejected ({self.cause}). {self.model_message}"
+
+    @classmethod
+    def of(cls, tool: str, step: int | None, failures: list[Failure]) -> Rejection:
+        first = failures[0]
+        return cls(
+            tool,
+            step,
+            first.cause,
+            first.check,
+            first.message,
+            first.model_message,
+            tuple(f.check for f in failures),
+        )
+
+
+def check_schema(tool: Tool, raw: dict[str, Any]) -> tuple[dict[str, Any], Failure | None]:
+    try:
+        return tool.schema.validate(raw), None
+    except SchemaFailure as exc:
+        return raw, exc.failure
+
+
+def check_dependencies(tool: Tool, traj: Trajectory, values: Mapping[str, Any]) -> list[Failure]:
+    failures = []
+    for arg, kind in tool.requires.items():
+        value = values.get(arg)
+        if value is None:  # an optional reference left out refers to nothing
+            continue
+        for item in value if isinstance(value, list | tuple | set | frozenset) else (value,):
+            failure = _dependency(tool.name, traj, arg, kind, item)
+            if failure is not None:
+                failures.append(failure)
+                break
+    return failures
+
+
+def _dependency(tool: str, traj: Trajectory, arg: str, kind: str, value: Any) -> Failure | None:
+    binding = traj.lookup(kind, value)
+    if binding is not None and binding.live:
+        return None
+    shown = shorten(value)
+    candidates = traj.live_values(kind)
+    offer = (
+        f"Use one of the {kind} values you have: {', '.join(shorten(c) for c in candidates[:8])}."
+        if candidates
+        else f"No {kind} is known yet: first call a tool that returns one."
+    )
+    if binding is not None:
+        by = binding.invalidated_by or "an earlier call"
+        return Failure(
+            attr.DEPENDENCY,
+            f"dependency.{arg}",
+            f"{arg}={shown} is a stale {kind}: invalidated by {by}",
+            f"`{arg}` refers to {kind} {shown}, which {by} invalidated. {offer}",
+        )
+    other = traj.kinds_of(value)
+    if other:
+        return Failure(
+            attr.DEPENDENCY,
+            f"dependency.{arg}",
+            f"{arg}={shown} is a {other[0]}, not a {kind}",
+            f"`{arg}` needs a {kind}, but {shown} is a {other[0]}. {offer}",
+        )
+    return Failure(
+        attr.DEPENDENCY,
+        f"dependency.{arg}",
+        f"{arg}={shown} is no {kind} produced earlier in trajectory {traj.id}",
+        f"`{arg}` must be a {kind} taken from an earlier tool result; {shown} is not one. {offer}",
+    )
+
+
+def check_conditions(
+    conditions: tuple[_Condition, ...],
+    prefix: str,
+    cause: str,
+    context: Mapping[str, Any],
+    values: Mapping[str, Any],
+    fail_open: bool,
+    stop_at_first: bool,
+) -> list[Failure]:
+    failures = []
+    for condition in conditions:
+        check = f"{prefix}.{condition.id}"
+        try:
+            holds, given = condition.evaluate(context, values)
+        except Exception as exc:
+            failure = guard_error(check, cause, f"condition {condition.id!r}", exc, fail_open)
+            if failure is None:
+                continue
+            failures.append(failure)
+        else:
+            if holds:
+                continue
+            text = condition.describe(given)
+            failures.append(
+                Failure(
+                    cause,
+                    check,
+                    f"{check} failed: {text}",
+                    f"Condition `{condition.id}` is not met: {text}. "
+                    "Change the arguments or first bring the state to where it holds.",
+                )
+            )
+        if stop_at_first:
+            break
+    return failures
+
+
+def check_grounded(tool: Tool, traj: Trajectory | None, values: Mapping[str, Any]) -> list[Failure]:
+    failures = []
+    for arg in tool.grounded:
+        if arg not in values:
+            continue
+        value = values[arg]
+        text = value if isinstance(value, str) else str(value)
+        placeholder = text.strip().lower() in _PLACEHOLDERS or (
+            len(text) > 1 and text[0] + text[-1] in ("<>", "{}", "[]")
+        )
+        if not placeholder and (traj is None or traj.has_seen(value)):
+            continue
+        what = (
+            "a placeholder" if placeholder else "a value that appears nowhere in the conversation"
+        )
+        failures.append(
+            Failure(
+                attr.INFORMATION,
+                f"information.{arg}",
+                f"{arg}={shorten(value)} is {what}",
+                f"`{arg}`={shorten(value)} is {what}: do not guess it. "
+                "Ask the user for it or look it up with a tool first.",
+            )
+        )
+    return failures
+
+
+def guard_error(
+    check: str, cause: str, what: str, exc: Exception, fail_open: bool
+) -> Failure | None:
+    """A check that raised: a failure of that check (fail closed), or a loud pass."""
+    detail = f"{type(exc).__name__}: {shorten(str(exc))}"
+    if fail_open:
+        logger.warning(
+            "toolguard: %s raised %s; failing open (the check counts as passed)",
+            what,
+            detail,
+            exc_info=exc,
+        )
+        return None
+    logger.error("toolguard: %s raised %s; failing closed", what, detail, exc_info=exc)
+    return Failure(
+        cause,
+        check,
+        f"guard error: {what} raised {detail} (fail closed)",
+        f"This call could not be verified ({what} could not be evaluated), so it was not "
+        "accepted. Try a different call.",
+        guard_error=True,
+    )
