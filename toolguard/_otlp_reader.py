@@ -1,0 +1,181 @@
+"""Streaming reader of OTLP JSON Lines: one ``ExportTraceServiceRequest`` object per line.
+
+It yields parsed lines one at a time and never keeps more than one in memory, so what the
+caller keeps is all that grows. It only parses JSON (orjson when importable, else the standard
+library): nothing read is ever evaluated.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import io
+import os
+import sys
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from ._errors import ToolGuardError
+
+try:
+    import orjson
+
+    _loads: Callable[[bytes], Any] = orjson.loads
+    _DecodeError: type[Exception] = orjson.JSONDecodeError
+except ImportError:  # pragma: no cover - orjson is a dependency; the fallback keeps us usable
+    import json
+
+    _loads = json.loads
+    _DecodeError = ValueError
+
+STDIN = "-"
+
+
+class ReportInputError(ToolGuardError):
+    """The report's input is unusable: a file that cannot be read, a line that is not a
+    trace export, an empty input. The message names the file and line when there is one."""
+
+
+@dataclass
+class ReadStats:
+    """What a read went through, for the warnings under the report."""
+
+    files: list[str] = field(default_factory=list)
+    lines: int = 0
+    spans: int = 0
+    skipped: int = 0
+    first_skipped: str | None = None
+
+    def skip(self, where: str, why: str) -> None:
+        self.skipped += 1
+        if self.first_skipped is None:
+            self.first_skipped = f"{where}: {why}"
+
+
+def expand_paths(patterns: Iterable[str]) -> list[str]:
+    """Expand globs (sorted, so a report does not depend on directory order); `-` is stdin.
+
+    A pattern that names nothing is an error rather than an empty report: a typo in a path
+    should not look like a cohort without trajectories."""
+    paths: list[str] = []
+    for pattern in patterns:
+        if pattern == STDIN or os.path.exists(pattern):
+            paths.append(pattern)
+            continue
+        matches = sorted(glob.glob(pattern, recursive=True))
+        if not matches:
+            raise ReportInputError(f"{pattern}: no such file (and no file matches it as a glob)")
+        paths.extend(m for m in matches if os.path.isfile(m))
+    return paths
+
+
+def _open(path: str) -> IO[bytes]:
+    if path == STDIN:
+        stream = sys.stdin.buffer
+        # Standard input may itself be gzip: peek at the magic number rather than guess.
+        peek = stream.peek(2)[:2] if isinstance(stream, io.BufferedReader) else b""
+        return gzip.GzipFile(fileobj=stream) if peek == b"\x1f\x8b" else stream
+    if path.endswith(".gz"):
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def _describe(obj: Any) -> str:
+    if isinstance(obj, dict):
+        for other in ("resourceMetrics", "resourceLogs"):
+            if other in obj:
+                return f"an OTLP {other[8:].lower()} export, not a trace export"
+        keys = ", ".join(sorted(map(str, obj))[:5]) or "no keys"
+        return f"a JSON object without 'resourceSpans' ({keys}), not a trace export"
+    return f"a JSON {type(obj).__name__}, not a trace export object"
+
+
+class _Progress:
+    """A one-line counter on stderr, only when stderr is a terminal."""
+
+    def __init__(self, enabled: bool | None) -> None:
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self._next = 0.0
+        self._shown = False
+
+    def update(self, path: str, stats: ReadStats) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            return
+        self._next = now + 0.2
+        self._shown = True
+        sys.stderr.write(f"\rreading {path}: {stats.lines:,} lines, {stats.spans:,} spans ")
+        sys.stderr.flush()
+
+    def done(self) -> None:
+        if self._shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def iter_exports(
+    patterns: Iterable[str],
+    stats: ReadStats,
+    *,
+    skip_invalid: bool = False,
+    progress: bool | None = False,
+) -> Iterator[tuple[Any, str]]:
+    """Yield ``(export request, "file:line")`` for every non-blank line of every input.
+
+    A line that is not JSON, or JSON that is not a trace export, raises ReportInputError naming
+    the file and line, or with ``skip_invalid`` is counted in ``stats`` and passed over.
+    ``stats.spans`` is left to the caller, which walks the spans anyway."""
+    paths = expand_paths(patterns)
+    if not paths:
+        raise ReportInputError("no input files")
+    meter = _Progress(progress)
+    try:
+        for path in paths:
+            name = "<stdin>" if path == STDIN else path
+            stats.files.append(name)
+            try:
+                stream = _open(path)
+            except OSError as exc:
+                raise ReportInputError(f"{name}: cannot open: {exc.strerror or exc}") from None
+            try:
+                yield from _iter_file(stream, name, stats, skip_invalid, meter)
+            finally:
+                if path != STDIN:
+                    stream.close()
+    finally:
+        meter.done()
+
+
+def _iter_file(
+    stream: IO[bytes], name: str, stats: ReadStats, skip_invalid: bool, meter: _Progress
+) -> Iterator[tuple[Any, str]]:
+    lineno = 0
+    try:
+        for lineno, line in enumerate(stream, 1):
+            stats.lines += 1
+            if meter.enabled and not lineno & 255:
+                meter.update(name, stats)
+            if not line.strip():
+                continue
+            where = f"{name}:{lineno}"
+            try:
+                obj = _loads(line)
+            except (_DecodeError, ValueError, UnicodeDecodeError) as exc:
+                why = f"not valid JSON ({exc})"
+                if not skip_invalid:
+                    raise ReportInputError(f"{where}: {why}") from None
+                stats.skip(where, why)
+                continue
+            if not isinstance(obj, dict) or not isinstance(obj.get("resourceSpans"), list):
+                why = _describe(obj)
+                if not skip_invalid:
+                    raise ReportInputError(f"{where}: {why}")
+                stats.skip(where, why)
+                continue
+            yield obj, where
+    except (OSError, EOFError, zlib.error) as exc:
+        # A truncated or corrupt gzip file surfaces here, mid-iteration.
+        raise ReportInputError(f"{name}: cannot read after line {lineno}: {exc}") from None
