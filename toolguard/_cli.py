@@ -1,0 +1,179 @@
+"""``toolguard report`` and ``toolguard compare``: span files in, prefix-executability out.
+
+Errors print one line on stderr and exit with status 2; a traceback means a bug in toolguard.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ._collect import read_records
+from ._compare import DEFAULT_TASK_LABEL, compare, render_compare
+from ._errors import ToolGuardError
+from ._metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, TrajectoryRecord
+from ._otlp_reader import ReadStats
+from ._outcomes import join_outcomes, load_outcomes
+from ._plot import PLOT_EXTRA_HINT
+from ._render import DEFAULT_DEPTHS, render_csv, render_markdown, render_text
+from ._report import build_report, outcome_warnings, read_warnings
+
+EXIT_ERROR = 2
+
+
+def _keys(text: str) -> list[str]:
+    keys = [k.strip() for k in text.split(",") if k.strip()]
+    if not keys:
+        raise argparse.ArgumentTypeError("expected one or more label keys, comma-separated")
+    return keys
+
+
+def _input_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="OTLP JSON Lines span files; globs, '-' for standard input, .gz read as gzip",
+    )
+    p.add_argument(
+        "--outcomes",
+        metavar="FILE",
+        help="outcomes joined by trajectory id, overriding the spans' (JSONL or CSV with "
+        "columns trajectory_id,success)",
+    )
+    p.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="skip lines that are not trace exports (counted in the warnings) instead of stopping",
+    )
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed (%(default)s)")
+    p.add_argument(
+        "--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples (%(default)s)"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress line on standard error")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="toolguard", description="Prefix-executability metrics from toolguard spans."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    rep = sub.add_parser(
+        "report",
+        help="TER, FED, AUC-PEC, PEC@k, RR and final success per group",
+        description="Read spans and print the prefix-executability report.",
+    )
+    _input_args(rep)
+    rep.add_argument(
+        "--by", type=_keys, default=[], metavar="KEY,...", help="group on toolguard.label.KEY"
+    )
+    rep.add_argument(
+        "--format", choices=("table", "json", "csv", "markdown"), default="table", help="output"
+    )
+    rep.add_argument("--plot", metavar="FILE", help="write PEC curves to FILE (.png or .svg)")
+    rep.add_argument(
+        "--depths", type=int, default=DEFAULT_DEPTHS, help="PEC depths shown in the table"
+    )
+    cmp_ = sub.add_parser(
+        "compare",
+        help="paired difference between two groups on the same tasks",
+        description="Compare group A with group B, paired on a task label: B - A for TER, "
+        "AUC-PEC and final success, with a paired bootstrap interval.",
+    )
+    _input_args(cmp_)
+    cmp_.add_argument("--by", type=_keys, required=True, metavar="KEY,...", help="label key(s)")
+    cmp_.add_argument("--a", required=True, metavar="VALUE,...", help="label value(s) of A")
+    cmp_.add_argument("--b", required=True, metavar="VALUE,...", help="label value(s) of B")
+    cmp_.add_argument(
+        "--task-label",
+        default=DEFAULT_TASK_LABEL,
+        metavar="KEY",
+        help="label that names the task (%(default)s)",
+    )
+    cmp_.add_argument("--format", choices=("table", "json"), default="table", help="output")
+    return parser
+
+
+def _read(args: argparse.Namespace) -> tuple[list[TrajectoryRecord], list[str]]:
+    if args.resamples < 0:
+        raise ToolGuardError("--resamples must be >= 0")
+    outcomes = load_outcomes(args.outcomes) if args.outcomes else None
+    stats: ReadStats
+    records, stats = read_records(
+        args.files, skip_invalid=args.skip_invalid, progress=False if args.quiet else None
+    )
+    warnings = read_warnings(stats)
+    if outcomes is not None:
+        records, used, unmatched = join_outcomes(records, outcomes)
+        warnings += outcome_warnings(args.outcomes, used, unmatched)
+    return records, warnings
+
+
+def _pairs(keys: list[str], values: str, flag: str) -> dict[str, str]:
+    vals = [v.strip() for v in values.split(",")] if len(keys) > 1 else [values]
+    if len(vals) != len(keys):
+        raise ToolGuardError(f"{flag} needs {len(keys)} comma-separated values, one per --by key")
+    return dict(zip(keys, vals, strict=True))
+
+
+def _run(args: argparse.Namespace) -> str:
+    if args.command == "report":
+        if args.plot and importlib.util.find_spec("matplotlib") is None:
+            # Before reading: a long read should not end in "could not plot".
+            raise ToolGuardError(PLOT_EXTRA_HINT)
+        records, warnings = _read(args)
+        report = build_report(
+            records, by=args.by, seed=args.seed, resamples=args.resamples, warnings=warnings
+        )
+        if args.plot:
+            from ._plot import plot_report
+
+            plot_report(report, args.plot)
+        return _format(report, args.format, args.depths)
+    a, b = _pairs(args.by, args.a, "--a"), _pairs(args.by, args.b, "--b")
+    records, warnings = _read(args)
+    result = compare(
+        records, a, b, task_label=args.task_label, seed=args.seed, resamples=args.resamples
+    )
+    result["warnings"] = warnings + result["warnings"]
+    if args.format == "json":
+        return json.dumps(result, indent=2) + "\n"
+    return render_compare(result)
+
+
+def _format(report: dict[str, Any], fmt: str, depths: int) -> str:
+    if fmt == "json":
+        return json.dumps(report, indent=2, allow_nan=False) + "\n"
+    if fmt == "csv":
+        return render_csv(report)
+    if fmt == "markdown":
+        return render_markdown(report, depths)
+    return render_text(report, depths)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``toolguard`` command; returns the exit status."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # argparse has printed its usage message already
+        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    try:
+        out = _run(args)
+        sys.stdout.write(out)
+        sys.stdout.flush()
+    except ToolGuardError as exc:
+        print(f"toolguard: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except BrokenPipeError:  # `toolguard report ... | head` is not an error
+        # Point stdout at /dev/null so the interpreter's final flush does not complain.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        print("toolguard: interrupted", file=sys.stderr)
+        return 130
+    return 0
