@@ -102,7 +102,8 @@ class Call:
         if traj is not None and tool.requires:
             found = check_dependencies(tool, traj, values)
             if found:
-                self.failures.extend(found)
+                # Blocking stops at the first failure (PROTOCOL 2), also within one check.
+                self.failures.extend(found[:1] if block else found)
                 if block:
                     self.blocked = True
                     return
@@ -124,7 +125,7 @@ class Call:
         if tool.grounded:
             found = check_grounded(tool, traj, values)
             if found:
-                self.failures.extend(found)
+                self.failures.extend(found[:1] if block else found)
                 self.blocked = block
 
     def reject_before(self, failure: Failure) -> None:
