@@ -134,6 +134,14 @@ def _resolved_hints(fn: Callable[..., Any]) -> dict[str, Any]:
 def from_model(tool: str, model: type[BaseModel], *, keep_extra: bool = False) -> ArgumentSchema:
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         raise ToolDefinitionError(f"tool {tool!r}: args_model must be a pydantic model class")
+    try:
+        # Also completes the model: one with undefined forward references fails here, at
+        # wrap time, instead of on the first call.
+        json_schema = model.model_json_schema()
+    except pydantic.PydanticUserError as exc:
+        raise ToolDefinitionError(
+            f"tool {tool!r}: cannot build its argument schema: {exc}"
+        ) from exc
     validator = model.__pydantic_validator__
     names = tuple(model.model_fields)
 
@@ -147,7 +155,7 @@ def from_model(tool: str, model: type[BaseModel], *, keep_extra: bool = False) -
             values.update(instance.__pydantic_extra__)
         return values
 
-    hint = _hint_from_json_schema(tool, model.model_json_schema())
+    hint = _hint_from_json_schema(tool, json_schema)
     return ArgumentSchema(tool, names, validate, hint)
 
 
