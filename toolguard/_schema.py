@@ -138,6 +138,13 @@ def from_model(tool: str, model: type[BaseModel], *, keep_extra: bool = False) -
         # Also completes the model: one with undefined forward references fails here, at
         # wrap time, instead of on the first call.
         json_schema = model.model_json_schema()
+    except pydantic.PydanticInvalidForJsonSchema:
+        # An argument of an arbitrary class (a handle, a client): valid, just not describable
+        # in JSON Schema; the hint then names the arguments without their types.
+        json_schema = {
+            "properties": dict.fromkeys(model.model_fields, {}),
+            "required": [n for n, f in model.model_fields.items() if f.is_required()],
+        }
     except pydantic.PydanticUserError as exc:
         raise ToolDefinitionError(
             f"tool {tool!r}: cannot build its argument schema: {exc}"
