@@ -143,6 +143,7 @@ def verdict_attributes(decision: str, failures: Sequence[Any]) -> dict[str, Any]
 DEFAULT_MAX_QUEUE_SIZE = 2_000_000
 DEFAULT_SCHEDULE_DELAY_MS = 200
 DEFAULT_MAX_EXPORT_BATCH = 2048
+_configured: dict[str, trace.TracerProvider] = {}
 
 
 def setup_file_export(
@@ -162,6 +163,12 @@ def setup_file_export(
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    if not str(path).strip():
+        raise ValueError("setup_file_export: the span file path is empty")
+    key = os.path.abspath(path)
+    if key in _configured:
+        # A second set-up for the same file would add a second processor: every span twice.
+        return _configured[key]
     provider = trace.get_tracer_provider()
     if not isinstance(provider, TracerProvider):
         resource = Resource.create({"service.name": service_name} if service_name else {})
@@ -173,6 +180,7 @@ def setup_file_export(
     # Registered after the provider's own shutdown hook, so it runs first (atexit is LIFO):
     # an unbounded flush, where the SDK's shutdown would give up after 30 s.
     atexit.register(_flush, provider)
+    _configured[key] = provider
     return provider
 
 

@@ -92,29 +92,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report(out: Path) -> int:
+    import importlib.util
+
     from toolguard._cli import main as cli
 
-    print()
-    code = cli(["report", str(out), "--by", "method"])
+    args = ["report", str(out), "--by", "method"]
     plot = out.with_suffix(".pec.png")
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("matplotlib") is not None:
+        args += ["--plot", str(plot)]
+    print()
+    code = cli(args)
+    if "--plot" in args and code == 0:
+        print(f"PEC plot written to {plot}")
+    elif "--plot" not in args:
         print("(no PEC plot: pip install 'toolguard-otel[plot]')")
-        return code
-    return (
-        code
-        or cli(
-            ["report", str(out), "--by", "method", "--plot", str(plot), "--format", "json"],
-        )
-        * 0
-        or _said(plot)
-    )
-
-
-def _said(plot: Path) -> int:
-    print(f"PEC plot written to {plot}")
-    return 0
+    return code
 
 
 if __name__ == "__main__":
