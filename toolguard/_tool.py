@@ -143,9 +143,16 @@ class Tool:
         if not self._posonly and self._varpos is None:
             return [], dict(values)
         kwargs = dict(values)
-        args = [kwargs.pop(name) for name in self._posonly if name in kwargs]
-        if self._varpos is not None and self._varpos in kwargs:
-            args.extend(kwargs.pop(self._varpos))
+        rest = kwargs.pop(self._varpos, ()) if self._varpos is not None else ()
+        # Extra positional values can only follow every named positional parameter, so with
+        # any of them those go positionally too (f(b=2, *rest) would bind b twice).
+        named = self._params[0] if rest and self._params else self._posonly
+        args = []
+        for name in named:
+            if name not in kwargs:
+                break
+            args.append(kwargs.pop(name))
+        args.extend(rest)
         return args, kwargs
 
     def extract(self, result: Any) -> Iterable[tuple[str, Any]]:
