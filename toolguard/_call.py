@@ -154,7 +154,8 @@ class Call:
         raise ToolCallRejected(self.name, self.step, self.failures_sorted())
 
     def finish_raised(self, exc: BaseException) -> Any:
-        tel.detach(self.token)
+        if self.token is not None:
+            tel.detach(self.token)
         self.failures.append(
             Failure(
                 attr.STATE_CONSISTENCY,
@@ -169,7 +170,8 @@ class Call:
         raise exc
 
     def finish_returned(self, result: Any) -> Any:
-        tel.detach(self.token)
+        if self.token is not None:  # the per-call path counts its Python calls (benchmarks/)
+            tel.detach(self.token)
         tool = self.tool
         assert tool is not None
         fail_open = self.guard.fail_open
@@ -210,7 +212,11 @@ class Call:
                     False,
                 )
             )
-        if not rejected and self.traj is not None:
+        if (
+            not rejected
+            and self.traj is not None
+            and (tool.produces or tool.invalidates or self.guard.observes_outputs)
+        ):
             self._update_trajectory(self.traj, tool, result)
         if self.guard.record_content and self.span.is_recording():
             tel.set_attributes(self.span, {attr.GEN_AI_TOOL_CALL_RESULT: tel.content(result)})

@@ -69,15 +69,13 @@ class ArgumentSchema:
     ) -> None:
         self.tool = tool
         self.names = names  # None: unknown (a JSON Schema that allows anything)
-        self._validate = validate
+        # An attribute, not a method forwarding to it: one Python call less on every call.
+        self.validate: Callable[[dict[str, Any]], dict[str, Any]] = validate
         self.hint = hint
 
     @property
     def name_set(self) -> frozenset[str] | None:
         return None if self.names is None else frozenset(self.names)
-
-    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
-        return self._validate(args)
 
 
 def _skip_first(params: list[inspect.Parameter]) -> list[inspect.Parameter]:
@@ -157,7 +155,11 @@ def from_model(tool: str, model: type[BaseModel], *, keep_extra: bool = False) -
             instance = validator.validate_python(args)
         except pydantic.ValidationError as exc:
             raise _from_pydantic(tool, exc, hint) from None
-        values = {name: getattr(instance, name) for name in names}
+        # A validated model's __dict__ holds exactly its fields, in order (extras live in
+        # __pydantic_extra__): copying it is 3-4x cheaper than a getattr per field.
+        values = dict(instance.__dict__)
+        if len(values) != len(names):  # a model that keeps more than its fields: ask each
+            values = {name: getattr(instance, name) for name in names}
         if keep_extra and instance.__pydantic_extra__:
             values.update(instance.__pydantic_extra__)
         return values

@@ -38,6 +38,10 @@ _PLACEHOLDERS = frozenset(
 )
 
 
+_COLLECTIONS = (list, tuple, set, frozenset)
+_NO_BINDINGS: dict[Any, Any] = {}
+
+
 def in_precedence_order(failures: list[Failure]) -> list[Failure]:
     return sorted(failures, key=lambda f: _RANK[f.cause])
 
@@ -80,10 +84,20 @@ def check_schema(tool: Tool, raw: dict[str, Any]) -> tuple[dict[str, Any], Failu
 
 def check_dependencies(tool: Tool, traj: Trajectory, values: Mapping[str, Any]) -> list[Failure]:
     failures = []
+    bindings = traj._bindings
     for arg, kind in tool.requires.items():
         value = values.get(arg)
         if value is None:  # an optional reference left out refers to nothing
             continue
+        if not isinstance(value, _COLLECTIONS):
+            # Hot path: one live binding of a scalar, looked up inline (no Python calls).
+            # Anything else (absent, stale, unhashable) takes the full path below.
+            try:
+                binding = bindings.get(kind, _NO_BINDINGS).get(value)
+            except TypeError:
+                binding = None
+            if binding is not None and binding.live:
+                continue
         for item in value if isinstance(value, list | tuple | set | frozenset) else (value,):
             failure = _dependency(tool.name, traj, arg, kind, item)
             if failure is not None:
