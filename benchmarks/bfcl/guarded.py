@@ -1,0 +1,157 @@
+"""Put toolguard in front of the BFCL backends and replay a trajectory through it.
+
+One Guard per task (its tools are that task's backend instances); the ToolSpecs are built
+once per (class, function) so their compiled schemas are shared by all 800 tasks.
+The guard runs in ``log`` mode: every call executes exactly as on the raw backend, so the
+guard's verdict for each step can be compared with the raw replay step for step; a call the
+guard flags before execution is one that ``block`` mode would have stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import re
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import toolguard as tg
+from benchmarks.bfcl.data import Call, Task, function_docs
+from benchmarks.bfcl.env import Environment, is_error_result
+from benchmarks.bfcl.rules import RULES
+from benchmarks.bfcl.schema import to_json_schema
+
+PRE_EXECUTION = ("schema", "dependency", "precondition", "information")
+# Ids a user can type: bare numbers, quoted strings, and tokens mixing letters with digits or
+# underscores (flight_001, USR002).
+_NUMBER = re.compile(r"(?<![\w.])\d+(?!\w|\.\d)")
+_QUOTED = re.compile(r"'([^']{1,60})'|\"([^\"]{1,60})\"")
+_TOKEN = re.compile(r"\b[A-Za-z]*(?:\d|_)[\w-]*\b")
+
+
+def user_values(text: str) -> set[Any]:
+    """Values the user gave explicitly in ``text``: they may be used wherever an id is required
+    (PROTOCOL.md: a bound variable is an earlier output or a value the user gave)."""
+    found: set[Any] = {int(n) for n in _NUMBER.findall(text)}
+    found.update(a or b for a, b in _QUOTED.findall(text))
+    found.update(_TOKEN.findall(text))
+    return found
+
+
+@cache
+def spec(class_name: str, tool: str) -> tg.ToolSpec:
+    doc = function_docs(class_name)[tool]
+    rules = RULES.get(class_name, {}).get(tool)
+    options: dict[str, Any] = {}
+    if rules is not None:
+        options = {
+            "preconditions": list(rules.preconditions),
+            "requires": dict(rules.requires),
+            "produces": dict(rules.produces),
+            "invalidates": dict(rules.invalidates),
+            "grounded": list(rules.grounded),
+        }
+    return tg.ToolSpec(
+        name=tool,
+        description=doc.get("description"),
+        json_schema=to_json_schema(doc),
+        error_result=is_error_result,
+        **options,
+    )
+
+
+def offered(task: Task, class_name: str, turn: int) -> list[str]:
+    """The class's functions in the model's tool list at ``turn`` (miss_func, exclusions)."""
+    held = {f for t, names in task.missed.items() if turn < t for f in names}
+    return [f for f in function_docs(class_name) if f not in task.excluded and f not in held]
+
+
+@dataclass
+class StepVerdict:
+    step: int
+    tool: str
+    valid: bool
+    cause: str | None
+    check: str | None
+    decision: str | None
+    message: str | None
+
+
+@dataclass
+class GuardedRun:
+    verdicts: list[StepVerdict]
+    fed: int
+    cause: str | None
+
+    def first_flag(self) -> StepVerdict | None:
+        return next((v for v in self.verdicts if not v.valid), None)
+
+
+class Harness:
+    """Owns the span pipeline: the user's exporter (a file) plus an in-memory copy we read."""
+
+    def __init__(self, provider: Any) -> None:
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+        self.provider = provider
+        self.memory = InMemorySpanExporter()
+        provider.add_span_processor(SimpleSpanProcessor(self.memory))
+
+    def run(self, task: Task, calls: list[tuple[int, Call]], trajectory_id: str,
+            labels: dict[str, str], success: bool | None = None) -> GuardedRun:
+        env = Environment(task)
+        guard = tg.Guard(mode="log", rejection="return", tracer_provider=self.provider)
+        proxied: set[tuple[str, str]] = set()
+
+        def offer(turn: int) -> None:
+            for class_name, instance in env.instances.items():
+                names = [n for n in offered(task, class_name, turn)
+                         if (class_name, n) not in proxied]
+                if names:
+                    guard.proxy(instance, tools={n: spec(class_name, n) for n in names})
+                    proxied.update((class_name, n) for n in names)
+
+        kinds = {k for c in task.involved_classes for r in RULES.get(c, {}).values()
+                 for k in r.requires.values()}
+        by_turn: dict[int, list[Call]] = {}
+        for turn, call in calls:
+            by_turn.setdefault(turn, []).append(call)
+        self.memory.clear()
+        with tg.trajectory(trajectory_id, labels=labels,
+                           tracer_provider=self.provider) as traj:
+            for turn in range(len(task.questions)):
+                offer(turn)
+                for message in task.questions[turn]:
+                    traj.observe(message["content"])
+                    for value in user_values(message["content"]):
+                        for kind in kinds:
+                            traj.bind(kind, value)
+                for call in by_turn.get(turn, []):
+                    kwargs = copy.deepcopy(env.normalise(call))
+                    # Log mode re-raises the backend's exception after its span recorded it
+                    # as state_consistency; the replay goes on, as BFCL's executor does.
+                    with contextlib.suppress(Exception):
+                        guard.call(call.name, kwargs)
+            traj.success = success
+            fed, cause = traj.first_error_depth, traj.first_error_cause
+        return GuardedRun(self._verdicts(trajectory_id), fed, cause)
+
+    def _verdicts(self, trajectory_id: str) -> list[StepVerdict]:
+        out = []
+        for span in self.memory.get_finished_spans():
+            a = span.attributes or {}
+            if a.get("toolguard.trajectory.id") != trajectory_id or "toolguard.step" not in a:
+                continue
+            if span.name == "toolguard.trajectory":
+                continue
+            out.append(StepVerdict(
+                step=int(a["toolguard.step"]), tool=str(a.get("gen_ai.tool.name")),
+                valid=bool(a.get("toolguard.valid")), cause=a.get("toolguard.cause"),
+                check=a.get("toolguard.check"), decision=a.get("toolguard.decision"),
+                message=a.get("toolguard.message"),
+            ))
+        self.memory.clear()
+        return sorted(out, key=lambda v: v.step)

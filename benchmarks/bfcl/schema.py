@@ -1,0 +1,68 @@
+"""BFCL function docs -> JSON Schema (draft 2020-12) for the guard's schema check.
+
+BFCL writes its own type names (``dict``, ``float``, ``tuple``, ``any`` ...). In the
+multi-turn docs only dict, string, integer, float, array and boolean occur (checked by
+``test_bfcl.py``); the rest are mapped too so a future doc cannot slip through silently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# BFCL type name -> JSON Schema type. ``float`` accepts integers, as Python's float params do
+# (the ground truth writes ``add(a=3, b=4)``); ``any`` is unconstrained.
+TYPE_MAP: dict[str, str | list[str] | None] = {
+    "dict": "object",
+    "object": "object",
+    "integer": "integer",
+    "int": "integer",
+    "float": "number",
+    "number": "number",
+    "string": "string",
+    "str": "string",
+    "array": "array",
+    "list": "array",
+    "tuple": "array",
+    "boolean": "boolean",
+    "bool": "boolean",
+    "any": None,
+}
+
+
+class UnknownTypeError(ValueError):
+    pass
+
+
+def _convert(node: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    bfcl_type = node.get("type")
+    if bfcl_type is not None:
+        if bfcl_type not in TYPE_MAP:
+            raise UnknownTypeError(f"BFCL type {bfcl_type!r} has no JSON Schema mapping")
+        mapped = TYPE_MAP[bfcl_type]
+        if mapped is not None:
+            out["type"] = mapped
+    for key in ("description", "enum"):
+        if key in node:
+            out[key] = node[key]
+    if "items" in node:
+        out["items"] = _convert(node["items"])
+    if "properties" in node:
+        out["properties"] = {k: _convert(v) for k, v in node["properties"].items()}
+        # BFCL's nested dict docs (edit_ticket.updates) describe optional fields; the backend
+        # itself rejects unknown ones, so we stay permissive at the nested level.
+    if "required" in node and node.get("properties") is not None:
+        out["required"] = list(node["required"])
+    # Defaults are documentation only: the backend applies its own.
+    return out
+
+
+def to_json_schema(doc: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of one BFCL function doc as a closed JSON Schema object."""
+    params = doc.get("parameters", {"type": "dict", "properties": {}})
+    schema = _convert(params)
+    schema["type"] = "object"
+    schema.setdefault("properties", {})
+    # Unknown argument names are a schema error (PROTOCOL.md section 2), so close the object.
+    schema["additionalProperties"] = False
+    return schema
