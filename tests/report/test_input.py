@@ -1,0 +1,109 @@
+"""Input handling: malformed lines with file and line, --skip-invalid, gzip, stdin, globs,
+empty input."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import Writer, call, export, summary, trajectory
+
+from toolguard import _attributes as A
+from toolguard._collect import read_records
+from toolguard._errors import ToolGuardError
+from toolguard._otlp_reader import ReportInputError
+
+GOOD = export(*trajectory("a", [True, "schema"], True))
+
+
+def _without_fed() -> dict:
+    s = summary("x", 1, 2)
+    s["attributes"] = [a for a in s["attributes"] if a["key"] != A.TRAJECTORY_FED]
+    return s
+
+
+@pytest.mark.parametrize(
+    ("bad", "why"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "a JSON list, not a trace export"),
+        ('{"resourceMetrics": []}', "metrics export, not a trace export"),
+        ('{"foo": 1}', "without 'resourceSpans'"),
+        (
+            '{"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": [{"value": 1}]}]}]}]}',
+            "not a well-formed trace export",
+        ),
+        (json.dumps(export(call("x", "two"))), "toolguard.step is not an integer"),  # type: ignore[arg-type]
+        (json.dumps(export(call("x", 0))), "toolguard.step must be >= 1"),
+        (json.dumps(export(_without_fed())), "lacks toolguard.trajectory.first_error_depth"),
+    ],
+)
+def test_bad_line_names_file_line_and_reason(write_lines: Writer, bad: str, why: str) -> None:
+    path = write_lines([GOOD, "", bad, GOOD])
+    with pytest.raises(ReportInputError, match=re.escape(why)) as info:
+        read_records([str(path)])
+    assert str(info.value).startswith(f"{path}:3: ")
+    assert isinstance(info.value, ToolGuardError)
+
+
+def test_skip_invalid_counts_and_points_at_the_first(write_lines: Writer) -> None:
+    other = export(*trajectory("b", [True], False))
+    path = write_lines([GOOD, "garbage", other, "[]", json.dumps(export(call("c", -1)))])
+    records, stats = read_records([str(path)], skip_invalid=True)
+    assert [r.trajectory_id for r in records] == ["a", "b"]
+    assert stats.skipped == 3
+    assert stats.first_skipped is not None and stats.first_skipped.startswith(f"{path}:2: ")
+
+
+def test_a_skipped_line_leaves_no_partial_trace(write_lines: Writer) -> None:
+    # The first span of the bad line is fine; the line is skipped as a whole.
+    bad = export(call("half", 1), call("half", "x"))  # type: ignore[arg-type]
+    records, stats = read_records([str(write_lines([GOOD, bad]))], skip_invalid=True)
+    assert [r.trajectory_id for r in records] == ["a"] and stats.skipped == 1
+
+
+def test_gzip_file(write_lines: Writer) -> None:
+    plain = read_records([str(write_lines([GOOD]))])[0]
+    zipped = read_records([str(write_lines([GOOD], "spans.jsonl.gz"))])[0]
+    assert plain == zipped and len(zipped) == 1
+
+
+def test_corrupt_gzip_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl.gz"
+    bad.write_bytes(gzip.compress(b'{"resourceSpans": []}\n' * 50)[:40])
+    with pytest.raises(ReportInputError, match=r"bad\.jsonl\.gz"):
+        read_records([str(bad)])
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_stdin(monkeypatch: pytest.MonkeyPatch, compress: bool) -> None:
+    data = (json.dumps(GOOD) + "\n").encode()
+    raw = io.BufferedReader(io.BytesIO(gzip.compress(data) if compress else data))  # type: ignore[arg-type]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(raw))
+    records, stats = read_records(["-"])
+    assert len(records) == 1 and stats.files == ["<stdin>"]
+
+
+def test_globs_are_expanded_and_sorted(write_lines: Writer, tmp_path: Path) -> None:
+    write_lines([export(*trajectory("b", [True]))], "run-2.jsonl")
+    write_lines([export(*trajectory("a", [True]))], "run-1.jsonl")
+    records, stats = read_records([str(tmp_path / "run-*.jsonl")])
+    assert [r.trajectory_id for r in records] == ["a", "b"]
+    assert [Path(f).name for f in stats.files] == ["run-1.jsonl", "run-2.jsonl"]
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ReportInputError, match="no such file"):
+        read_records([str(tmp_path / "nope.jsonl")])
+
+
+def test_empty_input_is_a_clear_message(write_lines: Writer) -> None:
+    with pytest.raises(ReportInputError, match="is empty"):
+        read_records([str(write_lines([], "empty.jsonl"))])
+    with pytest.raises(ReportInputError, match="no toolguard trajectory"):
+        read_records([str(write_lines([export(call(None, 1))], "foreign.jsonl"))])
