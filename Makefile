@@ -10,6 +10,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q --no-deps bfcl-eval==2026.3.23 mpmath==1.4.1
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -25,3 +26,10 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) out
+
+# BFCL multi-turn harness (benchmarks/README.md, section BFCL): ground truth + seeded mutations
+# + generated BFCL result files through the guard; writes out/bfcl/report.{md,json}.
+.PHONY: bench-bfcl
+bench-bfcl: $(STAMP)
+	$(PY) -m pip install -q --no-deps bfcl-eval==2026.3.23 mpmath==1.4.1
+	$(PY) -m benchmarks.bfcl run --out out/bfcl

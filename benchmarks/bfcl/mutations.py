@@ -33,6 +33,8 @@ ID_ARGS = frozenset(
         "booking_id", "card_id", "symbol", "access_token", "username_to_unfollow",
     }
 )  # fmt: skip
+# ...except where the argument names a new entity: a fresh name there is not a wrong id.
+CREATES = frozenset({("mkdir", "dir_name"), ("touch", "file_name")})
 # Free values the agent must take from the user or an earlier output (not entity names).
 VALUE_ARGS = frozenset(
     {
@@ -112,7 +114,7 @@ def _arg_sites(calls: list[Step], names: frozenset[str] | None) -> list[tuple[in
         (i, k)
         for i, (_, c) in enumerate(calls)
         for k, v in c.kwargs.items()
-        if (names is None or k in names) and v is not None
+        if (names is None or (k in names and (c.name, k) not in CREATES)) and v is not None
     ]
 
 
