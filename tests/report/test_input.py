@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import gzip
 import io
-import re
 import json
+import re
 import sys
 from pathlib import Path
 
