@@ -1,0 +1,74 @@
+"""The public surface: ``toolguard.__all__`` is sorted, complete and resolvable."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import toolguard as tg
+
+INIT = Path(tg.__file__)
+
+
+def names_bound_in_init() -> set[str]:
+    """Every name toolguard/__init__.py binds at module level (imports, defs, assignments)."""
+    tree = ast.parse(INIT.read_text())
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom | ast.Import):
+            if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+                continue
+            for alias in node.names:
+                names.add((alias.asname or alias.name).split(".")[0])
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    names.add(target.id)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def test_all_is_sorted_and_unique():
+    assert list(tg.__all__) == sorted(tg.__all__)
+    assert len(set(tg.__all__)) == len(tg.__all__)
+
+
+def test_every_public_name_is_in_all():
+    public = {n for n in names_bound_in_init() if not n.startswith("_")} | {"__version__"}
+    assert public - set(tg.__all__) == set()
+
+
+def test_every_name_in_all_exists():
+    missing = [n for n in tg.__all__ if not hasattr(tg, n)]
+    assert missing == []
+    namespace: dict = {}
+    exec("from toolguard import *", namespace)
+    assert set(tg.__all__) <= set(namespace)
+
+
+def test_public_objects_are_documented():
+    for name in tg.__all__:
+        obj = getattr(tg, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert inspect.getdoc(obj), f"toolguard.{name} has no docstring"
+
+
+def test_the_api_sketch_names_exist():
+    for name in (
+        "Guard",
+        "Precondition",
+        "Postcondition",
+        "ToolSpec",
+        "trajectory",
+        "ToolGuardError",
+        "ToolDefinitionError",
+        "ToolCallRejected",
+        "Rejection",
+        "setup_file_export",
+    ):
+        assert name in tg.__all__
+    assert isinstance(tg.__version__, str) and tg.__version__

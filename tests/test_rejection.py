@@ -1,0 +1,244 @@
+"""Rejections as exceptions or values; tool exceptions; error results; postconditions."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+from opentelemetry.trace import StatusCode
+
+import toolguard as tg
+
+
+class Inventory:
+    def __init__(self) -> None:
+        self.stock = {"apple": 3}
+
+
+def build(otel, **options):
+    inv = Inventory()
+    guard = otel.guard(state=inv, **options)
+
+    @guard.tool(
+        preconditions=[
+            tg.Precondition(
+                "in_stock",
+                lambda state, item, qty: state.stock.get(item, 0) >= qty,
+                "not enough stock",
+            )
+        ]
+    )
+    def take(item: str, qty: int = 1) -> int:
+        inv.stock[item] -= qty
+        return inv.stock[item]
+
+    return inv, guard, take
+
+
+def test_raise_mode_carries_everything(otel):
+    inv, _, take = build(otel)
+    with otel.trajectory("t"):
+        take("apple")
+        with pytest.raises(tg.ToolCallRejected) as info:
+            take("apple", 5)
+    exc = info.value
+    assert isinstance(exc, tg.ToolGuardError)
+    assert exc.tool == "take"
+    assert exc.step == 2
+    assert exc.cause == "precondition"
+    assert exc.check == "requires.in_stock"
+    assert exc.failed_checks == ["requires.in_stock"]
+    assert "not enough stock" in exc.message
+    assert "item='apple'" in exc.message and "qty=5" in exc.message
+    assert "in_stock" in exc.model_message
+    assert "Change the arguments" in exc.model_message
+    assert "take" in str(exc) and "requires.in_stock" in str(exc)
+    assert inv.stock == {"apple": 2}
+
+
+def test_return_mode_gives_a_model_facing_rejection(otel):
+    inv, guard, take = build(otel, rejection="return")
+    with otel.trajectory("t"):
+        result = take("pear", 1)
+        bad_args = guard.call("take", {"item": "apple", "qty": "lots"})
+    assert isinstance(result, tg.Rejection)
+    assert (result.tool, result.step, result.cause, result.check) == (
+        "take",
+        1,
+        "precondition",
+        "requires.in_stock",
+    )
+    assert result.failed_checks == ("requires.in_stock",)
+    text = str(result)
+    assert text.startswith("Error: the call to `take` was rejected (precondition).")
+    assert result.model_message in text
+    assert "not enough stock" in text and "'pear'" in text
+    assert "Inventory" not in text  # the state object is not dumped into the prompt
+    assert isinstance(bad_args, tg.Rejection)
+    assert "Call it again with arguments matching" in str(bad_args)
+    assert "take(item: string, qty?: integer)" in str(bad_args)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.cause = "schema"  # type: ignore[misc]
+    assert inv.stock == {"apple": 3}
+
+
+def test_long_values_are_shortened_in_messages(otel):
+    _, _, take = build(otel)
+    with pytest.raises(tg.ToolCallRejected) as info:
+        take("x" * 5000, 1)
+    assert len(info.value.model_message) < 600
+    assert len(info.value.message) < 600
+
+
+def test_tool_exception_reraised_in_raise_mode(otel):
+    guard = otel.guard()
+    err = OSError("disk full")
+
+    @guard.tool
+    def write(path: str) -> None:
+        raise err
+
+    with otel.trajectory("t"), pytest.raises(OSError) as info:
+        write("/tmp/x")
+    assert info.value is err
+    span = otel.only_call()
+    assert span.attributes["toolguard.cause"] == "state_consistency"
+    assert span.attributes["toolguard.check"] == "state.exception"
+    assert span.attributes["toolguard.decision"] == "allowed"
+    assert span.status.status_code is StatusCode.ERROR
+    summary = otel.summary("t").attributes
+    assert summary["toolguard.trajectory.first_error.cause"] == "state_consistency"
+    assert summary["toolguard.trajectory.first_error_depth"] == 1
+
+
+def test_tool_exception_returned_in_return_block_mode(otel):
+    guard = otel.guard(rejection="return")
+
+    @guard.tool
+    def write(path: str) -> None:
+        raise OSError("disk full")
+
+    with otel.trajectory("t"):
+        result = write("/tmp/x")
+    assert isinstance(result, tg.Rejection)
+    assert result.cause == "state_consistency"
+    assert result.check == "state.exception"
+    assert "OSError: disk full" in str(result)
+    assert result.step == 1
+
+
+def test_tool_exception_reraised_in_return_log_mode(otel):
+    guard = otel.guard(rejection="return", mode="log")
+
+    @guard.tool
+    def write(path: str) -> None:
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        write("/tmp/x")
+    assert otel.only_call().attributes["toolguard.cause"] == "state_consistency"
+
+
+def test_base_exceptions_are_never_swallowed(otel):
+    guard = otel.guard(rejection="return")
+
+    class Stop(BaseException):
+        pass
+
+    @guard.tool
+    def halt() -> None:
+        raise Stop()
+
+    with pytest.raises(Stop):
+        halt()
+    assert otel.only_call().attributes["toolguard.check"] == "state.exception"
+
+
+def test_async_tool_rejection_and_exception_in_return_mode(otel):
+    guard = otel.guard(rejection="return")
+
+    @guard.tool(preconditions=[tg.Precondition("pos", lambda n: n > 0)])
+    async def f(n: int) -> int:
+        await asyncio.sleep(0)
+        if n > 10:
+            raise ValueError("too big")
+        return n
+
+    async def main():
+        return await f(1), await f(-1), await f(11)
+
+    ok, rejected, failed = asyncio.run(main())
+    assert ok == 1
+    assert isinstance(rejected, tg.Rejection) and rejected.check == "requires.pos"
+    assert isinstance(failed, tg.Rejection) and failed.check == "state.exception"
+
+
+def test_error_result_predicate(otel):
+    guard = otel.guard(rejection="return")
+
+    @guard.tool(error_result=lambda r: isinstance(r, str) and r.startswith("Error:"))
+    def lookup(key: str) -> str:
+        return "Error: no such key" if key == "missing" else f"value of {key}"
+
+    with otel.trajectory("t"):
+        assert lookup("a") == "value of a"
+        assert lookup("missing") == "Error: no such key"  # the agent reads the tool's answer
+    ok, bad = otel.call_spans("t")
+    assert ok.attributes["toolguard.valid"] is True
+    a = bad.attributes
+    assert a["toolguard.valid"] is False
+    assert a["toolguard.cause"] == "state_consistency"
+    assert a["toolguard.check"] == "state.error_result"
+    assert a["toolguard.decision"] == "allowed"
+    assert "no such key" in a["toolguard.message"]
+    assert bad.status.status_code is StatusCode.ERROR
+    s = otel.summary("t").attributes
+    assert s["toolguard.trajectory.first_error_depth"] == 2
+
+
+def test_postconditions(otel):
+    inv = Inventory()
+    guard = otel.guard(state=inv)
+
+    @guard.tool(
+        postconditions=[
+            tg.Postcondition(
+                "stock_not_negative",
+                lambda state, item: state.stock[item] >= 0,
+                "stock went negative",
+            ),
+            tg.Postcondition(
+                "returns_stock", lambda state, item, result: result == state.stock[item]
+            ),
+        ]
+    )
+    def take(item: str, qty: int) -> int:
+        inv.stock[item] -= qty
+        return inv.stock[item] + 1  # a bug: off by one
+
+    with otel.trajectory("t"):
+        assert take("apple", 5) == -1  # ran; the postconditions flag it afterwards
+    a = otel.only_call().attributes
+    assert a["toolguard.cause"] == "state_consistency"
+    assert a["toolguard.check"] == "ensures.stock_not_negative"
+    assert a["toolguard.failed_checks"] == ("ensures.stock_not_negative", "ensures.returns_stock")
+    assert "stock went negative" in a["toolguard.message"]
+    assert a["toolguard.decision"] == "allowed"
+    assert a["error.type"] == "toolguard.state_consistency"
+    assert otel.only_call().status.status_code is StatusCode.ERROR
+
+
+def test_postcondition_that_holds(otel):
+    guard = otel.guard()
+
+    @guard.tool(
+        postconditions=[
+            tg.Postcondition("even", lambda result, args: result % 2 == 0 and args == {"n": 2})
+        ]
+    )
+    def double(n: int) -> int:
+        return n * 2
+
+    assert double(2) == 4
+    assert otel.only_call().attributes["toolguard.valid"] is True
