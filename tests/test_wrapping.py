@@ -417,3 +417,27 @@ def test_condition_needs_id_and_callable():
 def test_definition_error_is_a_toolguard_error():
     assert issubclass(tg.ToolDefinitionError, tg.ToolGuardError)
     assert issubclass(tg.ToolCallRejected, tg.ToolGuardError)
+
+
+def test_registered_bound_method_gets_its_instance_by_name(otel):
+    guard = otel.guard()
+
+    class Wallet:
+        def __init__(self, balance: int) -> None:
+            self.balance = balance
+
+        def pay(self, amount: int) -> int:
+            self.balance -= amount
+            return self.balance
+
+    wallet = Wallet(5)
+    enough = tg.Precondition(
+        "enough", lambda instance, amount: instance.balance >= amount, "no funds"
+    )
+    pay = guard.register(wallet.pay, preconditions=[enough])
+    assert pay(1) == 4
+    assert guard.call("pay", {"amount": 1}) == 3  # by name: the predicate sees the wallet
+    with pytest.raises(tg.ToolCallRejected) as info:
+        guard.call("pay", {"amount": 10})
+    assert info.value.check == "requires.enough"
+    assert [s.attributes["toolguard.valid"] for s in otel.call_spans()] == [True, True, False]

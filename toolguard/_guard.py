@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import logging
+import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, overload
 
@@ -90,7 +91,10 @@ class Guard:
         """Guard ``fn`` and make it callable by name; returns the guarded callable."""
         spec = _spec(spec, options)
         tool = spec.compile(fn)
-        wrapper = _GuardedTool(fn, self, tool)
+        # A bound method keeps its object: predicates asking for `instance` get it also when
+        # the tool is dispatched by name (guard.call), not only when called directly.
+        bound_to = fn.__self__ if isinstance(fn, types.MethodType) else None
+        wrapper = _GuardedTool(fn, self, tool, instance=bound_to)
         if _is_unbound_method(fn):
             # Decorated in a class body: guarded on every instance, but there is no instance
             # to dispatch to by name (use guard.proxy(obj) or guard.register(obj.method)).
