@@ -13,14 +13,14 @@ from . import _attributes as attr
 from . import _telemetry as tel
 from ._checks import Failure
 from ._errors import ToolCallRejected
+from ._schema import SchemaFailure
 from ._tool import Tool
-from ._trajectory import Trajectory, current_trajectory
+from ._trajectory import Trajectory, _current
 from ._verdict import (
     Rejection,
     check_conditions,
     check_dependencies,
     check_grounded,
-    check_schema,
     guard_error,
     in_precedence_order,
 )
@@ -41,6 +41,7 @@ class Call:
         "kwargs",
         "mode",
         "name",
+        "recording",
         "span",
         "step",
         "token",
@@ -62,7 +63,9 @@ class Call:
         self.name = name
         self.tool = tool
         self.instance = instance
-        self.traj: Trajectory | None = current_trajectory()
+        # Each Python call on this path costs about as much as a check does (benchmarks/
+        # overhead.py), so the hot path reads the context variable and the flags directly.
+        self.traj: Trajectory | None = _current.get()
         if step is None and self.traj is not None:
             step = self.traj.next_step()
         self.step = step
@@ -71,7 +74,9 @@ class Call:
         self.blocked = False
         self.token: object | None = None
         self.span = tel.start_span(guard.tracer, attr.call_span_name(name))
-        if self.span.is_recording():
+        # A span records from start to end or never: asked once, not at every step.
+        self.recording = self.span.is_recording()
+        if self.recording:
             traj = self.traj
             tel.set_attributes(
                 self.span,
@@ -90,9 +95,12 @@ class Call:
         tool, traj = self.tool, self.traj
         assert tool is not None
         block = self.mode == "block"
-        if self.guard.record_content and self.span.is_recording():
+        if self.guard.record_content and self.recording:
             tel.set_attributes(self.span, {attr.GEN_AI_TOOL_CALL_ARGUMENTS: tel.content(raw)})
-        values, failure = check_schema(tool, raw)
+        try:
+            values, failure = tool.schema.validate(raw), None
+        except SchemaFailure as exc:
+            values, failure = raw, exc.failure
         self.values = values
         if failure is not None:
             self.failures.append(failure)
@@ -137,12 +145,17 @@ class Call:
         return {"state": self.guard.state, "instance": self.instance}
 
     def call_parts(self) -> tuple[list[Any], dict[str, Any]]:
-        assert self.tool is not None
-        return self.tool.call_parts(self.values)
+        tool = self.tool
+        assert tool is not None
+        if not tool._posonly and tool._varpos is None:
+            # Only keywords: the validated dict itself (the caller unpacks it with **, which
+            # copies), not a copy of it.
+            return [], self.values
+        return tool.call_parts(self.values)
 
     def enter(self) -> None:
         # The tool runs with the call span current, so spans it makes (HTTP, DB) nest below.
-        if self.span.is_recording():
+        if self.recording:
             self.token = tel.attach(self.span)
 
     # -- after execution --------------------------------------------------------------------
@@ -218,7 +231,7 @@ class Call:
             and (tool.produces or tool.invalidates or self.guard.observes_outputs)
         ):
             self._update_trajectory(self.traj, tool, result)
-        if self.guard.record_content and self.span.is_recording():
+        if self.guard.record_content and self.recording:
             tel.set_attributes(self.span, {attr.GEN_AI_TOOL_CALL_RESULT: tel.content(result)})
         self._close(executed=True, result=result)
         return result
@@ -253,7 +266,7 @@ class Call:
         if self.traj is not None and self.step is not None:
             self.traj.record(self.step, not failures, failures[0].cause if failures else None)
         span = self.span
-        if span.is_recording():
+        if self.recording:
             tel.set_attributes(span, tel.verdict_attributes(decision, failures))
             if decision == attr.BLOCKED or any(f.cause == attr.STATE_CONSISTENCY for f in failures):
                 tel.set_error(span, failures[0].message[:256])
