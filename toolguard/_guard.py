@@ -199,7 +199,9 @@ class Guard:
             self.acall(c[0], c[1], call_id=c[2] if len(c) > 2 else None, step=s)  # type: ignore[misc]
             for c, s in zip(calls, steps, strict=True)
         ]
-        return list(await asyncio.gather(*coros, return_exceptions=self.rejection == "return"))
+        # Like acall: a rejection comes back as a value or raises; a tool's exception that the
+        # mode re-raises propagates rather than hiding in the results list.
+        return list(await asyncio.gather(*coros))
 
     def _unknown(self, name: str, call_id: str | None, step: int | None) -> Any:
         known = self.tool_names
