@@ -282,7 +282,14 @@ _add(TR, "book_flight",
       "travel_date is YYYY-MM-DD"),
      ("travel_class", lambda travel_class: travel_class in ("economy", "business", "first"),
       "travel_class is economy, business or first"),
+     ("balance_covers_budget", lambda instance, card_id: instance.budget_limit is None
+      or instance.credit_card_list[card_id]["balance"] >= instance.budget_limit,
+      "the card balance is below the budget limit"),
      produces={"booking_id": "booking_id"})
+_add(TR, "purchase_insurance", ("within_budget", lambda instance, insurance_cost:
+                                instance.budget_limit is None
+                                or insurance_cost <= instance.budget_limit,
+                                "the insurance costs more than the budget limit"))
 _add(TR, "get_booking_history",
      produces={"booking_id": lambda r: list((r or {}).get("booking_history", {}))})
 _add(TR, "register_credit_card", grounded=["card_number"])
@@ -311,6 +318,11 @@ _add(VC, "startEngine",
      ("brake_fully_pressed", lambda instance: instance.brakePedalStatus == "pressed"
       and instance._brakePedalForce == 1000.0, "press the brake pedal fully first"),
      ("fuel", lambda instance: instance.fuelLevel >= _tank_limits()[0], "the tank is empty"))
+_add(VC, "setCruiseControl",
+     ("engine_running", lambda instance: instance.engine_state != "stopped",
+      "start the engine first"),
+     ("speed_valid", lambda speed, activate: not activate
+      or (0 <= speed <= 120 and speed % 5 == 0), "speed is 0..120 in steps of 5"))
 _add(VC, "pressBrakePedal", ("pedal_range", lambda pedalPosition: 0 <= pedalPosition <= 1,
                              "pedalPosition is between 0 and 1"))
 _add(VC, "fillFuelTank", ("tank_capacity", lambda instance, fuelAmount: fuelAmount >= 0
