@@ -44,16 +44,30 @@ def make_harness(spans: Path) -> tuple[Harness, Any]:
     spans.parent.mkdir(parents=True, exist_ok=True)
     spans.unlink(missing_ok=True)
     provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(FileSpanExporter(str(spans)),
-                                                   max_queue_size=1_000_000))
+    provider.add_span_processor(
+        BatchSpanProcessor(FileSpanExporter(str(spans)), max_queue_size=1_000_000)
+    )
     return Harness(provider), provider
 
 
 def toolguard_report(spans: Path, by: str) -> dict[str, Any]:
     """The teammates' aggregator, through its public CLI and JSON contract (PROTOCOL.md 5)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "toolguard", "report", str(spans), "--by", by, "--format",
-         "json", "--quiet"], capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "toolguard",
+            "report",
+            str(spans),
+            "--by",
+            by,
+            "--format",
+            "json",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(proc.stdout)
 
@@ -69,8 +83,13 @@ def replay_result_files(files: Sequence[Path], harness: Harness) -> int:
             if task is None or category_of(task_id) not in CATEGORIES:
                 continue
             rep = replay(task, calls, reference(task))
-            harness.run(task, calls, f"{model}/{task_id}",
-                        labels(task, "bfcl_result", model=model), success=rep.success)
+            harness.run(
+                task,
+                calls,
+                f"{model}/{task_id}",
+                labels(task, "bfcl_result", model=model),
+                success=rep.success,
+            )
             n += 1
     return n
 
@@ -101,37 +120,57 @@ def _metric_row(g: dict[str, Any], key: str) -> str:
     def f(x: Any) -> str:
         return "-" if x is None else f"{x:.3f}"
 
-    return (f"| {g['labels'].get(key) or '(all)'} | {g['n']} | {f(g['ter'])} | "
-            f"{f(g['mean_fed'])} | {f(g['auc_pec'])} | {f(g['final_success'])} | {f(g['rr'])} "
-            f"({g['rr_eligible']}) | {f(g['s'])} |")
+    return (
+        f"| {g['labels'].get(key) or '(all)'} | {g['n']} | {f(g['ter'])} | "
+        f"{f(g['mean_fed'])} | {f(g['auc_pec'])} | {f(g['final_success'])} | {f(g['rr'])} "
+        f"({g['rr_eligible']}) | {f(g['s'])} |"
+    )
 
 
 def markdown(summary: dict[str, Any]) -> str:
     gt = summary["ground_truth"]
     lines = [
-        f"# BFCL multi-turn through toolguard (bfcl-eval {BFCL_EVAL_VERSION})", "",
+        f"# BFCL multi-turn through toolguard (bfcl-eval {BFCL_EVAL_VERSION})",
+        "",
         f"Ground truth: {gt['tasks']} tasks, {gt['calls']} calls; environment rejections "
         f"{gt['env_rejections']}; guard flags {gt['flags']}, of which not confirmed by the "
-        f"environment (false positives) {gt['false_positives']}.", "",
-        "| task | step | tool | cause | check | env rejected too |", "|---|---|---|---|---|---|",
+        f"environment (false positives) {gt['false_positives']}.",
+        "",
+        "| task | step | tool | cause | check | env rejected too |",
+        "|---|---|---|---|---|---|",
     ]
-    lines += [f"| {f['task']} | {f['step']} | {f['tool']} | {f['cause']} | {f['check']} | "
-              f"{f['env_rejected']} |" for f in gt["flag_list"]]
-    lines += ["", "## Injected errors", "",
-              "| mutation | n | guard before execution | env only | silent | harmless | "
-              "guard caught, env silent | env rejected | FED agrees | guard earlier | "
-              "cause agrees (env) | cause as expected |", "|" + "---|" * 12]
+    lines += [
+        f"| {f['task']} | {f['step']} | {f['tool']} | {f['cause']} | {f['check']} | "
+        f"{f['env_rejected']} |"
+        for f in gt["flag_list"]
+    ]
+    lines += [
+        "",
+        "## Injected errors",
+        "",
+        "| mutation | n | guard before execution | env only | silent | harmless | "
+        "guard caught, env silent | env rejected | FED agrees | guard earlier | "
+        "cause agrees (env) | cause as expected |",
+        "|" + "---|" * 12,
+    ]
     for r in summary["mutations"]:
         lines.append(
             f"| {r['mutation']} | {r['n']} | {r['guard_before_execution']} | {r['env_only']} | "
             f"{r['silent']} | {r['harmless']} | {r['guard_caught_env_silent']} | "
             f"{r['env_rejected']} | {r['fed_agree']} | {r['guard_earlier']} | "
-            f"{r['cause_agree']} | {r['cause_expected']} |")
-    for title, key, rep in (("Report by method", "method", summary["report_by_method"]),
-                            ("BFCL result files, by model", "model", summary["report_results"])):
-        lines += ["", f"## {title} (toolguard report)", "",
-                  f"| {key} | N | TER | mean FED | AUC-PEC | final success | RR (eligible) | S |",
-                  "|---|---|---|---|---|---|---|---|"]
+            f"{r['cause_agree']} | {r['cause_expected']} |"
+        )
+    for title, key, rep in (
+        ("Report by method", "method", summary["report_by_method"]),
+        ("BFCL result files, by model", "model", summary["report_results"]),
+    ):
+        lines += [
+            "",
+            f"## {title} (toolguard report)",
+            "",
+            f"| {key} | N | TER | mean FED | AUC-PEC | final success | RR (eligible) | S |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         lines += [_metric_row(g, key) for g in rep["groups"]]
     return "\n".join(lines) + "\n"
 
@@ -152,11 +191,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     r_provider.force_flush()
     r_provider.shutdown()
     summary = {
-        "bfcl_eval": BFCL_EVAL_VERSION, "seed": args.seed,
+        "bfcl_eval": BFCL_EVAL_VERSION,
+        "seed": args.seed,
         "ground_truth": {
-            "tasks": gt.n_tasks, "calls": gt.n_calls, "env_rejections": gt.env_rejections,
-            "flags": len(gt.flags), "false_positives": len(gt.false_positives),
-            "not_successful": gt.not_successful, "flag_list": [vars(f) for f in gt.flags],
+            "tasks": gt.n_tasks,
+            "calls": gt.n_calls,
+            "env_rejections": gt.env_rejections,
+            "flags": len(gt.flags),
+            "false_positives": len(gt.false_positives),
+            "not_successful": gt.not_successful,
+            "flag_list": [vars(f) for f in gt.flags],
         },
         "mutations": mutation_table(outcomes),
         "report_by_method": toolguard_report(out / "spans.jsonl", "method"),
@@ -165,7 +209,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     }
     (out / "report.json").write_text(json.dumps(summary, indent=1) + "\n")
     (out / "mutations.jsonl").write_text(
-        "".join(json.dumps({**vars(o), "verdict": o.verdict}) + "\n" for o in outcomes))
+        "".join(json.dumps({**vars(o), "verdict": o.verdict}) + "\n" for o in outcomes)
+    )
     (out / "report.md").write_text(markdown(summary))
     print((out / "report.md").read_text())
     print(f"wrote {out}/report.json, report.md, spans.jsonl in {summary['seconds']} s")
@@ -191,8 +236,11 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.bfcl", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.bfcl",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run", help="ground truth + mutations + result files, with report")
     run.add_argument("--categories", default=",".join(CATEGORIES))

@@ -107,8 +107,9 @@ def execute(env: Environment, name: str, kwargs: dict[str, Any]) -> Outcome:
         # to list arguments (post_tweet stores `mentions`) and later calls mutate them.
         result = method(**copy.deepcopy(kwargs))
     except Exception as exc:  # the backend's own rejection of an ill-formed call
-        return Outcome(rejected=True, exception=type(exc).__name__,
-                       text=f"Error during execution: {exc}")
+        return Outcome(
+            rejected=True, exception=type(exc).__name__, text=f"Error during execution: {exc}"
+        )
     return Outcome(result=result, rejected=is_error_result(result), text=render(result))
 
 

@@ -33,8 +33,13 @@ EXPECTED_CAUSES: dict[str, frozenset[str]] = {
 
 
 def labels(task: Task, method: str, **extra: str) -> dict[str, str]:
-    return {"dataset": "bfcl", "category": task.category, "task": task.id, "method": method,
-            **extra}
+    return {
+        "dataset": "bfcl",
+        "category": task.category,
+        "task": task.id,
+        "method": method,
+        **extra,
+    }
 
 
 @dataclass
@@ -67,8 +72,9 @@ def run_ground_truth(tasks: list[Task], harness: Harness) -> GroundTruthResult:
     out = GroundTruthResult()
     for task in tasks:
         raw = ground_truth_replay(task)
-        run = harness.run(task, task.flat_calls(), task.id, labels(task, "ground_truth"),
-                          success=raw.success)
+        run = harness.run(
+            task, task.flat_calls(), task.id, labels(task, "ground_truth"), success=raw.success
+        )
         out.n_tasks += 1
         out.n_calls += len(raw.outcomes)
         out.env_rejections += sum(o.rejected for o in raw.outcomes)
@@ -76,8 +82,17 @@ def run_ground_truth(tasks: list[Task], harness: Harness) -> GroundTruthResult:
             out.not_successful.append(task.id)
         for v in run.verdicts:
             if not v.valid:
-                out.flags.append(Flag(task.id, v.step, v.tool, str(v.cause), str(v.check),
-                                      str(v.message), raw.outcomes[v.step - 1].rejected))
+                out.flags.append(
+                    Flag(
+                        task.id,
+                        v.step,
+                        v.tool,
+                        str(v.cause),
+                        str(v.check),
+                        str(v.message),
+                        raw.outcomes[v.step - 1].rejected,
+                    )
+                )
     return out
 
 
@@ -127,19 +142,32 @@ def _env_cause(rep: Replay) -> str | None:
 
 def evaluate_mutation(task: Task, m: Mutation, harness: Harness) -> MutationOutcome:
     rep = replay(task, m.calls, reference(task))
-    run: GuardedRun = harness.run(task, m.calls, f"{task.id}/{m.kind}",
-                                  labels(task, f"mutation:{m.kind}"), success=rep.success)
+    run: GuardedRun = harness.run(
+        task,
+        m.calls,
+        f"{task.id}/{m.kind}",
+        labels(task, f"mutation:{m.kind}"),
+        success=rep.success,
+    )
     first = run.first_flag()
     return MutationOutcome(
-        task=task.id, kind=m.kind, detail=m.detail, position=m.position, length=len(m.calls),
-        env_fed=rep.fed, env_cause=_env_cause(rep), success=rep.success,
-        guard_fed=run.fed, guard_cause=run.cause,
+        task=task.id,
+        kind=m.kind,
+        detail=m.detail,
+        position=m.position,
+        length=len(m.calls),
+        env_fed=rep.fed,
+        env_cause=_env_cause(rep),
+        success=rep.success,
+        guard_fed=run.fed,
+        guard_cause=run.cause,
         guard_check=first.check if first is not None else None,
     )
 
 
-def run_mutations(tasks: list[Task], harness: Harness, kinds: tuple[str, ...] = MUTATION_CLASSES,
-                  seed: int = 0) -> list[MutationOutcome]:
+def run_mutations(
+    tasks: list[Task], harness: Harness, kinds: tuple[str, ...] = MUTATION_CLASSES, seed: int = 0
+) -> list[MutationOutcome]:
     out = []
     for kind in kinds:
         for task in tasks:
@@ -157,20 +185,21 @@ def mutation_table(outcomes: list[MutationOutcome]) -> list[dict[str, Any]]:
         verdicts = Counter(o.verdict for o in mine)
         env_rejected = [o for o in mine if o.env_fed <= o.length]
         guard_pre = [o for o in mine if o.verdict == "guard"]
-        rows.append({
-            "mutation": kind,
-            "n": len(mine),
-            "guard_before_execution": verdicts["guard"],
-            "env_only": verdicts["env_only"],
-            "silent": verdicts["silent"],
-            "harmless": verdicts["harmless"],
-            "guard_caught_env_silent": sum(o.env_fed > o.length for o in guard_pre),
-            "env_rejected": len(env_rejected),
-            "fed_agree": sum(o.fed_agrees for o in env_rejected),
-            "guard_earlier": sum(o.guard_fed < o.env_fed for o in env_rejected),
-            "cause_agree": sum(bool(o.cause_agrees) for o in env_rejected),
-            "cause_expected": sum(o.guard_cause in EXPECTED_CAUSES[kind] for o in mine),
-            "guard_causes": dict(Counter(o.guard_cause or "none" for o in mine)),
-        })
+        rows.append(
+            {
+                "mutation": kind,
+                "n": len(mine),
+                "guard_before_execution": verdicts["guard"],
+                "env_only": verdicts["env_only"],
+                "silent": verdicts["silent"],
+                "harmless": verdicts["harmless"],
+                "guard_caught_env_silent": sum(o.env_fed > o.length for o in guard_pre),
+                "env_rejected": len(env_rejected),
+                "fed_agree": sum(o.fed_agrees for o in env_rejected),
+                "guard_earlier": sum(o.guard_fed < o.env_fed for o in env_rejected),
+                "cause_agree": sum(bool(o.cause_agrees) for o in env_rejected),
+                "cause_expected": sum(o.guard_cause in EXPECTED_CAUSES[kind] for o in mine),
+                "guard_causes": dict(Counter(o.guard_cause or "none" for o in mine)),
+            }
+        )
     return rows
-

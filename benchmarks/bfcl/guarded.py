@@ -100,28 +100,38 @@ class Harness:
         self.memory = InMemorySpanExporter()
         provider.add_span_processor(SimpleSpanProcessor(self.memory))
 
-    def run(self, task: Task, calls: list[tuple[int, Call]], trajectory_id: str,
-            labels: dict[str, str], success: bool | None = None) -> GuardedRun:
+    def run(
+        self,
+        task: Task,
+        calls: list[tuple[int, Call]],
+        trajectory_id: str,
+        labels: dict[str, str],
+        success: bool | None = None,
+    ) -> GuardedRun:
         env = Environment(task)
         guard = tg.Guard(mode="log", rejection="return", tracer_provider=self.provider)
         proxied: set[tuple[str, str]] = set()
 
         def offer(turn: int) -> None:
             for class_name, instance in env.instances.items():
-                names = [n for n in offered(task, class_name, turn)
-                         if (class_name, n) not in proxied]
+                names = [
+                    n for n in offered(task, class_name, turn) if (class_name, n) not in proxied
+                ]
                 if names:
                     guard.proxy(instance, tools={n: spec(class_name, n) for n in names})
                     proxied.update((class_name, n) for n in names)
 
-        kinds = {k for c in task.involved_classes for r in RULES.get(c, {}).values()
-                 for k in r.requires.values()}
+        kinds = {
+            k
+            for c in task.involved_classes
+            for r in RULES.get(c, {}).values()
+            for k in r.requires.values()
+        }
         by_turn: dict[int, list[Call]] = {}
         for turn, call in calls:
             by_turn.setdefault(turn, []).append(call)
         self.memory.clear()
-        with tg.trajectory(trajectory_id, labels=labels,
-                           tracer_provider=self.provider) as traj:
+        with tg.trajectory(trajectory_id, labels=labels, tracer_provider=self.provider) as traj:
             for turn in range(len(task.questions)):
                 offer(turn)
                 for message in task.questions[turn]:
@@ -147,11 +157,16 @@ class Harness:
                 continue
             if span.name == "toolguard.trajectory":
                 continue
-            out.append(StepVerdict(
-                step=int(a["toolguard.step"]), tool=str(a.get("gen_ai.tool.name")),
-                valid=bool(a.get("toolguard.valid")), cause=a.get("toolguard.cause"),
-                check=a.get("toolguard.check"), decision=a.get("toolguard.decision"),
-                message=a.get("toolguard.message"),
-            ))
+            out.append(
+                StepVerdict(
+                    step=int(a["toolguard.step"]),
+                    tool=str(a.get("gen_ai.tool.name")),
+                    valid=bool(a.get("toolguard.valid")),
+                    cause=a.get("toolguard.cause"),
+                    check=a.get("toolguard.check"),
+                    decision=a.get("toolguard.decision"),
+                    message=a.get("toolguard.message"),
+                )
+            )
         self.memory.clear()
         return sorted(out, key=lambda v: v.step)

@@ -38,9 +38,7 @@ class Reference:
     turn_envs: list[Environment]
 
 
-def replay(
-    task: Task, calls: list[tuple[int, Call]], reference: Reference | None = None
-) -> Replay:
+def replay(task: Task, calls: list[tuple[int, Call]], reference: Reference | None = None) -> Replay:
     # Like BFCL's executor, every public method of an involved class runs, even one that
     # miss_func withholds from the model's tool list at this turn: withholding is a property
     # of the offered tool set (the guard's business), not of the environment.

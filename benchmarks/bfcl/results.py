@@ -81,8 +81,9 @@ def category_of(task_id: str) -> str:
     return task_id.removeprefix("multi_turn_").rsplit("_", 1)[0]
 
 
-def write_result_file(path: Path, entries: Iterable[tuple[str, int, list[tuple[int, Call]]]],
-                      style: str = "prompting") -> None:
+def write_result_file(
+    path: Path, entries: Iterable[tuple[str, int, list[tuple[int, Call]]]], style: str = "prompting"
+) -> None:
     """Write (task id, number of turns, calls) as BFCL result lines: one step per turn.
 
     ``style="prompting"`` writes each step as a Python call-list string,

@@ -24,12 +24,20 @@ from benchmarks.bfcl.evaluate import (
     run_ground_truth,
 )
 from benchmarks.bfcl.guarded import Harness
-from benchmarks.bfcl.mutations import mutate, normalised_calls
+from benchmarks.bfcl.mutations import MUTATION_CLASSES, mutate, normalised_calls
 from benchmarks.bfcl.results import read_result_file, write_result_file
 from benchmarks.bfcl.schema import TYPE_MAP, to_json_schema
 
-CLASSES = ("GorillaFileSystem", "MathAPI", "MessageAPI", "TwitterAPI", "TicketAPI",
-           "TradingBot", "TravelAPI", "VehicleControlAPI")
+CLASSES = (
+    "GorillaFileSystem",
+    "MathAPI",
+    "MessageAPI",
+    "TwitterAPI",
+    "TicketAPI",
+    "TradingBot",
+    "TravelAPI",
+    "VehicleControlAPI",
+)
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +93,11 @@ def test_ground_truth_runs_clean_on_the_backend_and_through_the_guard(tasks, har
 
 
 def test_wrong_ids_are_caught_before_execution_at_the_true_depth(tasks, harness):
-    outcomes = [evaluate_mutation(t, m, harness) for t in tasks
-                if (m := mutate(t, "wrong_id", seed=0)) is not None]
+    outcomes = [
+        evaluate_mutation(t, m, harness)
+        for t in tasks
+        if (m := mutate(t, "wrong_id", seed=0)) is not None
+    ]
     assert len(outcomes) >= 15
     for o in outcomes:
         # The raw backend decides where the trajectory broke; the mutation only says where
@@ -107,8 +118,11 @@ def test_mutations_are_seeded(tasks):
 
 def test_result_files_round_trip_and_report_per_model(tasks, tmp_path):
     gt = [(t.id, len(t.questions), normalised_calls(t)) for t in tasks]
-    mutants = [(t.id, len(t.questions), m.calls) for t in tasks
-               if (m := mutate(t, "wrong_id", seed=0)) is not None]
+    mutants = [
+        (t.id, len(t.questions), m.calls)
+        for t in tasks
+        if (m := mutate(t, "wrong_id", seed=0)) is not None
+    ]
     gt_file = tmp_path / "gt-model" / "multi_turn" / "BFCL_v4_multi_turn_base_result.json"
     mut_file = tmp_path / "bad-model" / "multi_turn" / "BFCL_v4_multi_turn_base_result.json"
     write_result_file(gt_file, gt, style="fc")
@@ -118,16 +132,44 @@ def test_result_files_round_trip_and_report_per_model(tasks, tmp_path):
 
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bfcl", "results", str(gt_file), str(mut_file),
-         "--out", str(out)], capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.bfcl",
+            "results",
+            str(gt_file),
+            str(mut_file),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
         cwd=Path(__file__).resolve().parents[2],
     )
     assert proc.returncode == 0, proc.stderr
-    groups = {g["labels"]["model"]: g for g in json.loads((out / "report.json").read_text())
-              ["groups"]}
+    groups = {
+        g["labels"]["model"]: g for g in json.loads((out / "report.json").read_text())["groups"]
+    }
     assert set(groups) == {"gt-model", "bad-model"}
     assert groups["gt-model"]["n"] == 20 and groups["gt-model"]["ter"] == 1.0
     assert groups["gt-model"]["final_success"] == 1.0
     bad = groups["bad-model"]
     assert bad["n"] == len(mutants) and bad["ter"] == 0.0
     assert bad["causes"]["schema"] == 0 and bad["rr_eligible"] == len(mutants)
+
+
+def test_rules_never_raise_on_mutated_calls(tasks, harness):
+    """A predicate that raises is a guard error (fail closed): a bug in a rule, not a verdict."""
+    broken = []
+    for kind in MUTATION_CLASSES:
+        for t in tasks:
+            m = mutate(t, kind, seed=0)
+            if m is None:
+                continue
+            run = harness.run(t, m.calls, f"{t.id}/{kind}", {"method": kind})
+            broken += [
+                (t.id, kind, v.check, v.message)
+                for v in run.verdicts
+                if v.message and "guard error" in v.message
+            ]
+    assert broken == []
