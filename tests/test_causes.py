@@ -430,3 +430,19 @@ def test_blocked_calls_count_in_trajectory_length(otel):
         True,
         False,
     ]
+
+
+def test_log_mode_does_not_count_a_predicate_raising_on_ill_typed_values(otel) -> None:
+    import toolguard as tg
+
+    guard = otel.guard(mode="log")
+
+    @guard.tool(preconditions=[tg.Precondition("positive", lambda n: n > 0, "n must be > 0")])
+    def root(n: int) -> int:
+        return n
+
+    with otel.trajectory("ill-typed"):
+        guard.call("root", {"n": "not a number"})
+    span = next(s for s in otel.exporter.get_finished_spans() if s.name == "execute_tool root")
+    assert span.attributes["toolguard.failed_checks"] == ("schema.args",)
+    assert span.attributes["toolguard.decision"] == "logged"

@@ -124,6 +124,7 @@ class Call:
                 values,
                 self.guard.fail_open,
                 block,
+                unvalidated=failure is not None,
             )
             if found:
                 self.failures.extend(found)

@@ -149,6 +149,8 @@ def check_conditions(
     values: Mapping[str, Any],
     fail_open: bool,
     stop_at_first: bool,
+    *,
+    unvalidated: bool = False,
 ) -> list[Failure]:
     failures = []
     for condition in conditions:
@@ -156,6 +158,11 @@ def check_conditions(
         try:
             holds, given = condition.evaluate(context, values)
         except Exception as exc:
+            if unvalidated:
+                # Log mode after a schema failure: the predicate saw ill-typed values, so its
+                # exception says nothing about the guard; the schema failure already counts.
+                logger.debug("toolguard: %s raised on arguments that failed the schema", check)
+                continue
             failure = guard_error(check, cause, f"condition {condition.id!r}", exc, fail_open)
             if failure is None:
                 continue
