@@ -11,6 +11,7 @@ file with 10x more spans for the same trajectories (it should not grow).
 from __future__ import annotations
 
 import argparse
+import gc
 import random
 import tempfile
 import time
@@ -116,13 +117,24 @@ def generate(path: Path, n_traj: int, steps: int, seed: int = 1) -> int:
     return count
 
 
-def _best(fn: Any, repeat: int = 3) -> float:
-    times = []
+def _best(fns: dict[str, Any], repeat: int) -> dict[str, float]:
+    """Best of ``repeat`` runs, interleaved so a busy machine slows every contender alike."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        for name, fn in fns.items():
+            # CPU time of this process: other work on a shared machine does not count.
+            t0 = time.process_time()
+            fn()
+            times[name].append(time.process_time() - t0)
+    return {k: min(v) for k, v in times.items()}
+
+
+def _parse_only_no_gc(path: Path) -> None:
+    gc.disable()
+    try:
+        _parse_only(path)
+    finally:
+        gc.enable()
 
 
 def _parse_only(path: Path) -> None:
@@ -143,32 +155,41 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--trajectories", type=int, default=2000)
     p.add_argument("--steps", type=int, default=100, help="mean calls per trajectory")
+    p.add_argument("--repeat", type=int, default=5)
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         big, small = Path(tmp, "big.jsonl"), Path(tmp, "small.jsonl")
         n_big = generate(big, args.trajectories, args.steps)
         n_small = generate(small, args.trajectories, max(1, args.steps // 10))
         mb = big.stat().st_size / 1e6
-        t_parse = _best(lambda: _parse_only(big))
-        t_read = _best(lambda: read_records([str(big)]))
-        t_report = _best(lambda: build_report(read_records([str(big)])[0], by=["model"]))
+        best = _best(
+            {
+                "parse": lambda: _parse_only(big),
+                "parse_nogc": lambda: _parse_only_no_gc(big),
+                "read": lambda: read_records([str(big)]),
+                "report": lambda: build_report(read_records([str(big)])[0], by=["model"]),
+            },
+            args.repeat,
+        )
         print(f"file: {n_big:,} spans, {args.trajectories:,} trajectories, {mb:.1f} MB")
-        print(
-            f"parse only (orjson.loads per line): {t_parse:.3f} s, {n_big / t_parse:,.0f} spans/s"
-        )
-        print(
-            f"read into records:                  {t_read:.3f} s, {n_big / t_read:,.0f} spans/s"
-            f" ({t_read / t_parse:.2f}x parse)"
-        )
-        print(
-            f"whole report (--by model, bootstrap): {t_report:.3f} s, "
-            f"{n_big / t_report:,.0f} spans/s ({t_report / t_parse:.2f}x parse)"
-        )
-        pb, ps = _peak(big), _peak(small)
-        print(
-            f"peak traced memory reading: {n_big:,} spans {pb / 1e6:.1f} MB; "
-            f"{n_small:,} spans (same trajectories) {ps / 1e6:.1f} MB"
-        )
+        base = best["parse"]
+        for name, what in (
+            ("parse", "parse only (orjson.loads per line)"),
+            ("parse_nogc", "parse only, cyclic GC off"),
+            ("read", "read into records"),
+            ("report", "whole report (--by model)"),
+        ):
+            t = best[name]
+            print(f"{what:<36} {t:7.3f} s {n_big / t:>12,.0f} spans/s  {t / base:5.2f}x parse")
+        many = Path(tmp, "many.jsonl")
+        n_many = generate(many, args.trajectories * 10, max(1, args.steps // 10))
+        print("peak traced memory of read_records (tracemalloc):")
+        for path, n, n_traj in (
+            (big, n_big, args.trajectories),
+            (small, n_small, args.trajectories),
+            (many, n_many, args.trajectories * 10),
+        ):
+            print(f"  {n:>9,} spans, {n_traj:>7,} trajectories: {_peak(path) / 1e6:6.1f} MB")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ def plot_report(report: dict[str, Any], path: str) -> None:
 
         matplotlib.use("Agg")  # files only: never open a window, work without a display
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
     except ImportError:
         raise PlotUnavailable(PLOT_EXTRA_HINT) from None
 
@@ -51,6 +52,7 @@ def plot_report(report: dict[str, Any], path: str) -> None:
         ax.set_title(title)
         ax.set_xlabel("depth k (tool calls)")
         ax.set_ylim(-0.02, 1.02)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # depths are whole calls
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("share executable through depth k (95% Wilson band)")
     axes[1].legend(fontsize="small", loc="best")

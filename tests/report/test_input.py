@@ -107,3 +107,12 @@ def test_empty_input_is_a_clear_message(write_lines: Writer) -> None:
         read_records([str(write_lines([], "empty.jsonl"))])
     with pytest.raises(ReportInputError, match="no toolguard trajectory"):
         read_records([str(write_lines([export(call(None, 1))], "foreign.jsonl"))])
+
+
+def test_progress_only_when_asked(write_lines: Writer, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_lines([GOOD] * 600)
+    read_records([str(path)], progress=None)  # the default: stderr is not a terminal here
+    assert capsys.readouterr().err == ""
+    read_records([str(path)], progress=True)
+    err = capsys.readouterr().err
+    assert "\rreading " in err and "lines" in err and err.endswith("\r\033[K")
