@@ -446,3 +446,20 @@ def test_log_mode_does_not_count_a_predicate_raising_on_ill_typed_values(otel) -
     span = next(s for s in otel.exporter.get_finished_spans() if s.name == "execute_tool root")
     assert span.attributes["toolguard.failed_checks"] == ("schema.args",)
     assert span.attributes["toolguard.decision"] == "logged"
+
+
+def test_trajectory_keeps_each_calls_verdict_in_process(otel) -> None:
+    guard = otel.guard(mode="log", rejection="return")
+
+    @guard.tool(requires={"ref": "ref"})
+    def use(ref: str) -> str:
+        return ref
+
+    with otel.trajectory("verdicts") as traj:
+        guard.call("use", {"ref": "nope"})
+        guard.call("missing_tool", {})
+    assert [(v.step, v.tool, v.valid, v.decision, v.cause) for v in traj.verdicts] == [
+        (1, "use", False, "logged", "dependency"),
+        (2, "missing_tool", False, "blocked", "schema"),
+    ]
+    assert traj.verdicts[0].failed_checks == ("dependency.ref",)

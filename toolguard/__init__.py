@@ -8,7 +8,7 @@ from ._errors import GuardCheckError, ToolCallRejected, ToolDefinitionError, Too
 from ._guard import Guard
 from ._telemetry import setup_file_export
 from ._tool import Tool, ToolSpec
-from ._trajectory import Trajectory, current_trajectory, trajectory
+from ._trajectory import Trajectory, Verdict, current_trajectory, trajectory
 from ._verdict import Rejection
 
 __version__ = "0.1.0"
@@ -26,6 +26,7 @@ __all__ = [
     "ToolGuardError",
     "ToolSpec",
     "Trajectory",
+    "Verdict",
     "__version__",
     "current_trajectory",
     "setup_file_export",

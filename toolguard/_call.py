@@ -265,7 +265,7 @@ class Call:
         else:
             decision = attr.ALLOWED
         if self.traj is not None and self.step is not None:
-            self.traj.record(self.step, not failures, failures[0].cause if failures else None)
+            self.traj.record(self.step, self.name, decision, failures)
         span = self.span
         if self.recording:
             tel.set_attributes(span, tel.verdict_attributes(decision, failures))

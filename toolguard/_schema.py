@@ -140,7 +140,7 @@ def from_model(tool: str, model: type[BaseModel], *, keep_extra: bool = False) -
         # An argument of an arbitrary class (a handle, a client): valid, just not describable
         # in JSON Schema; the hint then names the arguments without their types.
         json_schema = {
-            "properties": dict.fromkeys(model.model_fields, {}),
+            "properties": {key: {} for key in model.model_fields},
             "required": [n for n, f in model.model_fields.items() if f.is_required()],
         }
     except pydantic.PydanticUserError as exc:

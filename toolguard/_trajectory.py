@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry.trace import Tracer
 
@@ -26,6 +26,17 @@ _current: ContextVar[Trajectory | None] = ContextVar("toolguard_trajectory", def
 def current_trajectory() -> Trajectory | None:
     """The trajectory open in this context, or None."""
     return _current.get()
+
+
+class Verdict(NamedTuple):
+    """One call's verdict, as its span records it."""
+
+    step: int
+    tool: str
+    valid: bool
+    decision: str
+    failed_checks: tuple[str, ...]
+    cause: str | None
 
 
 @dataclass(slots=True)
@@ -68,6 +79,8 @@ class Trajectory:
         self._length = 0
         self._lock = threading.Lock()
         self._first_error: tuple[int, str] | None = None
+        # In emission order only when calls finish in it; sort by step for parallel calls.
+        self.verdicts: list[Verdict] = []
         self._bindings: dict[str, dict[Any, _Binding]] = {}
         self._seen: set[str] = set()
         self._texts: list[str] = []
@@ -86,9 +99,21 @@ class Trajectory:
             self._length = max(self._length, step)
         return step
 
-    def record(self, step: int, valid: bool, cause: str | None) -> None:
-        if valid:
+    def record(self, step: int, tool: str, decision: str, failures: list[Any]) -> None:
+        """Keep one call's verdict; `failures` in precedence order, empty when valid."""
+        self.verdicts.append(
+            Verdict(
+                step,
+                tool,
+                not failures,
+                decision,
+                tuple(f.check for f in failures),
+                failures[0].cause if failures else None,
+            )
+        )
+        if not failures:
             return
+        cause = failures[0].cause
         with self._lock:
             if self._first_error is None or step < self._first_error[0]:
                 self._first_error = (step, cause or "")
