@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import Writer, export, trajectory
+from spanfiles import Writer, export, trajectory
 
 from toolguard._cli import main
 
@@ -124,7 +124,7 @@ def test_table_markdown_csv(worked: Path, capsys: pytest.CaptureFixture[str]) ->
 def test_warnings_are_printed_under_the_table(
     write_lines: Writer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from conftest import call
+    from spanfiles import call
 
     path = write_lines([export(call("inc", 1), *trajectory("ok", [True]))])
     code, out, _ = run(["report", str(path)], capsys)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import Writer, export, trajectory
+from spanfiles import Writer, export, trajectory
 
 from toolguard._cli import main
 from toolguard._compare import compare

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import Writer, call, export, summary, trajectory
+from spanfiles import Writer, call, export, summary, trajectory
 
 from toolguard import _attributes as A
 from toolguard._collect import read_records

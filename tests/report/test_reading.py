@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from conftest import Writer, call, export, span, summary, trajectory
+from spanfiles import Writer, call, export, span, summary, trajectory
 
 from toolguard import _attributes as A
 from toolguard._collect import read_records
