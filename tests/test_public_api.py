@@ -72,3 +72,15 @@ def test_the_api_sketch_names_exist():
     ):
         assert name in tg.__all__
     assert isinstance(tg.__version__, str) and tg.__version__
+
+
+def test_guard_import_does_not_load_the_report_side() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, toolguard as tg; assert 'numpy' not in sys.modules; "
+        "assert callable(tg.compute_metrics); assert 'numpy' in sys.modules"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

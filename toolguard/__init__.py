@@ -13,6 +13,36 @@ from ._verdict import Rejection
 
 __version__ = "0.1.0"
 
+# The report side pulls in numpy: loaded on first use, so guarding a tool does not pay for it.
+_LAZY = {
+    "ReportInputError": "._otlp_reader",
+    "TrajectoryRecord": "._metrics",
+    "build_report": "._report",
+    "compare_groups": "._compare",
+    "compute_metrics": "._metrics",
+    "join_outcomes": "._outcomes",
+    "load_outcomes": "._outcomes",
+    "plot_report": "._plot",
+    "read_records": "._collect",
+}
+_RENAMED = {"compare_groups": "compare"}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'toolguard' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), _RENAMED.get(name, name))
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
 __all__ = [
     "Failure",
     "Guard",
@@ -20,15 +50,24 @@ __all__ = [
     "Postcondition",
     "Precondition",
     "Rejection",
+    "ReportInputError",
     "Tool",
     "ToolCallRejected",
     "ToolDefinitionError",
     "ToolGuardError",
     "ToolSpec",
     "Trajectory",
+    "TrajectoryRecord",
     "Verdict",
     "__version__",
+    "build_report",
+    "compare_groups",
+    "compute_metrics",
     "current_trajectory",
+    "join_outcomes",
+    "load_outcomes",
+    "plot_report",
+    "read_records",
     "setup_file_export",
     "trajectory",
 ]
