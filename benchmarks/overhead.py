@@ -1,0 +1,340 @@
+"""Per-call overhead of the guard, side by side with what users would use instead.
+
+    python -m benchmarks.overhead [--quick] [--json out.json]
+
+Overhead = time per call minus the bare function's, medians over interleaved rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pydantic
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, Tracer
+
+import toolguard as tg
+
+from . import _workload as w
+from ._scaling import dispatch, growth
+from ._timing import Case, interleaved, median, overhead_ratio, time_ratio, us, write_json
+
+
+def _optional(module: str) -> Any:
+    try:
+        return __import__(module)
+    except ImportError:
+        return None
+
+
+def hand_span(tracer: Tracer, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """What a user writes by hand: the contract's call-span attributes around validate_call."""
+    steps = itertools.count(1)
+
+    def call(**kwargs: Any) -> Any:
+        attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "transfer",
+            "gen_ai.tool.type": "function",
+            "toolguard.trajectory.id": "t-1",
+            "toolguard.step": next(steps),
+        }
+        with tracer.start_as_current_span(
+            "execute_tool transfer", kind=SpanKind.INTERNAL, attributes=attributes
+        ) as span:
+            try:
+                result = fn(**kwargs)
+            except pydantic.ValidationError:
+                span.set_attributes({"toolguard.valid": False, "toolguard.decision": "blocked"})
+                raise
+            span.set_attributes({"toolguard.valid": True, "toolguard.decision": "allowed"})
+            return result
+
+    return call
+
+
+CHUNK = 100  # calls timed back to back; every case is timed in chunks of this size
+
+
+def loop_case(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Case:
+    def run(n: int) -> float:
+        elapsed = 0.0
+        for i in range(0, n, CHUNK):
+            start = time.perf_counter()
+            for _ in range(min(CHUNK, n - i)):
+                fn(**kwargs)
+            elapsed += time.perf_counter() - start
+        return elapsed
+
+    return run
+
+
+def first(prepare: Callable[[], Any], case: Case) -> Case:
+    """Untimed preparation before each run of a case. File cases start with an empty export
+    queue (force_flush), so the exporter thread, which takes the GIL, works during a case only
+    on that case's own spans, never on a neighbour's; memory cases with an empty exporter."""
+
+    def run(n: int) -> float:
+        prepare()
+        return case(n)
+
+    return run
+
+
+def guarded_case(
+    fn: Callable[..., Any], provider: Any, kwargs: dict[str, Any], calls_per_traj: int = CHUNK
+) -> Case:
+    """Calls inside trajectories of realistic length; opening and closing them is not timed,
+    like the gaps between the chunks of the other cases."""
+
+    def run(n: int) -> float:
+        elapsed = 0.0
+        done = 0
+        while done < n:
+            k = min(calls_per_traj, n - done)
+            with tg.trajectory(tracer_provider=provider) as traj:
+                traj.bind("account_id", w.ACCOUNT)
+                traj.bind("account_id", "acc-closed")
+                start = time.perf_counter()
+                for _ in range(k):
+                    fn(**kwargs)
+                elapsed += time.perf_counter() - start
+            done += k
+        return elapsed
+
+    return run
+
+
+def async_case(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], provider: Any) -> Case:
+    async def block(n: int) -> float:
+        async with tg.trajectory(tracer_provider=provider) as traj:
+            traj.bind("account_id", w.ACCOUNT)
+            start = time.perf_counter()
+            for _ in range(n):
+                await fn(**w.ARGS)
+            return time.perf_counter() - start
+
+    def run(n: int) -> float:
+        return sum(loop.run_until_complete(block(min(100, n - i))) for i in range(0, n, 100))
+
+    return run
+
+
+def invalid_case(fn: Callable[..., Any]) -> Case:
+    bad = {**w.ARGS, "amount": "lots"}
+
+    def run(n: int) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            try:  # noqa: SIM105 - what a caller writes; contextlib.suppress costs more per call
+                fn(**bad)
+            except pydantic.ValidationError:
+                pass
+        return time.perf_counter() - start
+
+    return run
+
+
+def build_cases(tmp: Path) -> tuple[dict[str, Case], dict[str, int], Callable[[], None]]:
+    off = trace.NoOpTracerProvider()
+    mem_exporter = InMemorySpanExporter()
+    mem = TracerProvider()
+    mem.add_span_processor(SimpleSpanProcessor(mem_exporter))
+    file_provider = tg.setup_file_export(tmp / "spans.jsonl")
+
+    def guard(provider: Any, **options: Any) -> Any:
+        g = tg.Guard(state=w.Bank(), tracer_provider=provider, rejection="return", **options)
+        return g, g.register(w.transfer, **w.tool_options())
+
+    g_off, tg_off = guard(off)
+    _, tg_mem = guard(mem)
+    _, tg_file = guard(file_provider)
+    a_guard = tg.Guard(state=w.Bank(), tracer_provider=off)
+    tg_async = a_guard.register(w.atransfer, **w.tool_options())
+    vc = pydantic.validate_call(w.transfer)
+    cases: dict[str, Case] = {
+        "bare": loop_case(w.transfer, w.ARGS),
+        "validate_call": loop_case(vc, w.ARGS),
+        "validate_call+span(memory)": first(
+            mem_exporter.clear, loop_case(hand_span(mem.get_tracer("b"), vc), w.ARGS)
+        ),
+        "validate_call+span(file)": first(
+            file_provider.force_flush,
+            loop_case(hand_span(file_provider.get_tracer("b"), vc), w.ARGS),
+        ),
+        "toolguard off": guarded_case(tg_off, off, w.ARGS),
+        "toolguard memory": first(mem_exporter.clear, guarded_case(tg_mem, mem, w.ARGS)),
+        "toolguard file": first(
+            file_provider.force_flush, guarded_case(tg_file, file_provider, w.ARGS)
+        ),
+        "toolguard off, blocked": guarded_case(tg_off, off, w.CLOSED_ARGS),
+        "validate_call, invalid": invalid_case(vc),
+    }
+    cases["toolguard off, by name"] = _by_name(g_off, off)
+    loop = asyncio.new_event_loop()
+    cases["async bare"] = async_case(loop, w.atransfer, off)
+    cases["async validate_call"] = async_case(loop, pydantic.validate_call(w.atransfer), off)
+    cases["async toolguard off"] = async_case(loop, tg_async, off)
+    scale = {name: 1 for name in cases}
+    icontract = _optional("icontract")
+    if icontract is not None:
+        contract = icontract.require(lambda account_id: account_id in _BANK.accounts)
+        cases["icontract"] = loop_case(contract(w.transfer), w.ARGS)
+        scale["icontract"] = 1
+    lc_tools = _optional("langchain_core.tools")
+    if lc_tools is not None:
+        from langchain_core.tools import StructuredTool
+
+        lc = StructuredTool.from_function(w.transfer, description="Transfer money.")
+        cases["langchain invoke"] = _invoke_case(lc)
+        scale["langchain invoke"] = 10  # ~30x slower: fewer calls keep the rounds short
+
+    def cleanup() -> None:
+        mem_exporter.clear()
+        loop.close()
+
+    return cases, scale, cleanup
+
+
+_BANK = w.Bank()
+
+
+def _by_name(guard: Any, provider: Any) -> Case:
+    def run(n: int) -> float:
+        elapsed = 0.0
+        for i in range(0, n, 100):
+            with tg.trajectory(tracer_provider=provider) as traj:
+                traj.bind("account_id", w.ACCOUNT)
+                start = time.perf_counter()
+                for _ in range(min(100, n - i)):
+                    guard.call("transfer", w.ARGS)
+                elapsed += time.perf_counter() - start
+        return elapsed
+
+    return run
+
+
+def _invoke_case(tool: Any) -> Case:
+    def run(n: int) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            tool.invoke(w.ARGS)
+        return time.perf_counter() - start
+
+    return run
+
+
+# (case, reference, target, "max" = case must stay at or under target, "min" = at or over)
+TARGETS = [
+    ("toolguard off", "validate_call", 2.0, "max"),
+    ("toolguard memory", "validate_call+span(memory)", 1.1, "max"),
+    ("toolguard file", "validate_call+span(file)", 1.1, "max"),
+]
+
+
+def per_call(rounds: int, n: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        cases, divide, cleanup = build_cases(Path(tmp))
+        try:
+            samples = interleaved(cases, rounds=rounds, n=n, divide=divide)
+        finally:
+            cleanup()
+    bare = median(samples["bare"])
+    out: dict[str, Any] = {
+        "time": {k: median(v) for k, v in samples.items()},
+        "overhead": {k: median(v) - bare for k, v in samples.items()},
+        "ratios": {},
+    }
+    ratios = out["ratios"]
+    for case, ref, _, _ in TARGETS:
+        ratios[f"{case} / {ref}"] = overhead_ratio(samples, case, ref, "bare")
+    ratios["toolguard off, by name / validate_call"] = overhead_ratio(
+        samples, "toolguard off, by name", "validate_call", "bare"
+    )
+    ratios["toolguard off, blocked / validate_call, invalid"] = overhead_ratio(
+        samples, "toolguard off, blocked", "validate_call, invalid", "bare"
+    )
+    ratios["async toolguard off / async validate_call"] = overhead_ratio(
+        samples, "async toolguard off", "async validate_call", "async bare"
+    )
+    if "icontract" in samples:
+        ratios["toolguard off / icontract"] = overhead_ratio(
+            samples, "toolguard off", "icontract", "bare"
+        )
+    if "langchain invoke" in samples:
+        for mine in ("toolguard off", "toolguard memory"):
+            # Inverted: how many times LangChain's overhead is the guard's.
+            ratios[f"langchain invoke / {mine}"] = overhead_ratio(
+                samples, "langchain invoke", mine, "bare"
+            )
+    return out
+
+
+def verdicts(result: dict[str, Any]) -> dict[str, bool]:
+    r = result["ratios"]
+    met = {f"{c} / {ref} <= {t}": r[f"{c} / {ref}"] <= t for c, ref, t, _ in TARGETS}
+    if "langchain invoke / toolguard off" in r:
+        met["langchain invoke / toolguard off >= 30"] = r["langchain invoke / toolguard off"] >= 30
+    g = result["growth"]
+    met[f"call {g['depth']} / call 10 of a trajectory <= 1.2"] = g["ratio"] <= 1.2
+    d = result["dispatch"]
+    met[f"{d['many']} tools / 10 tools dispatch <= 1.1"] = d["ratio"] <= 1.1
+    return met
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a few rounds: checks it runs")
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    rounds, n, depth, many = (3, 200, 1_000, 1_000) if args.quick else (25, 2_000, 10_000, 10_000)
+    result = per_call(rounds, n)
+    result["growth"] = {"depth": depth, **growth(depth, rounds=min(rounds, 15))}
+    disp = dispatch(many, rounds=rounds, n=n)
+    result["dispatch"] = {
+        "many": many,
+        "time_10": median(disp["10 tools"]),
+        "time_many": median(disp[f"{many} tools"]),
+        "ratio": time_ratio(disp, f"{many} tools", "10 tools"),
+    }
+    result["targets"] = verdicts(result)
+    result["settings"] = {"rounds": rounds, "calls_per_round": n, "quick": args.quick}
+    report(result)
+    write_json(args.json, result)
+    return result
+
+
+def report(result: dict[str, Any]) -> None:
+    print(f"{'case':34} {'time/call':>12} {'overhead':>12}")
+    for name, t in sorted(result["time"].items(), key=lambda kv: kv[1]):
+        print(f"{name:34} {us(t)} {us(result['overhead'][name])}")
+    print("\noverhead ratios (median over rounds of per-round ratios):")
+    for name, value in result["ratios"].items():
+        print(f"  {name:58} {value:8.2f}")
+    g, d = result["growth"], result["dispatch"]
+    print(
+        f"\ncall {g['depth']} / call 10 of one trajectory: {g['ratio']:.3f}"
+        f"  ({us(g['call_last']).strip()} vs {us(g['call_10']).strip()})"
+    )
+    print(
+        f"dispatch by name, {d['many']} tools / 10 tools: {d['ratio']:.3f}"
+        f"  ({us(d['time_many']).strip()} vs {us(d['time_10']).strip()})"
+    )
+    print("\ntargets:")
+    for name, ok in result["targets"].items():
+        print(f"  {'met   ' if ok else 'MISSED'} {name}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

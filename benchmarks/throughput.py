@@ -1,0 +1,196 @@
+"""The report's throughput and memory, side by side with the alternatives, on generated files.
+
+    python -m benchmarks.throughput [--quick] [--rounds 3]
+
+For a file of 100,000 and one of 1,000,000 call spans (10,000 trajectories each), interleaved
+rounds of: the parse-only floor (orjson.loads on every line, nothing kept), the whole
+`toolguard report --format json` (read, fold, metrics with bootstrap intervals, JSON out), and
+DuckDB `read_json` + SQL for TER and mean FED per trajectory. Then peak memory of the report
+on each file, each in a fresh process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ._spanfile import generate
+from ._timing import median, time_ratio, write_json
+
+
+def parse_only(path: Path) -> None:
+    with path.open("rb") as f:
+        for line in f:
+            orjson.loads(line)
+
+
+def toolguard_report(path: Path) -> dict[str, Any]:
+    from toolguard._cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = main(["report", str(path), "--format", "json", "--quiet"])
+    if status:
+        raise RuntimeError(f"toolguard report exited with {status}")
+    return json.loads(out.getvalue())
+
+
+def peak_memory(path: Path) -> dict[str, float]:
+    """Peak of the report in a fresh interpreter: Python heap (tracemalloc) and max RSS."""
+    code = (
+        "import sys, json, resource, tracemalloc\n"
+        "from pathlib import Path\n"
+        "from benchmarks.throughput import toolguard_report\n"
+        "import toolguard._cli\n"  # imports are not the report's memory
+        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024\n"
+        "tracemalloc.start()\n"
+        "toolguard_report(Path(sys.argv[1]))\n"
+        "peak = tracemalloc.get_traced_memory()[1]\n"
+        "tracemalloc.stop()\n"
+        "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024\n"
+        "print(json.dumps({'heap_peak': peak, 'max_rss': rss, 'rss_after_imports': base}))\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def timed(fn: Any, path: Path) -> tuple[float, Any]:
+    start = time.perf_counter()
+    value = fn(path)
+    return time.perf_counter() - start, value
+
+
+def bench_file(path: Path, rounds: int, con: Any) -> dict[str, Any]:
+    from ._duck import ter_mean_fed
+
+    cases: dict[str, Any] = {
+        "parse only (orjson)": parse_only,
+        "toolguard report": toolguard_report,
+    }
+    if con is not None:
+        cases["duckdb read_json + SQL"] = lambda p: ter_mean_fed(p, con)
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    values: dict[str, Any] = {}
+    order = list(cases)
+    for r in range(rounds):
+        # Rotate the order so no case always runs right after the file went cold or warm.
+        for name in order[r % len(order) :] + order[: r % len(order)]:
+            seconds, values[name] = timed(cases[name], path)
+            samples[name].append(seconds)
+    out: dict[str, Any] = {"seconds": {k: median(v) for k, v in samples.items()}}
+    out["report_over_parse"] = time_ratio(samples, "toolguard report", "parse only (orjson)")
+    overall = values["toolguard report"]["overall"]
+    out["report"] = {"n": overall["n"], "ter": overall["ter"], "mean_fed": overall["mean_fed"]}
+    if con is not None:
+        out["report_over_duckdb"] = time_ratio(
+            samples, "toolguard report", "duckdb read_json + SQL"
+        )
+        ter, mean_fed, n = values["duckdb read_json + SQL"]
+        out["duckdb"] = {"n": n, "ter": ter, "mean_fed": mean_fed}
+        # The two routes must agree, or the timing compares different work.
+        out["same_answer"] = (
+            n == overall["n"]
+            and abs(ter - overall["ter"]) < 1e-9
+            and abs(mean_fed - overall["mean_fed"]) < 1e-9
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="2,000/20,000 spans, 1 round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    # Quick: the same shape, small enough for CI (2,000 and 20,000 call spans).
+    trajectories, sizes = (500, (4, 40)) if args.quick else (10_000, (10, 100))
+    rounds = 1 if args.quick else args.rounds
+    try:
+        import duckdb
+
+        con = duckdb.connect()
+    except ImportError:
+        con = None
+        print("duckdb is not installed (pip install -e '.[bench]'): its column is left out")
+    result: dict[str, Any] = {"trajectories": trajectories, "files": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for calls in sizes:
+            path = Path(tmp) / f"spans-{calls}.jsonl"
+            start = time.perf_counter()
+            info = generate(path, trajectories, calls)
+            info["call_spans"] = trajectories * calls
+            print(
+                f"generated {info['call_spans']:,} call spans + {trajectories:,} summaries in "
+                f"{info['lines']:,} lines, {info['bytes'] / 1e6:,.0f} MB "
+                f"({time.perf_counter() - start:.0f} s)",
+                flush=True,
+            )
+            entry = {"file": info, **bench_file(path, rounds, con)}
+            entry["memory"] = peak_memory(path)
+            result["files"][str(info["call_spans"])] = entry
+            path.unlink()
+    small, large = (result["files"][str(trajectories * c)] for c in sizes)
+    result["heap_peak_ratio"] = large["memory"]["heap_peak"] / small["memory"]["heap_peak"]
+    result["rss_ratio"] = large["memory"]["max_rss"] / small["memory"]["max_rss"]
+    result["targets"] = targets(result)
+    result["ok"] = all(e.get("same_answer", True) for e in result["files"].values())
+    report(result)
+    write_json(args.json, result)
+    return result
+
+
+def targets(result: dict[str, Any]) -> dict[str, bool]:
+    met = {}
+    for size, e in result["files"].items():
+        met[f"{size}: report <= 2x parse-only"] = e["report_over_parse"] <= 2.0
+        if "report_over_duckdb" in e:
+            met[f"{size}: report faster than duckdb"] = e["report_over_duckdb"] < 1.0
+    met["peak heap 10x spans, same trajectories <= 1.2x"] = result["heap_peak_ratio"] <= 1.2
+    return met
+
+
+def report(result: dict[str, Any]) -> None:
+    for size, e in result["files"].items():
+        print(
+            f"\n{int(size):,} call spans in {result['trajectories']:,} trajectories "
+            f"({e['file']['bytes'] / 1e6:,.0f} MB):"
+        )
+        spans = e["file"]["spans"]
+        for name, s in e["seconds"].items():
+            print(f"  {name:26} {s:8.2f} s  {spans / s / 1e3:8.0f} k spans/s")
+        print(f"  report / parse-only: {e['report_over_parse']:.2f}")
+        if "report_over_duckdb" in e:
+            print(
+                f"  report / duckdb:     {e['report_over_duckdb']:.2f}"
+                f"   (same TER and mean FED: {e['same_answer']})"
+            )
+        m = e["memory"]
+        print(f"  peak: heap {m['heap_peak'] / 1e6:.1f} MB, max RSS {m['max_rss'] / 1e6:.1f} MB")
+    print(
+        f"\npeak heap, 10x the spans in the same trajectories: {result['heap_peak_ratio']:.2f}x"
+        f" (max RSS {result['rss_ratio']:.2f}x)"
+    )
+    print("\ntargets:")
+    for name, ok in result["targets"].items():
+        print(f"  {'met   ' if ok else 'MISSED'} {name}")
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main(sys.argv[1:])["ok"] else 1)

@@ -1,0 +1,73 @@
+"""Each overhead/throughput benchmark runs once in quick mode, so CI keeps them working.
+
+No timing is asserted (timings belong to benchmarks/README.md); the correctness parts are:
+no span lost, the report from the file equal to the one in process, DuckDB and the report
+agreeing. Each runs in its own interpreter because the embedded exporter installs a global
+tracer provider."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_quick(module: str, tmp_path: Path) -> dict[str, Any]:
+    out = tmp_path / f"{module}.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{module}", "--quick", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(out.read_text())
+
+
+def test_overhead_quick(tmp_path: Path) -> None:
+    pytest.importorskip("langchain_core", reason="the bench extra: pip install -e '.[bench]'")
+    pytest.importorskip("icontract", reason="the bench extra: pip install -e '.[bench]'")
+    result = run_quick("overhead", tmp_path)
+    for case in (
+        "bare",
+        "validate_call",
+        "toolguard off",
+        "toolguard memory",
+        "toolguard file",
+        "langchain invoke",
+        "icontract",
+        "async toolguard off",
+    ):
+        assert result["time"][case] > 0, case
+    assert all(math.isfinite(v) for v in result["ratios"].values()), result["ratios"]
+    assert result["growth"]["ratio"] > 0
+    assert result["dispatch"]["ratio"] > 0
+    assert any(name.startswith("call 1000 / call 10") for name in result["targets"])
+
+
+def test_no_span_lost_quick(tmp_path: Path) -> None:
+    result = run_quick("no_span_lost", tmp_path)
+    assert result["lost_call_spans"] == 0
+    assert result["lost_summary_spans"] == 0
+    assert result["duplicates"] == 0
+    assert result["counts"]["call_spans"] == result["calls"]
+    assert result["counts"]["summary_spans"] == result["trajectories"]
+    assert result["report_equal"] == {"groups": True, "overall": True}
+
+
+def test_throughput_quick(tmp_path: Path) -> None:
+    pytest.importorskip("duckdb", reason="the bench extra: pip install -e '.[bench]'")
+    result = run_quick("throughput", tmp_path)
+    assert result["ok"]
+    for entry in result["files"].values():
+        assert entry["same_answer"], entry
+        assert entry["report"]["n"] == result["trajectories"]
+        assert entry["file"]["spans"] == entry["file"]["call_spans"] + result["trajectories"]
