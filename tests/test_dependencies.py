@@ -357,3 +357,30 @@ def test_trajectories_do_not_leak_bindings_sequentially(otel):
         use("id_1")
     with otel.trajectory("b"), pytest.raises(tg.ToolCallRejected):
         use("id_1")
+
+
+def test_a_guarded_tool_calling_another_adds_no_step(otel) -> None:
+    guard = otel.guard()
+
+    @guard.tool
+    def inner(x: int) -> int:
+        return x + 1
+
+    @guard.tool
+    def outer(x: int) -> int:
+        return inner(x) * 2
+
+    with otel.trajectory("nested") as traj:
+        assert outer(1) == 4
+        assert outer(2) == 6
+    assert traj.length == 2
+    assert [v.tool for v in traj.verdicts] == ["outer", "outer"]
+    spans = {s.name: s for s in otel.exporter.get_finished_spans()}
+    inner_span = spans["execute_tool inner"]
+    assert "toolguard.step" not in inner_span.attributes
+    outer_ids = {
+        s.context.span_id
+        for s in otel.exporter.get_finished_spans()
+        if s.name == "execute_tool outer"
+    }
+    assert inner_span.parent.span_id in outer_ids

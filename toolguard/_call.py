@@ -7,6 +7,7 @@ async paths share everything but the `await`.
 from __future__ import annotations
 
 import logging
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
 
 from . import _attributes as attr
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("toolguard")
 
+_inside_tool: ContextVar[bool] = ContextVar("toolguard_inside_tool", default=False)
+
 
 class Call:
     __slots__ = (
@@ -41,6 +44,7 @@ class Call:
         "kwargs",
         "mode",
         "name",
+        "nested",
         "recording",
         "span",
         "step",
@@ -66,6 +70,10 @@ class Call:
         # Each Python call on this path costs about as much as a check does (benchmarks/
         # overhead.py), so the hot path reads the context variable and the flags directly.
         self.traj: Trajectory | None = _current.get()
+        if self.traj is not None and _inside_tool.get():
+            # A guarded tool calling another: the agent emitted only the outer call, so the
+            # inner one is checked and traced (below the outer span) but is no step of T.
+            self.traj = None
         if step is None and self.traj is not None:
             step = self.traj.next_step()
         self.step = step
@@ -73,6 +81,7 @@ class Call:
         self.failures: list[Failure] = []
         self.blocked = False
         self.token: object | None = None
+        self.nested: Token[bool] | None = None
         self.span = tel.start_span(guard.tracer, attr.call_span_name(name))
         # A span records from start to end or never: asked once, not at every step.
         self.recording = self.span.is_recording()
@@ -158,6 +167,14 @@ class Call:
         # The tool runs with the call span current, so spans it makes (HTTP, DB) nest below.
         if self.recording:
             self.token = tel.attach(self.span)
+        if self.traj is not None:
+            self.nested = _inside_tool.set(True)
+
+    def _leave(self) -> None:
+        if self.token is not None:
+            tel.detach(self.token)
+        if self.nested is not None:
+            _inside_tool.reset(self.nested)
 
     # -- after execution --------------------------------------------------------------------
     def finish_rejected(self) -> Any:
@@ -168,8 +185,7 @@ class Call:
         raise ToolCallRejected(self.name, self.step, self.failures_sorted())
 
     def finish_raised(self, exc: BaseException) -> Any:
-        if self.token is not None:
-            tel.detach(self.token)
+        self._leave()
         self.failures.append(
             Failure(
                 attr.STATE_CONSISTENCY,
@@ -184,8 +200,7 @@ class Call:
         raise exc
 
     def finish_returned(self, result: Any) -> Any:
-        if self.token is not None:  # the per-call path counts its Python calls (benchmarks/)
-            tel.detach(self.token)
+        self._leave()
         tool = self.tool
         assert tool is not None
         fail_open = self.guard.fail_open
