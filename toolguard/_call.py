@@ -82,7 +82,7 @@ class Call:
         self.blocked = False
         self.token: object | None = None
         self.nested: Token[bool] | None = None
-        self.span = tel.start_span(guard.tracer, attr.call_span_name(name))
+        self.span = tel.start_call_span(guard.tracer, name)
         # A span records from start to end or never: asked once, not at every step.
         self.recording = self.span.is_recording()
         if self.recording:
