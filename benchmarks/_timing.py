@@ -45,15 +45,31 @@ def median(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def overhead_ratio(
+def overhead_ratios(
     samples: Mapping[str, list[float]], case: str, reference: str, bare: str
-) -> float:
-    """Median over rounds of (case - bare) / (reference - bare), both from the same round."""
+) -> list[float]:
+    """Per round: (case - bare) / (reference - bare), all three from the same round."""
     ratios = []
     for c, r, b in zip(samples[case], samples[reference], samples[bare], strict=True):
         if r - b > 0:
             ratios.append((c - b) / (r - b))
+    return ratios
+
+
+def overhead_ratio(
+    samples: Mapping[str, list[float]], case: str, reference: str, bare: str
+) -> float:
+    """Median over rounds of the per-round overhead ratio."""
+    ratios = overhead_ratios(samples, case, reference, bare)
     return statistics.median(ratios) if ratios else float("nan")
+
+
+def quartiles(values: list[float]) -> tuple[float, float]:
+    """The spread of per-round ratios (25th and 75th percentiles): how noisy the run was."""
+    if len(values) < 2:
+        return (values[0], values[0]) if values else (float("nan"), float("nan"))
+    q = statistics.quantiles(values, n=4)
+    return q[0], q[2]
 
 
 def time_ratio(samples: Mapping[str, list[float]], case: str, reference: str) -> float:

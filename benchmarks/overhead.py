@@ -28,7 +28,16 @@ import toolguard as tg
 
 from . import _workload as w
 from ._scaling import dispatch, growth
-from ._timing import Case, interleaved, median, overhead_ratio, time_ratio, us, write_json
+from ._timing import (
+    Case,
+    interleaved,
+    median,
+    overhead_ratios,
+    quartiles,
+    time_ratio,
+    us,
+    write_json,
+)
 
 
 def _optional(module: str) -> Any:
@@ -255,29 +264,25 @@ def per_call(rounds: int, n: int) -> dict[str, Any]:
         "time": {k: median(v) for k, v in samples.items()},
         "overhead": {k: median(v) - bare for k, v in samples.items()},
         "ratios": {},
+        "spread": {},
     }
-    ratios = out["ratios"]
-    for case, ref, _, _ in TARGETS:
-        ratios[f"{case} / {ref}"] = overhead_ratio(samples, case, ref, "bare")
-    ratios["toolguard off, by name / validate_call"] = overhead_ratio(
-        samples, "toolguard off, by name", "validate_call", "bare"
-    )
-    ratios["toolguard off, blocked / validate_call, invalid"] = overhead_ratio(
-        samples, "toolguard off, blocked", "validate_call, invalid", "bare"
-    )
-    ratios["async toolguard off / async validate_call"] = overhead_ratio(
-        samples, "async toolguard off", "async validate_call", "async bare"
-    )
+    pairs = [(case, ref, "bare") for case, ref, _, _ in TARGETS]
+    pairs += [
+        ("toolguard off, by name", "validate_call", "bare"),
+        ("toolguard off, blocked", "validate_call, invalid", "bare"),
+        ("async toolguard off", "async validate_call", "async bare"),
+    ]
     if "icontract" in samples:
-        ratios["toolguard off / icontract"] = overhead_ratio(
-            samples, "toolguard off", "icontract", "bare"
-        )
+        pairs.append(("toolguard off", "icontract", "bare"))
     if "langchain invoke" in samples:
-        for mine in ("toolguard off", "toolguard memory"):
-            # Inverted: how many times LangChain's overhead is the guard's.
-            ratios[f"langchain invoke / {mine}"] = overhead_ratio(
-                samples, "langchain invoke", mine, "bare"
-            )
+        # Inverted: how many times LangChain's overhead is the guard's.
+        pairs += [
+            ("langchain invoke", mine, "bare") for mine in ("toolguard off", "toolguard memory")
+        ]
+    for case, ref, bare_case in pairs:
+        per_round = overhead_ratios(samples, case, ref, bare_case)
+        out["ratios"][f"{case} / {ref}"] = median(per_round)
+        out["spread"][f"{case} / {ref}"] = quartiles(per_round)
     return out
 
 
@@ -298,7 +303,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--quick", action="store_true", help="a few rounds: checks it runs")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
-    rounds, n, depth, many = (3, 200, 1_000, 1_000) if args.quick else (25, 2_000, 10_000, 10_000)
+    rounds, n, depth, many = (3, 200, 1_000, 1_000) if args.quick else (41, 1_000, 10_000, 10_000)
     result = per_call(rounds, n)
     result["growth"] = {"depth": depth, **growth(depth, rounds=min(rounds, 15))}
     disp = dispatch(many, rounds=rounds, n=n)
@@ -319,9 +324,10 @@ def report(result: dict[str, Any]) -> None:
     print(f"{'case':34} {'time/call':>12} {'overhead':>12}")
     for name, t in sorted(result["time"].items(), key=lambda kv: kv[1]):
         print(f"{name:34} {us(t)} {us(result['overhead'][name])}")
-    print("\noverhead ratios (median over rounds of per-round ratios):")
+    print("\noverhead ratios: median over rounds of per-round ratios [25th-75th percentile]")
     for name, value in result["ratios"].items():
-        print(f"  {name:58} {value:8.2f}")
+        lo, hi = result["spread"][name]
+        print(f"  {name:58} {value:8.2f}  [{lo:.2f}-{hi:.2f}]")
     g, d = result["growth"], result["dispatch"]
     print(
         f"\ncall {g['depth']} / call 10 of one trajectory: {g['ratio']:.3f}"
