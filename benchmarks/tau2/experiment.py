@@ -29,20 +29,24 @@ def replay_cause(message: str) -> str:
     return "state_consistency"
 
 
+STATE_CAUSES = "precondition|state_consistency"
+
+
 def expected_cause(cls: str, message: str | None) -> str | None:
     """The primary cause the protocol assigns, given what the replay showed.
 
     A missing or foreign id was never produced nor given in the trajectory: dependency,
     whatever tau2 then says (the protocol checks references before state). A sibling id
-    was seen (the user's own record), so the replay decides: its rejection read as a
-    state problem, or no cause at all when tau2 accepted it (executable, hence valid).
+    was seen (the user's own record), so the replay decides: its rejection is a state
+    problem (either cause, ``|``-separated), or no cause at all when tau2 accepted it
+    (executable, hence valid).
     """
     if not cls.startswith("sibling_"):
         return "dependency"
     if message is None:
         return None
-    cause = replay_cause(message)
-    return "precondition" if cause == "dependency" else cause
+    # a state problem: a precondition where one is declared, else tau2's rejection
+    return STATE_CAUSES
 
 
 def _labels(task: GroundTruth, variant: str, context: str) -> dict[str, str]:
@@ -141,7 +145,8 @@ def injection_record(
         "guard_check": first.check if first else None,
         "verdict": verdict,
         "fed_agrees": run.fed == true_fed,
-        "cause_agrees": run.fed == true_fed and run.cause == true_cause,
+        "cause_agrees": run.fed == true_fed
+        and (run.cause == true_cause or str(run.cause) in str(true_cause).split("|")),
     }
 
 

@@ -77,6 +77,13 @@ def _booking_payments_ok(state: Any, user_id: str, payment_methods: list[dict]) 
     return all(p.get("payment_id") in owned for p in payment_methods)
 
 
+PASSENGER_COUNT = P(
+    "passenger_count_matches",
+    lambda state, reservation_id, passengers: (
+        len(passengers) == len(state.db.reservations[reservation_id].passengers)
+    ),
+    "the number of passengers must stay the same",
+)
 RES_PAYMENT = P(
     "payment_of_reservation_user",
     _reservation_payment_ok,
@@ -118,7 +125,7 @@ AIRLINE: dict[str, dict[str, Any]] = {
     ),
     "update_reservation_passengers": dict(
         requires={"reservation_id": "reservation_id"},
-        preconditions=[RESERVATION_EXISTS, NOT_CANCELLED],
+        preconditions=[RESERVATION_EXISTS, NOT_CANCELLED, PASSENGER_COUNT],
     ),
     "book_reservation": dict(
         requires={"user_id": "user_id"},
