@@ -9,8 +9,9 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev,bench]"
 	$(PY) -m pip install -q --no-deps bfcl-eval==2026.3.23 mpmath==1.4.1
+	$(PY) -m pip install -q --no-deps $(TAU2_PIP)
 	touch $(STAMP)
 
 demo: $(STAMP)
