@@ -10,6 +10,8 @@ import logging
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry.trace import INVALID_SPAN
+
 from . import _attributes as attr
 from . import _telemetry as tel
 from ._checks import Failure
@@ -84,7 +86,7 @@ class Call:
         self.nested: Token[bool] | None = None
         self.span = tel.start_call_span(guard.tracer, name)
         # A span records from start to end or never: asked once, not at every step.
-        self.recording = self.span.is_recording()
+        self.recording = self.span is not INVALID_SPAN and self.span.is_recording()
         if self.recording:
             traj = self.traj
             tel.set_attributes(
@@ -129,7 +131,7 @@ class Call:
                 tool.preconditions,
                 "requires",
                 attr.PRECONDITION,
-                self._context(),
+                {"state": self.guard.state, "instance": self.instance},  # inline: hot path
                 values,
                 self.guard.fail_open,
                 block,
@@ -286,7 +288,8 @@ class Call:
             tel.set_attributes(span, tel.verdict_attributes(decision, failures))
             if decision == attr.BLOCKED or any(f.cause == attr.STATE_CONSISTENCY for f in failures):
                 tel.set_error(span, failures[0].message[:256])
-        tel.end_span(span)
+        if span is not INVALID_SPAN:  # its end() does nothing; tracing off skips the call
+            tel.end_span(span)
         if failures and decision != attr.BLOCKED:
             logger.info(
                 "toolguard: %s step %s %s: %s", self.name, self.step, decision, failures[0].message

@@ -58,12 +58,6 @@ def start_call_span(tracer: Tracer, tool: str) -> Span:
     with tracing off (benchmarks/overhead.py). A trajectory's span, which is always made
     current, keeps going through `start_span`.
     """
-    if _is_noop(tracer):
-        return INVALID_SPAN
-    return start_span(tracer, attr.call_span_name(tool))
-
-
-def _is_noop(tracer: Tracer) -> bool:
     kind = type(tracer)
     if kind is ProxyTracer:
         # The default tracer follows the global provider: a no-op one until the user installs
@@ -71,8 +65,10 @@ def _is_noop(tracer: Tracer) -> bool:
         try:
             kind = type(tracer._tracer)  # what ProxyTracer.start_span itself delegates to
         except Exception:
-            return False
-    return kind is NoOpTracer
+            kind = None
+    if kind is NoOpTracer:
+        return INVALID_SPAN
+    return start_span(tracer, attr.call_span_name(tool))
 
 
 def set_attributes(span: Span, attributes: Mapping[str, Any]) -> None:
