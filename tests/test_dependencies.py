@@ -384,3 +384,21 @@ def test_a_guarded_tool_calling_another_adds_no_step(otel) -> None:
         if s.name == "execute_tool outer"
     }
     assert inner_span.parent.span_id in outer_ids
+
+
+def test_bind_result_binds_a_tools_products_without_a_step(otel) -> None:
+    guard = otel.guard(rejection="return")
+
+    @guard.tool(produces={"order_id": "id"})
+    def list_orders(user: str) -> list[dict]:
+        return [{"id": "o-1"}, {"id": "o-2"}]
+
+    @guard.tool(requires={"order_id": "order_id"})
+    def cancel(order_id: str) -> str:
+        return order_id
+
+    with otel.trajectory("context") as traj:
+        traj.bind_result(guard.get_tool("list_orders"), [{"id": "o-2"}])
+        assert cancel(order_id="o-2") == "o-2"
+        assert cancel(order_id="o-1").cause == "dependency"
+    assert traj.length == 2

@@ -242,3 +242,17 @@ def test_postcondition_that_holds(otel):
 
     assert double(2) == 4
     assert otel.only_call().attributes["toolguard.valid"] is True
+
+
+def test_a_rejection_says_whether_the_call_ran(otel) -> None:
+    guard = otel.guard(rejection="return")
+
+    @guard.tool
+    def boom(x: int) -> int:
+        raise RuntimeError("backend down")
+
+    with otel.trajectory("ran"):
+        blocked = guard.call("boom", {"x": "nope"})
+        ran = guard.call("boom", {"x": 1})
+    assert (blocked.decision, blocked.executed) == ("blocked", False)
+    assert (ran.decision, ran.executed, ran.cause) == ("allowed", True, "state_consistency")

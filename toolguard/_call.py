@@ -198,7 +198,7 @@ class Call:
         )
         self._close(executed=True, result=None)
         if self.guard.rejection == "return" and self.mode == "block" and isinstance(exc, Exception):
-            return Rejection.of(self.name, self.step, self.failures_sorted())
+            return Rejection.of(self.name, self.step, self.failures_sorted(), attr.ALLOWED)
         raise exc
 
     def finish_returned(self, result: Any) -> Any:

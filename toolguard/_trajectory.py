@@ -80,7 +80,7 @@ class Trajectory:
         self._lock = threading.Lock()
         self._first_error: tuple[int, str] | None = None
         # In emission order only when calls finish in it; sort by step for parallel calls.
-        self.verdicts: list[Verdict] = []
+        self._verdicts: list[tuple[int, str, str, list[Any]]] = []
         self._bindings: dict[str, dict[Any, _Binding]] = {}
         self._seen: set[str] = set()
         self._texts: list[str] = []
@@ -101,7 +101,20 @@ class Trajectory:
 
     def record(self, step: int, tool: str, decision: str, failures: list[Any]) -> None:
         """Keep one call's verdict; `failures` in precedence order, empty when valid."""
-        self.verdicts.append(
+        # A plain tuple on the hot path; `verdicts` builds the named records when asked.
+        self._verdicts.append((step, tool, decision, failures))
+        if not failures:
+            return
+        cause = failures[0].cause
+        with self._lock:
+            if self._first_error is None or step < self._first_error[0]:
+                self._first_error = (step, cause or "")
+
+    @property
+    def verdicts(self) -> list[Verdict]:
+        """Each call's verdict, in the order the calls finished (sort by step for parallel
+        calls)."""
+        return [
             Verdict(
                 step,
                 tool,
@@ -110,13 +123,8 @@ class Trajectory:
                 tuple(f.check for f in failures),
                 failures[0].cause if failures else None,
             )
-        )
-        if not failures:
-            return
-        cause = failures[0].cause
-        with self._lock:
-            if self._first_error is None or step < self._first_error[0]:
-                self._first_error = (step, cause or "")
+            for step, tool, decision, failures in self._verdicts
+        ]
 
     @property
     def length(self) -> int:
@@ -137,6 +145,13 @@ class Trajectory:
         """Make ``value`` a usable value of ``kind`` (an id the user typed, say)."""
         self._produce(kind, value, source, None)
         self.observe(value)
+
+    def bind_result(self, tool: Any, result: Any) -> None:
+        """Bind what ``tool`` (a :class:`Tool`, e.g. ``guard.get_tool(name)``) would produce
+        from ``result``, without a step: context the agent had before the trajectory began."""
+        for kind, value in tool.extract(result):
+            self.bind(kind, value, source=f"{tool.name} (context)")
+        self.observe(result)
 
     def _produce(self, kind: str, value: Any, source: str, step: int | None) -> None:
         key = _key(value)

@@ -57,12 +57,20 @@ class Rejection:
     message: str
     model_message: str
     failed_checks: tuple[str, ...]
+    # "blocked": the call did not run; "allowed": it ran and the environment rejected it.
+    decision: str = "blocked"
+
+    @property
+    def executed(self) -> bool:
+        return self.decision != "blocked"
 
     def __str__(self) -> str:
         return f"Error: the call to `{self.tool}` was rejected ({self.cause}). {self.model_message}"
 
     @classmethod
-    def of(cls, tool: str, step: int | None, failures: list[Failure]) -> Rejection:
+    def of(
+        cls, tool: str, step: int | None, failures: list[Failure], decision: str = "blocked"
+    ) -> Rejection:
         first = failures[0]
         return cls(
             tool,
@@ -72,6 +80,7 @@ class Rejection:
             first.message,
             first.model_message,
             tuple(f.check for f in failures),
+            decision,
         )
 
 
