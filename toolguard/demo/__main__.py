@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--out", default="out/demo-spans.jsonl", help="span file to write")
-    parser.add_argument("--episodes", type=int, default=48)
+    parser.add_argument("--episodes", type=int, default=50)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-report", action="store_true", help="stop after writing spans")
     args = parser.parse_args(argv)

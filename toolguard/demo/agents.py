@@ -92,6 +92,18 @@ def invents(call: Call, task: Task) -> None:
     call(clean_rest, {"contact_id": _first_id(result), **extra})
 
 
+def verbose(call: Call, task: Task) -> None:
+    """Writes messages too long for the network; shortens them when the send fails."""
+    if task.kind != "message":
+        clean(call, task)
+        return
+    contact_id = _first_id(call("search_contacts", _lookup(task)))
+    long_text = "Running late, " + "so sorry about this, " * 10 + "see you soon."
+    sent = call("send_message", {"contact_id": contact_id, "text": long_text})
+    if isinstance(sent, dict) and "error" in sent:  # the environment's own answer
+        call("send_message", {"contact_id": contact_id, "text": "Running late, sorry."})
+
+
 def _lookup(task: Task) -> dict[str, str]:
     return {"phone_number": task.phone} if task.kind == "remove" else {"name": task.name}
 
@@ -101,6 +113,7 @@ POLICIES: dict[str, Callable[[Call, Task], None]] = {
     "phone_as_id": phone_as_id,
     "ignores_settings": ignores_settings,
     "invents": invents,
+    "verbose": verbose,
 }
 
 

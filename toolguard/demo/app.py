@@ -12,6 +12,8 @@ from pydantic import BaseModel
 
 import toolguard as tg
 
+MAX_TEXT = 160
+
 
 class Contact(BaseModel):
     id: str
@@ -85,6 +87,9 @@ def build_tools(phone: Phone, guard: tg.Guard) -> dict[str, object]:
         """Send a text message to a contact."""
         if contact_id not in phone.contacts:
             return {"error": f"no contact {contact_id}"}
+        if len(text) > MAX_TEXT:
+            # Only the network knows this limit: the guard learns of it from the result.
+            return {"error": f"message longer than {MAX_TEXT} characters"}
         phone.messages.append((contact_id, text))
         return {"sent": contact_id}
 
