@@ -402,3 +402,35 @@ def test_bind_result_binds_a_tools_products_without_a_step(otel) -> None:
         assert cancel(order_id="o-2") == "o-2"
         assert cancel(order_id="o-1").cause == "dependency"
     assert traj.length == 2
+
+
+def test_requires_reaches_ids_nested_in_an_argument(otel) -> None:
+    guard = otel.guard(rejection="return")
+
+    @guard.tool(produces={"payment_id": "id"})
+    def payment_methods() -> list[dict]:
+        return [{"id": "card-1"}, {"id": "gift-9"}]
+
+    @guard.tool(requires={"payments[].payment_id": "payment_id", "address.zip": "zip"})
+    def book(payments: list[dict], address: dict | None = None) -> str:
+        return "booked"
+
+    with otel.trajectory("nested-ids") as traj:
+        payment_methods()
+        traj.bind("zip", "94110")
+        ok = book(payments=[{"payment_id": "card-1"}, {"payment_id": "gift-9"}])
+        bad = book(payments=[{"payment_id": "card-1"}, {"payment_id": "card-7"}])
+        bad_zip = book(payments=[{"payment_id": "card-1"}], address={"zip": "00000"})
+    assert ok == "booked"
+    assert bad.check == "dependency.payments[].payment_id" and "'card-7'" in bad.message
+    assert "card-1" in bad.model_message  # the values the agent could use
+    assert bad_zip.check == "dependency.address.zip"
+
+
+def test_a_requires_path_must_start_at_an_argument(otel) -> None:
+    guard = otel.guard()
+    with pytest.raises(tg.ToolDefinitionError, match=r"'book'.*'payment'"):
+
+        @guard.tool(requires={"payment[].id": "payment_id"})
+        def book(payments: list[dict]) -> str:
+            return "booked"

@@ -118,7 +118,7 @@ class Call:
             if block:
                 self.blocked = True
                 return
-        if traj is not None and tool.requires:
+        if traj is not None and (tool.requires or tool.requires_paths):
             found = check_dependencies(tool, traj, values)
             if found:
                 # Blocking stops at the first failure (PROTOCOL 2), also within one check.

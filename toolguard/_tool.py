@@ -21,7 +21,8 @@ WHOLE_RESULT = "$"  # `produces={"session": "$"}`: the return value itself is th
 class ToolSpec:
     """Everything the guard knows about one tool besides its function.
 
-    - ``requires``: argument name -> kind of bound value it must refer to (``dependency``).
+    - ``requires``: argument name -> kind of bound value it must refer to (``dependency``);
+      ``"arg.field"`` and ``"arg[].field"`` reach ids nested inside an argument.
     - ``produces``: kind -> key pulled out of the result wherever it occurs (nested dicts,
       lists, pydantic models, dataclasses), ``"$"`` for the result itself, or a callable
       ``result -> iterable of values``.
@@ -84,7 +85,12 @@ class Tool:
         self._params = _call_layout(fn) if fn is not None else None
         self._posonly = _positional_only(fn) if fn is not None else ()
         self._varpos = self._params[1] if self._params else None
-        self.requires = dict(spec.requires)
+        # "arg" is checked on the hot path; "arg.field" / "arg[].field" reach ids nested in
+        # an argument (a list of payment objects, say) and are resolved per call.
+        self.requires = {a: k for a, k in spec.requires.items() if not _is_path(a)}
+        self.requires_paths = [
+            (a, *_split_path(a), k) for a, k in spec.requires.items() if _is_path(a)
+        ]
         self.invalidates = dict(spec.invalidates)
         self.grounded = tuple(spec.grounded)
         self.produces = dict(spec.produces)
@@ -95,7 +101,7 @@ class Tool:
     def _check_declarations(self) -> None:
         names = self.schema.name_set
         for label, declared in (
-            ("requires", self.requires),
+            ("requires", {root: 1 for _, root, _, _ in self.requires_paths} | self.requires),
             ("invalidates", self.invalidates),
             ("grounded", dict.fromkeys(self.grounded)),
         ):
@@ -173,6 +179,36 @@ def _call_layout(fn: Callable[..., Any]) -> tuple[tuple[str, ...], str | None]:
     named = tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
     var_positional = next((p.name for p in params if p.kind is p.VAR_POSITIONAL), None)
     return named, var_positional
+
+
+def _is_path(spec: str) -> bool:
+    return "." in spec or "[]" in spec
+
+
+def _split_path(spec: str) -> tuple[str, tuple[str, ...]]:
+    """`payment_methods[].payment_id` -> ("payment_methods", ("[]", "payment_id"))."""
+    parts = [p for p in spec.replace("[]", ".[]").split(".") if p]
+    if not parts or parts[0] == "[]":
+        raise ToolDefinitionError(f"requires path {spec!r} must start with an argument name")
+    return parts[0], tuple(parts[1:])
+
+
+def resolve_path(value: Any, parts: tuple[str, ...]) -> list[Any]:
+    """The values a path reaches inside one argument value (missing steps reach nothing)."""
+    current = [value]
+    for part in parts:
+        step: list[Any] = []
+        for item in current:
+            if part == "[]":
+                if isinstance(item, list | tuple):
+                    step.extend(item)
+            elif isinstance(item, Mapping):
+                if part in item:
+                    step.append(item[part])
+            elif hasattr(item, part):
+                step.append(getattr(item, part))
+        current = step
+    return [v for v in current if v is not None]
 
 
 def _positional_only(fn: Callable[..., Any]) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ from typing import Any
 from . import _attributes as attr
 from ._checks import Failure, _Condition, shorten
 from ._schema import SchemaFailure
-from ._tool import Tool
+from ._tool import Tool, resolve_path
 from ._trajectory import Trajectory
 
 logger = logging.getLogger("toolguard")
@@ -109,6 +109,12 @@ def check_dependencies(tool: Tool, traj: Trajectory, values: Mapping[str, Any]) 
                 continue
         for item in value if isinstance(value, list | tuple | set | frozenset) else (value,):
             failure = _dependency(tool.name, traj, arg, kind, item)
+            if failure is not None:
+                failures.append(failure)
+                break
+    for label, root, parts, kind in tool.requires_paths:
+        for item in resolve_path(values.get(root), parts):
+            failure = _dependency(tool.name, traj, label, kind, item)
             if failure is not None:
                 failures.append(failure)
                 break
