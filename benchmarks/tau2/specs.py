@@ -128,7 +128,7 @@ AIRLINE: dict[str, dict[str, Any]] = {
         preconditions=[RESERVATION_EXISTS, NOT_CANCELLED, PASSENGER_COUNT],
     ),
     "book_reservation": dict(
-        requires={"user_id": "user_id"},
+        requires={"user_id": "user_id", "payment_methods[].payment_id": "payment_id"},
         preconditions=[USER_EXISTS, BOOK_PAYMENT],
         produces={"reservation_id": "reservation_id"},
     ),
