@@ -27,7 +27,7 @@ from opentelemetry.trace import SpanKind, Tracer
 import toolguard as tg
 
 from . import _workload as w
-from ._scaling import dispatch, growth
+from ._scaling import by_name, dispatch, growth
 from ._timing import (
     Case,
     interleaved,
@@ -190,7 +190,7 @@ def build_cases(tmp: Path) -> tuple[dict[str, Case], dict[str, int], Callable[[]
         "toolguard off, blocked": guarded_case(tg_off, off, w.CLOSED_ARGS),
         "validate_call, invalid": invalid_case(vc),
     }
-    cases["toolguard off, by name"] = _by_name(g_off, off)
+    cases["toolguard off, by name"] = by_name(g_off, off)
     loop = asyncio.new_event_loop()
     cases["async bare"] = async_case(loop, w.atransfer, off)
     cases["async validate_call"] = async_case(loop, pydantic.validate_call(w.atransfer), off)
@@ -217,21 +217,6 @@ def build_cases(tmp: Path) -> tuple[dict[str, Case], dict[str, int], Callable[[]
 
 
 _BANK = w.Bank()
-
-
-def _by_name(guard: Any, provider: Any) -> Case:
-    def run(n: int) -> float:
-        elapsed = 0.0
-        for i in range(0, n, 100):
-            with tg.trajectory(tracer_provider=provider) as traj:
-                traj.bind("account_id", w.ACCOUNT)
-                start = time.perf_counter()
-                for _ in range(min(100, n - i)):
-                    guard.call("transfer", w.ARGS)
-                elapsed += time.perf_counter() - start
-        return elapsed
-
-    return run
 
 
 def _invoke_case(tool: Any) -> Case:
