@@ -9,7 +9,6 @@ from typing import Any
 
 from . import _attributes as attr
 from ._checks import Failure, _Condition, shorten
-from ._schema import SchemaFailure
 from ._tool import Tool, resolve_path
 from ._trajectory import Trajectory
 
@@ -82,13 +81,6 @@ class Rejection:
             tuple(f.check for f in failures),
             decision,
         )
-
-
-def check_schema(tool: Tool, raw: dict[str, Any]) -> tuple[dict[str, Any], Failure | None]:
-    try:
-        return tool.schema.validate(raw), None
-    except SchemaFailure as exc:
-        return raw, exc.failure
 
 
 def check_dependencies(tool: Tool, traj: Trajectory, values: Mapping[str, Any]) -> list[Failure]:
