@@ -19,8 +19,6 @@ DEFAULT_SEED = 20261014
 DEFAULT_RESAMPLES = 1000
 UNKNOWN_CAUSE = "unknown"
 _Z95 = 1.959963984540054  # two-sided 95% normal quantile
-# Bootstrap draws are made in blocks of at most this many indices, so memory stays bounded
-# whatever the cohort size.
 
 
 @dataclass(frozen=True, slots=True)
