@@ -1,7 +1,8 @@
 """One guarded call from start to end: step, span, checks, execution, verdict.
 
-Split into `begin` (checks before execution) and `finish` (after it) so that the sync and
-async paths share everything but the `await`.
+A `Call` is made and `check`ed before execution and finished by one of `finish_rejected`,
+`finish_raised` or `finish_returned`, so the sync and async paths share everything but the
+`await`.
 """
 
 from __future__ import annotations
