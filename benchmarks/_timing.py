@@ -86,3 +86,10 @@ def us(seconds: float) -> str:
 def write_json(path: str | None, payload: Mapping[str, Any]) -> None:
     if path:
         Path(path).write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+
+
+def print_targets(targets: Mapping[str, bool]) -> None:
+    """The closing list every benchmark prints: each target, met or MISSED."""
+    print("\ntargets:")
+    for name, ok in targets.items():
+        print(f"  {'met   ' if ok else 'MISSED'} {name}")

@@ -33,6 +33,7 @@ from ._timing import (
     interleaved,
     median,
     overhead_ratios,
+    print_targets,
     quartiles,
     time_ratio,
     us,
@@ -326,9 +327,7 @@ def report(result: dict[str, Any]) -> None:
         f"dispatch by name, {d['many']} tools / 10 tools: {d['ratio']:.3f}"
         f"  ({us(d['time_many']).strip()} vs {us(d['time_10']).strip()})"
     )
-    print("\ntargets:")
-    for name, ok in result["targets"].items():
-        print(f"  {'met   ' if ok else 'MISSED'} {name}")
+    print_targets(result["targets"])
 
 
 if __name__ == "__main__":

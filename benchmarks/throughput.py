@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from ._spanfile import generate
-from ._timing import median, time_ratio, write_json
+from ._timing import median, print_targets, time_ratio, write_json
 
 
 def parse_only(path: Path) -> None:
@@ -212,9 +212,7 @@ def report(result: dict[str, Any]) -> None:
         f"\npeak heap, 10x the spans in the same trajectories: {result['heap_peak_ratio']:.2f}x"
         f" (peak RSS {result['rss_ratio']:.2f}x)"
     )
-    print("\ntargets:")
-    for name, ok in result["targets"].items():
-        print(f"  {'met   ' if ok else 'MISSED'} {name}")
+    print_targets(result["targets"])
 
 
 if __name__ == "__main__":
