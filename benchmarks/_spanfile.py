@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from toolguard import _attributes as A
+from toolguard import _contract as A
 
 _RESOURCE = {
     "attributes": [

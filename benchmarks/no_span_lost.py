@@ -22,9 +22,9 @@ from typing import Any
 import orjson
 
 import toolguard as tg
-from toolguard import _attributes as A
-from toolguard._metrics import TrajectoryRecord
-from toolguard._report import build_report
+from toolguard import _contract as A
+from toolguard.report.build import build_report
+from toolguard.report.metrics import TrajectoryRecord
 
 from . import _workload as w
 from ._timing import write_json

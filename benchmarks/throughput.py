@@ -94,7 +94,7 @@ def timed(fn: Any, path: Path) -> tuple[float, Any]:
 
 
 def bench_file(path: Path, rounds: int, con: Any) -> dict[str, Any]:
-    from toolguard._collect import read_records
+    from toolguard.report.collect import read_records
 
     from ._duck import ter_mean_fed
 

@@ -3,27 +3,27 @@
 See README.md for the quickstart and PROTOCOL.md for the span contract.
 """
 
-from ._checks import Failure, Postcondition, Precondition
 from ._errors import GuardCheckError, ToolCallRejected, ToolDefinitionError, ToolGuardError
-from ._guard import Guard
-from ._telemetry import setup_file_export
-from ._tool import Tool, ToolSpec
-from ._trajectory import Trajectory, Verdict, current_trajectory, trajectory
-from ._verdict import Rejection
+from .runtime.checks import Rejection
+from .runtime.conditions import Failure, Postcondition, Precondition
+from .runtime.guard import Guard
+from .runtime.telemetry import setup_file_export
+from .runtime.tool import Tool, ToolSpec
+from .runtime.trajectory import Trajectory, Verdict, current_trajectory, trajectory
 
 __version__ = "0.1.0"
 
 # The report side pulls in numpy: loaded on first use, so guarding a tool does not pay for it.
 _LAZY = {
-    "ReportInputError": "._otlp_reader",
-    "TrajectoryRecord": "._metrics",
-    "build_report": "._report",
-    "compare_groups": "._compare",
-    "compute_metrics": "._metrics",
-    "join_outcomes": "._outcomes",
-    "load_outcomes": "._outcomes",
-    "plot_report": "._plot",
-    "read_records": "._collect",
+    "ReportInputError": ".report.reader",
+    "TrajectoryRecord": ".report.metrics",
+    "build_report": ".report.build",
+    "compare_groups": ".report.compare",
+    "compute_metrics": ".report.metrics",
+    "join_outcomes": ".report.outcomes",
+    "load_outcomes": ".report.outcomes",
+    "plot_report": ".report.plot",
+    "read_records": ".report.collect",
 }
 _RENAMED = {"compare_groups": "compare"}
 

@@ -13,15 +13,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ._collect import read_records
-from ._compare import DEFAULT_TASK_LABEL, compare, render_compare
 from ._errors import ToolGuardError
-from ._metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, TrajectoryRecord
-from ._otlp_reader import ReadStats
-from ._outcomes import join_outcomes, load_outcomes
-from ._plot import PLOT_EXTRA_HINT
-from ._render import DEFAULT_DEPTHS, render_csv, render_markdown, render_text
-from ._report import build_report, outcome_warnings, read_warnings
+from .report.build import build_report, outcome_warnings, read_warnings
+from .report.collect import read_records
+from .report.compare import DEFAULT_TASK_LABEL, compare, render_compare
+from .report.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, TrajectoryRecord
+from .report.outcomes import join_outcomes, load_outcomes
+from .report.plot import PLOT_EXTRA_HINT
+from .report.reader import ReadStats
+from .report.render import DEFAULT_DEPTHS, render_csv, render_markdown, render_text
 
 EXIT_ERROR = 2
 
@@ -131,7 +131,7 @@ def _run(args: argparse.Namespace) -> str:
             records, by=args.by, seed=args.seed, resamples=args.resamples, warnings=warnings
         )
         if args.plot:
-            from ._plot import plot_report
+            from .report.plot import plot_report
 
             plot_report(report, args.plot)
         return _format(report, args.format, args.depths)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._checks import Failure
+    from .runtime.conditions import Failure
 
 
 class ToolGuardError(Exception):

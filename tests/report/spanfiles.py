@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from toolguard import _attributes as A
+from toolguard import _contract as A
 
 _ids = itertools.count(1)
 

@@ -9,8 +9,8 @@ import pytest
 from spanfiles import Writer, export, trajectory
 
 from toolguard._cli import main
-from toolguard._compare import compare
-from toolguard._metrics import TrajectoryRecord
+from toolguard.report.compare import compare
+from toolguard.report.metrics import TrajectoryRecord
 
 
 @pytest.fixture

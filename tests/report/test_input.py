@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from spanfiles import Writer, call, export, summary, trajectory
 
-from toolguard import _attributes as A
-from toolguard._collect import read_records
+from toolguard import _contract as A
 from toolguard._errors import ToolGuardError
-from toolguard._otlp_reader import ReportInputError
+from toolguard.report.collect import read_records
+from toolguard.report.reader import ReportInputError
 
 GOOD = export(*trajectory("a", [True, "schema"], True))
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolguard._attributes import CAUSES
-from toolguard._metrics import TrajectoryRecord, bootstrap_mean_ci, compute_metrics, wilson
+from toolguard._contract import CAUSES
+from toolguard.report.metrics import TrajectoryRecord, bootstrap_mean_ci, compute_metrics, wilson
 
 
 def rec(

@@ -10,9 +10,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.trace import SpanKind
 
-from toolguard import _attributes as A
-from toolguard._collect import read_records
-from toolguard._metrics import compute_metrics
+from toolguard import _contract as A
+from toolguard.report.collect import read_records
+from toolguard.report.metrics import compute_metrics
 
 
 def _emit(path: Path, batch: bool) -> None:

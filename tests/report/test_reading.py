@@ -7,9 +7,9 @@ import random
 import pytest
 from spanfiles import Writer, call, export, span, summary, trajectory
 
-from toolguard import _attributes as A
-from toolguard._collect import read_records
-from toolguard._metrics import TrajectoryRecord, compute_metrics
+from toolguard import _contract as A
+from toolguard.report.collect import read_records
+from toolguard.report.metrics import TrajectoryRecord, compute_metrics
 
 
 def read(

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ._attributes import CAUSES
+from .._contract import CAUSES
 
 DEFAULT_SEED = 20261014
 DEFAULT_RESAMPLES = 1000

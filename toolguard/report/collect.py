@@ -12,9 +12,9 @@ import gc
 from collections.abc import Iterable
 from typing import Any
 
-from . import _attributes as A
-from ._metrics import TrajectoryRecord
-from ._otlp_reader import ReadStats, ReportInputError, iter_exports
+from .. import _contract as A
+from .metrics import TrajectoryRecord
+from .reader import ReadStats, ReportInputError, iter_exports
 
 _NO_STEP = 1 << 62  # "no invalid step seen": larger than any real step, so min() needs no None
 _RANK = {c: i for i, c in enumerate(A.CAUSES)}

@@ -9,9 +9,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from . import _schema
-from ._checks import Postcondition, Precondition
-from ._errors import ToolDefinitionError
+from .._errors import ToolDefinitionError
+from . import schema as _schema
+from .conditions import Postcondition, Precondition
 
 Mode = Literal["block", "log"]
 WHOLE_RESULT = "$"  # `produces={"session": "$"}`: the return value itself is the value

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._errors import ToolGuardError
-from ._metrics import wilson_band
-from ._render import group_name
+from .._errors import ToolGuardError
+from .metrics import wilson_band
+from .render import group_name
 
 PLOT_EXTRA_HINT = "plotting needs matplotlib: pip install 'toolguard-otel[plot]'"
 

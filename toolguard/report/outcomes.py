@@ -13,8 +13,8 @@ import io
 import json
 from collections.abc import Iterable
 
-from ._metrics import TrajectoryRecord
-from ._otlp_reader import ReportInputError
+from .metrics import TrajectoryRecord
+from .reader import ReportInputError
 
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f"}

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import _attributes as attr
-from ._checks import Failure, _Condition, shorten
-from ._tool import Tool, resolve_path
-from ._trajectory import Trajectory
+from .. import _contract as attr
+from .conditions import Failure, _Condition, shorten
+from .tool import Tool, resolve_path
+from .trajectory import Trajectory
 
 logger = logging.getLogger("toolguard")
 

@@ -15,8 +15,8 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ConfigDict
 
-from ._checks import Failure, shorten
-from ._errors import ToolDefinitionError
+from .._errors import ToolDefinitionError
+from .conditions import Failure, shorten
 
 _MAX_ERRORS_SHOWN = 4
 

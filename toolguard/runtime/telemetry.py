@@ -26,7 +26,7 @@ from opentelemetry.trace import (
     Tracer,
 )
 
-from . import _attributes as attr
+from .. import _contract as attr
 
 logger = logging.getLogger("toolguard")
 

@@ -12,13 +12,13 @@ from typing import Any, Literal, overload
 import wrapt
 from opentelemetry import trace
 
-from . import _attributes as attr
-from . import _telemetry as tel
-from ._call import Call
-from ._checks import Failure
-from ._errors import ToolDefinitionError
-from ._schema import SchemaFailure, parse_arguments
-from ._tool import Mode, Tool, ToolSpec
+from .. import _contract as attr
+from .._errors import ToolDefinitionError
+from . import telemetry as tel
+from .call import Call
+from .conditions import Failure
+from .schema import SchemaFailure, parse_arguments
+from .tool import Mode, Tool, ToolSpec
 
 logger = logging.getLogger("toolguard")
 
@@ -191,7 +191,7 @@ class Guard:
         | Sequence[tuple[str, str | Mapping[str, Any] | None, str | None]],
     ) -> list[Any]:
         """Parallel tool calls of one model turn: steps in list order, run concurrently."""
-        from ._trajectory import current_trajectory
+        from .trajectory import current_trajectory
 
         traj = current_trajectory()
         steps = [traj.next_step() if traj else None for _ in calls]

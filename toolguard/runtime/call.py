@@ -13,14 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import INVALID_SPAN
 
-from . import _attributes as attr
-from . import _telemetry as tel
-from ._checks import Failure
-from ._errors import ToolCallRejected
-from ._schema import SchemaFailure
-from ._tool import Tool
-from ._trajectory import Trajectory, _current
-from ._verdict import (
+from .. import _contract as attr
+from .._errors import ToolCallRejected
+from . import telemetry as tel
+from .checks import (
     Rejection,
     check_conditions,
     check_dependencies,
@@ -28,9 +24,13 @@ from ._verdict import (
     guard_error,
     in_precedence_order,
 )
+from .conditions import Failure
+from .schema import SchemaFailure
+from .tool import Tool
+from .trajectory import Trajectory, _current
 
 if TYPE_CHECKING:
-    from ._guard import Guard
+    from .guard import Guard
 
 logger = logging.getLogger("toolguard")
 

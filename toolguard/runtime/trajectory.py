@@ -17,8 +17,8 @@ from typing import Any, NamedTuple
 
 from opentelemetry.trace import Tracer
 
-from . import _attributes as attr
-from . import _telemetry as tel
+from .. import _contract as attr
+from . import telemetry as tel
 
 _current: ContextVar[Trajectory | None] = ContextVar("toolguard_trajectory", default=None)
 

@@ -6,15 +6,15 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from ._attributes import CAUSES
-from ._metrics import (
+from .._contract import CAUSES
+from .metrics import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     UNKNOWN_CAUSE,
     TrajectoryRecord,
     compute_metrics,
 )
-from ._otlp_reader import ReadStats
+from .reader import ReadStats
 
 Labels = dict[str, str | None]
 _EXAMPLES = 3

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ._errors import ToolGuardError
+from .._errors import ToolGuardError
 
 try:
     import orjson

@@ -11,9 +11,9 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, TrajectoryRecord, bootstrap_mean_ci
-from ._otlp_reader import ReportInputError
-from ._render import group_name
+from .metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, TrajectoryRecord, bootstrap_mean_ci
+from .reader import ReportInputError
+from .render import group_name
 
 DEFAULT_TASK_LABEL = "task"
 Value = Callable[[TrajectoryRecord], float | None]

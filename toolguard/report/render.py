@@ -7,8 +7,8 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from ._attributes import CAUSES
-from ._metrics import UNKNOWN_CAUSE
+from .._contract import CAUSES
+from .metrics import UNKNOWN_CAUSE
 
 DEFAULT_DEPTHS = 10
 _DASH = "-"
