@@ -23,7 +23,7 @@ def growth(depth: int, rounds: int, window: int = 10) -> dict[str, float]:
     off = trace.NoOpTracerProvider()
     guard = tg.Guard(state=w.Bank(), tracer_provider=off)
     fn = guard.register(
-        w.receipts(), name="transfer", produces={"receipt": "receipt_id"}, **w.tool_options()
+        w.receipts(), name="transfer", produces={"receipt_id": "receipt"}, **w.tool_options()
     )
     early: list[float] = []
     late: list[float] = []

@@ -33,7 +33,7 @@ def account_open(state: Bank, account_id: str) -> bool:
 
 def tool_options() -> dict[str, Any]:
     return {
-        "requires": {"account_id": "account_id"},
+        "refs": {"account_id": "account_id"},
         "preconditions": [tg.Precondition("account_open", account_open, "the account is open")],
     }
 

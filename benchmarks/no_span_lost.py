@@ -38,7 +38,7 @@ def run_agents(calls: int, trajectories: int, seed: int) -> tuple[list[Trajector
     rng = random.Random(seed)
     guard = tg.Guard(state=w.Bank(), rejection="return")
     guard.register(w.transfer, **w.tool_options())
-    guard.register(w.receipts(), name="open_account", produces={"account_id": "receipt_id"})
+    guard.register(w.receipts(), name="open_account", produces={"receipt_id": "account_id"})
     per = calls // trajectories
     records = []
     start = time.perf_counter()

@@ -20,7 +20,7 @@ class DB:
 
 def make_send(guard: tg.Guard, db: DB, **extra: Any):
     @guard.tool(
-        requires={"contact_id": "contact_id"},
+        refs={"contact_id": "contact_id"},
         preconditions=[
             tg.Precondition(
                 "contact_exists",
@@ -133,7 +133,7 @@ def test_precondition_cause(otel):
         otel,
         lambda s: s("id_2", "hello"),
         "precondition",
-        "requires.contact_exists",
+        "precondition.contact_exists",
         executed=False,
     )
 
@@ -224,8 +224,8 @@ def test_log_runs_every_check_in_precedence_order(otel):
     assert a["toolguard.failed_checks"] == (
         "schema.args",
         "dependency.contact_id",
-        "requires.contact_exists",
-        "requires.short_text",
+        "precondition.contact_exists",
+        "precondition.short_text",
         "state.error_result",
         "information.text",
     )
@@ -240,13 +240,13 @@ def test_block_stops_at_first_precondition(otel):
         traj.bind("contact_id", "id_2")
         with pytest.raises(tg.ToolCallRejected) as info:
             send("id_2", "a text far too long to pass")
-    assert info.value.failed_checks == ["requires.contact_exists"]
+    assert info.value.failed_checks == ["precondition.contact_exists"]
 
 
 def test_block_stops_at_first_dependency(otel):
     guard = otel.guard()
 
-    @guard.tool(requires={"a": "kind_a", "b": "kind_b"})
+    @guard.tool(refs={"a": "kind_a", "b": "kind_b"})
     def pair(a: str, b: str) -> None:
         return None
 
@@ -271,7 +271,7 @@ def test_block_stops_at_first_grounded_argument(otel):
 def test_log_lists_every_failed_dependency(otel):
     guard = otel.guard(mode="log")
 
-    @guard.tool(requires={"a": "kind_a", "b": "kind_b"})
+    @guard.tool(refs={"a": "kind_a", "b": "kind_b"})
     def pair(a: str, b: str) -> str:
         return a + b
 
@@ -289,18 +289,18 @@ def test_log_lists_every_failed_dependency(otel):
         # (args, kwargs) -> failed checks in log mode
         (
             (("id_9", "hi"), {}),
-            ["dependency.contact_id", "requires.contact_exists", "state.error_result"],
+            ["dependency.contact_id", "precondition.contact_exists", "state.error_result"],
         ),
         (
             (("id_2", "hi there friend, a long one"), {}),
-            ["requires.contact_exists", "requires.short_text", "state.error_result"],
+            ["precondition.contact_exists", "precondition.short_text", "state.error_result"],
         ),
         ((("id_1", "invented"), {}), ["information.text"]),
         (
             (("id_9", "invented"), {}),
             [
                 "dependency.contact_id",
-                "requires.contact_exists",
+                "precondition.contact_exists",
                 "state.error_result",
                 "information.text",
             ],
@@ -327,9 +327,9 @@ def _cause_of(check: str) -> str:
     return {
         "schema": "schema",
         "dependency": "dependency",
-        "requires": "precondition",
+        "precondition": "precondition",
         "state": "state_consistency",
-        "ensures": "state_consistency",
+        "postcondition": "state_consistency",
         "information": "information",
     }[prefix]
 
@@ -451,7 +451,7 @@ def test_log_mode_does_not_count_a_predicate_raising_on_ill_typed_values(otel) -
 def test_trajectory_keeps_each_calls_verdict_in_process(otel) -> None:
     guard = otel.guard(mode="log", rejection="return")
 
-    @guard.tool(requires={"ref": "ref"})
+    @guard.tool(refs={"ref": "ref"})
     def use(ref: str) -> str:
         return ref
 

@@ -32,22 +32,22 @@ def expected_length(i: int) -> int:
 def build(otel):
     guard = otel.guard(rejection="return")
 
-    @guard.tool(produces={"contact_id": "id"})
+    @guard.tool(produces={"id": "contact_id"})
     def search(owner: int, k: int) -> dict:
         time.sleep(0)
         return {"id": f"id-{owner}-{k}"}
 
-    @guard.tool(requires={"contact_id": "contact_id"})
+    @guard.tool(refs={"contact_id": "contact_id"})
     def use(contact_id: str) -> str:
         time.sleep(0)
         return contact_id
 
-    @guard.tool(produces={"contact_id": "id"})
+    @guard.tool(produces={"id": "contact_id"})
     async def asearch(owner: int, k: int) -> dict:
         await asyncio.sleep(0)
         return {"id": f"id-{owner}-{k}"}
 
-    @guard.tool(requires={"contact_id": "contact_id"})
+    @guard.tool(refs={"contact_id": "contact_id"})
     async def ause(contact_id: str) -> str:
         await asyncio.sleep(0)
         return contact_id

@@ -14,9 +14,9 @@ CAUSES = {"schema", "dependency", "precondition", "state_consistency", "informat
 CHECK_RANK = {
     "schema": 0,
     "dependency": 1,
-    "requires": 2,
+    "precondition": 2,
     "state": 3,
-    "ensures": 3,
+    "postcondition": 3,
     "information": 4,
 }
 

@@ -23,7 +23,7 @@ class Page:
 
 
 def use_tool(guard: tg.Guard):
-    @guard.tool(requires={"contact_id": "contact_id"})
+    @guard.tool(refs={"contact_id": "contact_id"})
     def use(contact_id: str) -> str:
         return contact_id
 
@@ -51,7 +51,7 @@ def live(traj: tg.Trajectory, kind: str) -> set:
 def test_production_from_nested_results(otel, result, expected):
     guard = otel.guard()
 
-    @guard.tool(produces={"contact_id": "id"})
+    @guard.tool(produces={"id": "contact_id"})
     def search() -> object:
         return result
 
@@ -63,11 +63,11 @@ def test_production_from_nested_results(otel, result, expected):
 def test_production_of_whole_result_and_by_callable(otel):
     guard = otel.guard()
 
-    @guard.tool(produces={"session": "$"})
+    @guard.tool(produces={"$": "session"})
     def open_session() -> str:
         return "sess-1"
 
-    @guard.tool(produces={"file": lambda r: [line.split()[0] for line in r.splitlines()]})
+    @guard.tool(produces={lambda r: [line.split()[0] for line in r.splitlines()]: "file"})
     def ls() -> str:
         return "a.txt 10\nb.txt 20"
 
@@ -81,7 +81,7 @@ def test_production_of_whole_result_and_by_callable(otel):
 def test_dependency_satisfied_by_production(otel):
     guard = otel.guard()
 
-    @guard.tool(produces={"contact_id": "id"})
+    @guard.tool(produces={"id": "contact_id"})
     def search(phone: str) -> list[Contact]:
         return [Contact(id="id_8923", name="Ann")]
 
@@ -129,11 +129,11 @@ def test_incompatible_kind(otel):
 def test_staleness_after_invalidates(otel):
     guard = otel.guard()
 
-    @guard.tool(produces={"contact_id": "id"})
+    @guard.tool(produces={"id": "contact_id"})
     def add(name: str) -> dict:
         return {"id": f"id_{name}"}
 
-    @guard.tool(requires={"contact_id": "contact_id"}, invalidates={"contact_id": "contact_id"})
+    @guard.tool(refs={"contact_id": "contact_id"}, invalidates={"contact_id": "contact_id"})
     def remove(contact_id: str) -> bool:
         return True
 
@@ -157,12 +157,12 @@ def test_staleness_after_invalidates(otel):
 def test_rejected_call_neither_produces_nor_invalidates(otel):
     guard = otel.guard()
 
-    @guard.tool(produces={"contact_id": "id"}, error_result=lambda r: "error" in r)
+    @guard.tool(produces={"id": "contact_id"}, error_result=lambda r: "error" in r)
     def add(name: str) -> dict:
         return {"error": "full", "id": "id_x"}
 
     @guard.tool(
-        requires={"contact_id": "contact_id"},
+        refs={"contact_id": "contact_id"},
         invalidates={"contact_id": "contact_id"},
         error_result=lambda r: r is False,
     )
@@ -181,7 +181,7 @@ def test_blocked_call_does_not_invalidate(otel):
     guard = otel.guard()
 
     @guard.tool(
-        requires={"contact_id": "contact_id"},
+        refs={"contact_id": "contact_id"},
         invalidates={"contact_id": "contact_id"},
         preconditions=[tg.Precondition("never", lambda contact_id: False)],
     )
@@ -208,7 +208,7 @@ def test_explicit_bind(otel):
 def test_list_argument_every_item_must_be_bound(otel):
     guard = otel.guard()
 
-    @guard.tool(requires={"ids": "contact_id"})
+    @guard.tool(refs={"ids": "contact_id"})
     def merge(ids: list[str]) -> int:
         return len(ids)
 
@@ -224,7 +224,7 @@ def test_list_argument_every_item_must_be_bound(otel):
 def test_optional_reference_left_out(otel):
     guard = otel.guard()
 
-    @guard.tool(requires={"parent": "folder_id"})
+    @guard.tool(refs={"parent": "folder_id"})
     def mkdir(name: str, parent: str | None = None) -> str:
         return name
 
@@ -237,7 +237,7 @@ def test_optional_reference_left_out(otel):
 def test_unhashable_value_is_not_a_bound_value(otel):
     guard = otel.guard()
 
-    @guard.tool(requires={"ref": "thing"})
+    @guard.tool(refs={"ref": "thing"})
     def f(ref: dict) -> None:
         return None
 
@@ -251,7 +251,7 @@ def test_unhashable_value_is_not_a_bound_value(otel):
 def test_produces_callable_that_raises_does_not_break_the_call(otel, caplog):
     guard = otel.guard()
 
-    @guard.tool(produces={"k": lambda r: 1 / 0})
+    @guard.tool(produces={lambda r: 1 / 0: "k"})
     def f() -> str:
         return "ok"
 
@@ -389,11 +389,11 @@ def test_a_guarded_tool_calling_another_adds_no_step(otel) -> None:
 def test_bind_result_binds_a_tools_products_without_a_step(otel) -> None:
     guard = otel.guard(rejection="return")
 
-    @guard.tool(produces={"order_id": "id"})
+    @guard.tool(produces={"id": "order_id"})
     def list_orders(user: str) -> list[dict]:
         return [{"id": "o-1"}, {"id": "o-2"}]
 
-    @guard.tool(requires={"order_id": "order_id"})
+    @guard.tool(refs={"order_id": "order_id"})
     def cancel(order_id: str) -> str:
         return order_id
 
@@ -407,11 +407,11 @@ def test_bind_result_binds_a_tools_products_without_a_step(otel) -> None:
 def test_requires_reaches_ids_nested_in_an_argument(otel) -> None:
     guard = otel.guard(rejection="return")
 
-    @guard.tool(produces={"payment_id": "id"})
+    @guard.tool(produces={"id": "payment_id"})
     def payment_methods() -> list[dict]:
         return [{"id": "card-1"}, {"id": "gift-9"}]
 
-    @guard.tool(requires={"payments[].payment_id": "payment_id", "address.zip": "zip"})
+    @guard.tool(refs={"payments[].payment_id": "payment_id", "address.zip": "zip"})
     def book(payments: list[dict], address: dict | None = None) -> str:
         return "booked"
 
@@ -431,6 +431,6 @@ def test_a_requires_path_must_start_at_an_argument(otel) -> None:
     guard = otel.guard()
     with pytest.raises(tg.ToolDefinitionError, match=r"'book'.*'payment'"):
 
-        @guard.tool(requires={"payment[].id": "payment_id"})
+        @guard.tool(refs={"payment[].id": "payment_id"})
         def book(payments: list[dict]) -> str:
             return "booked"

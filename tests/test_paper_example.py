@@ -32,12 +32,12 @@ def build(otel):
     db = ContactsDB()
     guard = otel.guard(state=db, rejection="return")
 
-    @guard.tool(produces={"contact_id": "id"})
+    @guard.tool(produces={"id": "contact_id"})
     def search_contact(phone: str) -> list[Contact]:
         return [c for c in db.contacts.values() if c.phone == phone]
 
     @guard.tool(
-        requires={"contact_id": "contact_id"},
+        refs={"contact_id": "contact_id"},
         invalidates={"contact_id": "contact_id"},
         preconditions=[
             tg.Precondition(

@@ -47,13 +47,13 @@ def test_raise_mode_carries_everything(otel):
     assert exc.tool == "take"
     assert exc.step == 2
     assert exc.cause == "precondition"
-    assert exc.check == "requires.in_stock"
-    assert exc.failed_checks == ["requires.in_stock"]
+    assert exc.check == "precondition.in_stock"
+    assert exc.failed_checks == ["precondition.in_stock"]
     assert "not enough stock" in exc.message
     assert "item='apple'" in exc.message and "qty=5" in exc.message
     assert "in_stock" in exc.model_message
     assert "Change the arguments" in exc.model_message
-    assert "take" in str(exc) and "requires.in_stock" in str(exc)
+    assert "take" in str(exc) and "precondition.in_stock" in str(exc)
     assert inv.stock == {"apple": 2}
 
 
@@ -67,9 +67,9 @@ def test_return_mode_gives_a_model_facing_rejection(otel):
         "take",
         1,
         "precondition",
-        "requires.in_stock",
+        "precondition.in_stock",
     )
-    assert result.failed_checks == ("requires.in_stock",)
+    assert result.failed_checks == ("precondition.in_stock",)
     text = str(result)
     assert text.startswith("Error: the call to `take` was rejected (precondition).")
     assert result.model_message in text
@@ -170,7 +170,7 @@ def test_async_tool_rejection_and_exception_in_return_mode(otel):
 
     ok, rejected, failed = asyncio.run(main())
     assert ok == 1
-    assert isinstance(rejected, tg.Rejection) and rejected.check == "requires.pos"
+    assert isinstance(rejected, tg.Rejection) and rejected.check == "precondition.pos"
     assert isinstance(failed, tg.Rejection) and failed.check == "state.exception"
 
 
@@ -221,8 +221,8 @@ def test_postconditions(otel):
         assert take("apple", 5) == -1  # ran; the postconditions flag it afterwards
     a = otel.only_call().attributes
     assert a["toolguard.cause"] == "state_consistency"
-    assert a["toolguard.check"] == "ensures.stock_not_negative"
-    assert a["toolguard.failed_checks"] == ("ensures.stock_not_negative", "ensures.returns_stock")
+    assert a["toolguard.check"] == "postcondition.stock_not_negative"
+    assert a["toolguard.failed_checks"] == ("postcondition.stock_not_negative", "postcondition.returns_stock")
     assert "stock went negative" in a["toolguard.message"]
     assert a["toolguard.decision"] == "allowed"
     assert a["error.type"] == "toolguard.state_consistency"

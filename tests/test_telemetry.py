@@ -55,11 +55,11 @@ def exercise(provider) -> list:
     """A little session of good, rejected and failing calls; returns what the caller saw."""
     guard = tg.Guard(tracer_provider=provider, rejection="return")
 
-    @guard.tool(produces={"item": "id"})
+    @guard.tool(produces={"id": "item"})
     def make(n: int) -> dict:
         return {"id": f"item-{n}", "payload": list(range(n))}
 
-    @guard.tool(requires={"item_id": "item"})
+    @guard.tool(refs={"item_id": "item"})
     def use(item_id: str) -> str:
         return item_id.upper()
 
@@ -172,14 +172,14 @@ def test_predicate_that_raises_fails_closed(otel, caplog):
     exc = info.value
     assert ran == []
     assert exc.cause == "precondition"
-    assert exc.check == "requires.x_is_known"
+    assert exc.check == "precondition.x_is_known"
     assert "x_is_known" in exc.message
     assert "ZeroDivisionError" in exc.message
     assert "fail closed" in exc.message
     assert exc.failures[0].guard_error is True
     assert "could not be verified" in exc.model_message
     a = otel.only_call().attributes
-    assert a["toolguard.check"] == "requires.x_is_known"
+    assert a["toolguard.check"] == "precondition.x_is_known"
     assert "x_is_known" in a["toolguard.message"]
     assert a["toolguard.decision"] == "blocked"
     assert any("failing closed" in r.getMessage() for r in caplog.records)
@@ -192,7 +192,7 @@ def test_predicate_that_raises_in_log_mode_is_logged(otel):
     a = otel.only_call().attributes
     assert a["toolguard.valid"] is False
     assert a["toolguard.decision"] == "logged"
-    assert a["toolguard.check"] == "requires.x_is_known"
+    assert a["toolguard.check"] == "precondition.x_is_known"
 
 
 def test_fail_open_passes_and_logs_a_warning(otel, caplog):
@@ -232,7 +232,7 @@ def test_postcondition_that_raises_fails_closed(otel):
 
     assert f() == 1
     a = otel.only_call().attributes
-    assert a["toolguard.check"] == "ensures.sane"
+    assert a["toolguard.check"] == "postcondition.sane"
     assert "sane" in a["toolguard.message"] and "AttributeError" in a["toolguard.message"]
 
 

@@ -138,7 +138,7 @@ def test_decorated_method_guards_every_instance(otel):
     assert rich.pay(10) == 90
     with pytest.raises(tg.ToolCallRejected) as info:
         poor.pay(10)
-    assert info.value.check == "requires.enough"
+    assert info.value.check == "precondition.enough"
     assert poor.balance == 1
     assert list(inspect.signature(rich.pay).parameters) == ["amount"]
     assert list(inspect.signature(Wallet.pay).parameters) == ["self", "amount"]
@@ -222,7 +222,7 @@ def test_proxy_guards_chosen_methods(otel):
     assert proxy.ls() == ["/", "/tmp"]
     with pytest.raises(tg.ToolCallRejected) as info:
         proxy.cd("/nowhere")
-    assert info.value.check == "requires.dir_exists"
+    assert info.value.check == "precondition.dir_exists"
     assert shell.cwd == "/tmp"
     with pytest.raises(PermissionError):
         proxy.rm("/")  # not guarded: no span
@@ -372,7 +372,7 @@ def test_args_model_and_json_schema_are_exclusive():
 @pytest.mark.parametrize(
     ("options", "fragment"),
     [
-        ({"requires": {"contactid": "contact_id"}}, "contactid"),
+        ({"refs": {"contactid": "contact_id"}}, "contactid"),
         ({"invalidates": {"nope": "contact_id"}}, "nope"),
         ({"grounded": ["phone_number"]}, "phone_number"),
         ({"preconditions": [tg.Precondition("p", lambda state, contactid: True)]}, "contactid"),
@@ -439,5 +439,5 @@ def test_registered_bound_method_gets_its_instance_by_name(otel):
     assert guard.call("pay", {"amount": 1}) == 3  # by name: the predicate sees the wallet
     with pytest.raises(tg.ToolCallRejected) as info:
         guard.call("pay", {"amount": 10})
-    assert info.value.check == "requires.enough"
+    assert info.value.check == "precondition.enough"
     assert [s.attributes["toolguard.valid"] for s in otel.call_spans()] == [True, True, False]

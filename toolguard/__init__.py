@@ -1,15 +1,30 @@
 """toolguard: check every LLM tool call before it runs, and measure prefix executability.
 
-See README.md for the quickstart and PROTOCOL.md for the span contract.
+The runtime guard (``Guard``, ``trajectory``, ...) imports no agent framework; the report
+(``read_records``, ``build_report``, ...) is loaded on first use. See README.md and
+docs/protocol.md for the span contract.
 """
 
-from ._errors import GuardCheckError, ToolCallRejected, ToolDefinitionError, ToolGuardError
-from .runtime.checks import Rejection
-from .runtime.conditions import Failure, Postcondition, Precondition
+from typing import TYPE_CHECKING
+
+from ._errors import ToolCallRejected, ToolDefinitionError, ToolGuardError, UsageError
+from .runtime.call import PendingCall
+from .runtime.conditions import Postcondition, Precondition
+from .runtime.export import setup_file_export
 from .runtime.guard import Guard
-from .runtime.telemetry import setup_file_export
-from .runtime.tool import Tool, ToolSpec
-from .runtime.trajectory import Trajectory, Verdict, current_trajectory, trajectory
+from .runtime.tool import Grounded, Ref, Tool, ToolSpec
+from .runtime.trajectory import Trajectory, TrajectoryRegistry, current_trajectory, trajectory
+from .runtime.verdict import Failure, Rejection, Verdict
+from .runtime.wrappers import GuardedFunction
+
+if TYPE_CHECKING:  # what the lazy loader below provides, visible to type checkers
+    from .report.build import build_report
+    from .report.collect import read_records
+    from .report.compare import compare
+    from .report.metrics import TrajectoryRecord, compute_metrics
+    from .report.outcomes import join_outcomes, load_outcomes
+    from .report.plot import plot_report
+    from .report.reader import ReportInputError
 
 __version__ = "0.1.0"
 
@@ -18,14 +33,13 @@ _LAZY = {
     "ReportInputError": ".report.reader",
     "TrajectoryRecord": ".report.metrics",
     "build_report": ".report.build",
-    "compare_groups": ".report.compare",
+    "compare": ".report.compare",
     "compute_metrics": ".report.metrics",
     "join_outcomes": ".report.outcomes",
     "load_outcomes": ".report.outcomes",
     "plot_report": ".report.plot",
     "read_records": ".report.collect",
 }
-_RENAMED = {"compare_groups": "compare"}
 
 
 def __getattr__(name: str) -> object:
@@ -34,7 +48,7 @@ def __getattr__(name: str) -> object:
         raise AttributeError(f"module 'toolguard' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module, __name__), _RENAMED.get(name, name))
+    value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value
 
@@ -45,10 +59,13 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "Failure",
+    "Grounded",
     "Guard",
-    "GuardCheckError",
+    "GuardedFunction",
+    "PendingCall",
     "Postcondition",
     "Precondition",
+    "Ref",
     "Rejection",
     "ReportInputError",
     "Tool",
@@ -58,10 +75,12 @@ __all__ = [
     "ToolSpec",
     "Trajectory",
     "TrajectoryRecord",
+    "TrajectoryRegistry",
+    "UsageError",
     "Verdict",
     "__version__",
     "build_report",
-    "compare_groups",
+    "compare",
     "compute_metrics",
     "current_trajectory",
     "join_outcomes",

@@ -11,10 +11,9 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from ._errors import ToolGuardError
-from .report.build import build_report, outcome_warnings, read_warnings
+from .report.build import Report, build_report, outcome_warnings, read_warnings
 from .report.collect import read_records
 from .report.compare import DEFAULT_TASK_LABEL, compare, render_compare
 from .report.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, TrajectoryRecord
@@ -24,6 +23,26 @@ from .report.reader import ReadStats
 from .report.render import DEFAULT_DEPTHS, render_csv, render_markdown, render_text
 
 EXIT_ERROR = 2
+
+
+class _Args(argparse.Namespace):
+    """The parsed command line. ``plot`` and ``depths`` exist for ``report`` only; ``a``, ``b``
+    and ``task_label`` for ``compare`` only."""
+
+    command: str
+    files: list[str]
+    outcomes: str | None
+    skip_invalid: bool
+    seed: int
+    resamples: int
+    quiet: bool
+    by: list[str]
+    format: str
+    plot: str | None
+    depths: int
+    a: str
+    b: str
+    task_label: str
 
 
 def _keys(text: str) -> list[str]:
@@ -99,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _read(args: argparse.Namespace) -> tuple[list[TrajectoryRecord], list[str]]:
+def _read(args: _Args) -> tuple[list[TrajectoryRecord], list[str]]:
     if args.resamples < 0:
         raise ToolGuardError("--resamples must be >= 0")
     outcomes = load_outcomes(args.outcomes) if args.outcomes else None
@@ -108,7 +127,7 @@ def _read(args: argparse.Namespace) -> tuple[list[TrajectoryRecord], list[str]]:
         args.files, skip_invalid=args.skip_invalid, progress=False if args.quiet else None
     )
     warnings = read_warnings(stats)
-    if outcomes is not None:
+    if outcomes is not None and args.outcomes:  # outcomes were read from args.outcomes
         records, used, unmatched = join_outcomes(records, outcomes)
         warnings += outcome_warnings(args.outcomes, used, unmatched)
     return records, warnings
@@ -121,7 +140,7 @@ def _pairs(keys: list[str], values: str, flag: str) -> dict[str, str]:
     return dict(zip(keys, vals, strict=True))
 
 
-def _run(args: argparse.Namespace) -> str:
+def _run(args: _Args) -> str:
     if args.command == "report":
         if args.plot and importlib.util.find_spec("matplotlib") is None:
             # Before reading: a long read should not end in "could not plot".
@@ -146,7 +165,7 @@ def _run(args: argparse.Namespace) -> str:
     return render_compare(result)
 
 
-def _format(report: dict[str, Any], fmt: str, depths: int) -> str:
+def _format(report: Report, fmt: str, depths: int) -> str:
     if fmt == "json":
         return json.dumps(report, indent=2, allow_nan=False) + "\n"
     if fmt == "csv":
@@ -159,7 +178,7 @@ def _format(report: dict[str, Any], fmt: str, depths: int) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``toolguard`` command; returns the exit status."""
     try:
-        args = _parser().parse_args(argv)
+        args = _parser().parse_args(argv, namespace=_Args())
     except SystemExit as exc:  # argparse has printed its usage message already
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     try:

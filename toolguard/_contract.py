@@ -1,4 +1,5 @@
-"""Span names and attribute keys of the span contract (PROTOCOL.md section 4, version 1).
+"""Span names and attribute keys of the span contract (docs/protocol.md; version 1 with the
+1.1 additions).
 
 Every module that writes or reads a span names its keys through these constants, so the
 contract lives in exactly one place.
@@ -23,7 +24,8 @@ Cause = Literal["schema", "dependency", "precondition", "state_consistency", "in
 ALLOWED: Final = "allowed"
 BLOCKED: Final = "blocked"
 LOGGED: Final = "logged"
-Decision = Literal["allowed", "blocked", "logged"]
+CANCELLED: Final = "cancelled"  # version 1.1: the caller gave up on the call after its checks
+Decision = Literal["allowed", "blocked", "logged", "cancelled"]
 
 # OpenTelemetry GenAI semantic conventions.
 OPERATION_EXECUTE_TOOL: Final = "execute_tool"
@@ -53,6 +55,13 @@ TRAJECTORY_FED: Final = "toolguard.trajectory.first_error_depth"
 TRAJECTORY_FIRST_ERROR_CAUSE: Final = "toolguard.trajectory.first_error.cause"
 TRAJECTORY_SUCCESS: Final = "toolguard.trajectory.success"
 LABEL_PREFIX: Final = "toolguard.label."
+
+
+# Version 1.1: a call's trajectory carried across processes in the transport's metadata
+# (MCP `_meta`).
+META_TRAJECTORY_ID: Final = "toolguard/trajectory_id"
+META_STEP: Final = "toolguard/step"
+META_CALL_ID: Final = "toolguard/call_id"
 
 
 def call_span_name(tool_name: str) -> str:

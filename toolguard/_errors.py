@@ -1,8 +1,8 @@
 """One exception hierarchy under one base class.
 
-Errors for the developer (a broken tool definition, bad report input) are kept apart from
-what the model reads: a rejected call carries both, `message` for logs and `model_message`
-for the agent.
+Errors for the developer (a broken tool definition, a misused API, bad report input) are kept
+apart from what the model reads: a rejected call carries a :class:`Rejection`, whose
+``message`` is for logs and ``model_message`` for the agent.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .runtime.conditions import Failure
+    from .runtime.verdict import Rejection
 
 
 class ToolGuardError(Exception):
@@ -20,31 +20,34 @@ class ToolGuardError(Exception):
 class ToolDefinitionError(ToolGuardError, TypeError):
     """A tool definition is broken (bad schema, unknown argument in a declaration).
 
-    Raised when the tool is wrapped, never when it is called, and names the tool.
+    Raised when the tool is declared, never when it is called, and names the tool.
     """
+
+
+class UsageError(ToolGuardError, TypeError):
+    """The guard's API was called wrongly: a tool name that is not a string, a pending call
+    finished twice, a tool declared by contract alone called as a function."""
 
 
 class ToolCallRejected(ToolGuardError):
-    """A guarded call was rejected (mode ``block`` with ``rejection="raise"``).
+    """A guarded function called directly was rejected; ``rejection`` says why.
 
-    Attributes: ``tool``, ``step``, ``cause``, ``check``, ``message`` (for the developer),
-    ``model_message`` (for the model: what was wrong and how to fix the call),
-    ``failed_checks`` (check ids in precedence order).
+    The dispatch entry points (``guard.call``, ``acall``, ``acall_batch``, ``check``) return
+    the :class:`Rejection` instead of raising. ``cause``, ``check``, ``message``,
+    ``model_message``, ``failed_checks``, ``tool``, ``step`` and ``call_id`` read through to it.
     """
 
-    def __init__(self, tool: str, step: int | None, failures: list[Failure]) -> None:
-        first = failures[0]
-        self.tool = tool
-        self.step = step
-        self.cause = first.cause
-        self.check = first.check
-        self.message = first.message
-        self.model_message = first.model_message
-        self.failed_checks = [f.check for f in failures]
-        self.failures = failures
-        super().__init__(f"{tool}: {first.cause} check {first.check!r} failed: {first.message}")
+    def __init__(self, rejection: Rejection) -> None:
+        self.rejection = rejection
+        super().__init__(
+            f"{rejection.tool}: {rejection.cause} check {rejection.check!r} failed: "
+            f"{rejection.message}"
+        )
 
+    def __getattr__(self, name: str) -> object:
+        if name == "rejection":  # not set yet (unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.rejection, name)
 
-class GuardCheckError(ToolGuardError):
-    """A check itself raised (a predicate with a bug). Counted as a failure of that check
-    unless the guard fails open."""
+    def __reduce__(self) -> tuple[type[ToolCallRejected], tuple[Rejection]]:
+        return type(self), (self.rejection,)

@@ -49,7 +49,7 @@ def spec(class_name: str, tool: str) -> tg.ToolSpec:
     if rules is not None:
         options = {
             "preconditions": list(rules.preconditions),
-            "requires": dict(rules.requires),
+            "refs": dict(rules.refs),
             "produces": dict(rules.produces),
             "invalidates": dict(rules.invalidates),
             "grounded": list(rules.grounded),
@@ -125,7 +125,7 @@ class Harness:
             k
             for c in task.involved_classes
             for r in RULES.get(c, {}).values()
-            for k in r.requires.values()
+            for k in r.refs.values()
         }
         by_turn: dict[int, list[Call]] = {}
         for turn, call in calls:

@@ -1,6 +1,6 @@
 """What the guard knows about each tau2 tool beyond its JSON schema.
 
-- ``requires``: ids that must come from an earlier tool output or from the user's own text
+- ``refs``: ids that must come from an earlier tool output or from the user's own text
   (bound by ``bind_user_ids``), never invented;
 - ``produces``: where those ids appear in outputs (tau2 returns JSON-encoded models);
 - preconditions: the state checks the tool would otherwise fail on (the record exists, the
@@ -95,15 +95,15 @@ BOOK_PAYMENT = P(
 
 AIRLINE: dict[str, dict[str, Any]] = {
     "get_user_details": dict(
-        requires={"user_id": "user_id"},
+        refs={"user_id": "user_id"},
         produces={
-            "reservation_id": "reservations",
-            "payment_id": _keys("payment_methods"),
+            "reservations": "reservation_id",
+            _keys("payment_methods"): "payment_id",
         },
         preconditions=[USER_EXISTS],
     ),
     "get_reservation_details": dict(
-        requires={"reservation_id": "reservation_id"},
+        refs={"reservation_id": "reservation_id"},
         produces={
             "user_id": "user_id",
             "flight_number": "flight_number",
@@ -112,27 +112,27 @@ AIRLINE: dict[str, dict[str, Any]] = {
         preconditions=[RESERVATION_EXISTS],
     ),
     "cancel_reservation": dict(
-        requires={"reservation_id": "reservation_id"},
+        refs={"reservation_id": "reservation_id"},
         preconditions=[RESERVATION_EXISTS, NOT_CANCELLED],
     ),
     "update_reservation_baggages": dict(
-        requires={"reservation_id": "reservation_id", "payment_id": "payment_id"},
+        refs={"reservation_id": "reservation_id", "payment_id": "payment_id"},
         preconditions=[RESERVATION_EXISTS, NOT_CANCELLED, RES_PAYMENT],
     ),
     "update_reservation_flights": dict(
-        requires={"reservation_id": "reservation_id", "payment_id": "payment_id"},
+        refs={"reservation_id": "reservation_id", "payment_id": "payment_id"},
         preconditions=[RESERVATION_EXISTS, NOT_CANCELLED, RES_PAYMENT],
     ),
     "update_reservation_passengers": dict(
-        requires={"reservation_id": "reservation_id"},
+        refs={"reservation_id": "reservation_id"},
         preconditions=[RESERVATION_EXISTS, NOT_CANCELLED, PASSENGER_COUNT],
     ),
     "book_reservation": dict(
-        requires={"user_id": "user_id", "payment_methods[].payment_id": "payment_id"},
+        refs={"user_id": "user_id", "payment_methods[].payment_id": "payment_id"},
         preconditions=[USER_EXISTS, BOOK_PAYMENT],
         produces={"reservation_id": "reservation_id"},
     ),
-    "send_certificate": dict(requires={"user_id": "user_id"}, preconditions=[USER_EXISTS]),
+    "send_certificate": dict(refs={"user_id": "user_id"}, preconditions=[USER_EXISTS]),
     "search_direct_flight": dict(produces={"flight_number": "flight_number"}),
     "search_onestop_flight": dict(produces={"flight_number": "flight_number"}),
 }
@@ -185,7 +185,7 @@ ORDER_PAYMENT = P(
 )
 
 _ITEM_CHANGE = dict(
-    requires={
+    refs={
         "order_id": "order_id",
         "item_ids": "item_id",
         "new_item_ids": "item_id",
@@ -194,15 +194,15 @@ _ITEM_CHANGE = dict(
 )
 
 RETAIL: dict[str, dict[str, Any]] = {
-    "find_user_id_by_name_zip": dict(produces={"user_id": _whole_str}, grounded=["zip"]),
-    "find_user_id_by_email": dict(produces={"user_id": _whole_str}, grounded=["email"]),
+    "find_user_id_by_name_zip": dict(produces={_whole_str: "user_id"}, grounded=["zip"]),
+    "find_user_id_by_email": dict(produces={_whole_str: "user_id"}, grounded=["email"]),
     "get_user_details": dict(
-        requires={"user_id": "user_id"},
-        produces={"order_id": "orders", "payment_method_id": _keys("payment_methods")},
+        refs={"user_id": "user_id"},
+        produces={"orders": "order_id", _keys("payment_methods"): "payment_method_id"},
         preconditions=[R_USER_EXISTS],
     ),
     "get_order_details": dict(
-        requires={"order_id": "order_id"},
+        refs={"order_id": "order_id"},
         produces={
             "item_id": "item_id",
             "product_id": "product_id",
@@ -212,19 +212,19 @@ RETAIL: dict[str, dict[str, Any]] = {
         preconditions=[ORDER_EXISTS],
     ),
     "get_product_details": dict(
-        requires={"product_id": "product_id"},
+        refs={"product_id": "product_id"},
         produces={"item_id": "item_id"},
         preconditions=[PRODUCT_EXISTS],
     ),
-    "list_all_product_types": dict(produces={"product_id": _dict_values}),
+    "list_all_product_types": dict(produces={_dict_values: "product_id"}),
     "cancel_pending_order": dict(
-        requires={"order_id": "order_id"}, preconditions=[ORDER_EXISTS, PENDING]
+        refs={"order_id": "order_id"}, preconditions=[ORDER_EXISTS, PENDING]
     ),
     "modify_pending_order_address": dict(
-        requires={"order_id": "order_id"}, preconditions=[ORDER_EXISTS, PENDING_ANY]
+        refs={"order_id": "order_id"}, preconditions=[ORDER_EXISTS, PENDING_ANY]
     ),
     "modify_pending_order_payment": dict(
-        requires={"order_id": "order_id", "payment_method_id": "payment_method_id"},
+        refs={"order_id": "order_id", "payment_method_id": "payment_method_id"},
         preconditions=[ORDER_EXISTS, PENDING_ANY, ORDER_PAYMENT],
     ),
     "modify_pending_order_items": dict(
@@ -236,14 +236,14 @@ RETAIL: dict[str, dict[str, Any]] = {
         preconditions=[ORDER_EXISTS, DELIVERED, ITEMS_IN_ORDER, NEW_ITEMS, ORDER_PAYMENT],
     ),
     "return_delivered_order_items": dict(
-        requires={
+        refs={
             "order_id": "order_id",
             "item_ids": "item_id",
             "payment_method_id": "payment_method_id",
         },
         preconditions=[ORDER_EXISTS, DELIVERED, ITEMS_IN_ORDER, ORDER_PAYMENT],
     ),
-    "modify_user_address": dict(requires={"user_id": "user_id"}, preconditions=[R_USER_EXISTS]),
+    "modify_user_address": dict(refs={"user_id": "user_id"}, preconditions=[R_USER_EXISTS]),
 }
 
 SPECS = {"airline": AIRLINE, "retail": RETAIL}

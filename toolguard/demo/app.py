@@ -41,7 +41,7 @@ class Phone:
 def build_tools(phone: Phone, guard: tg.Guard) -> dict[str, object]:
     """Guard the app's tools on ``guard`` (whose state is ``phone``)."""
 
-    @guard.tool(produces={"contact_id": "id"}, replace=True)
+    @guard.tool(produces={"id": "contact_id"}, replace=True)
     def search_contacts(name: str | None = None, phone_number: str | None = None) -> list[Contact]:
         """Find contacts by name or phone number."""
         return [
@@ -51,13 +51,13 @@ def build_tools(phone: Phone, guard: tg.Guard) -> dict[str, object]:
             and (phone_number is None or c.phone == phone_number)
         ]
 
-    @guard.tool(produces={"contact_id": "id"}, grounded=["phone_number"], replace=True)
+    @guard.tool(produces={"id": "contact_id"}, grounded=["phone_number"], replace=True)
     def add_contact(name: str, phone_number: str) -> Contact:
         """Add a contact; the number must come from the conversation."""
         return phone._insert(name, phone_number)
 
     @guard.tool(
-        requires={"contact_id": "contact_id"},
+        refs={"contact_id": "contact_id"},
         invalidates={"contact_id": "contact_id"},
         preconditions=[
             tg.Precondition(
@@ -74,7 +74,7 @@ def build_tools(phone: Phone, guard: tg.Guard) -> dict[str, object]:
         return {"removed": contact_id}
 
     @guard.tool(
-        requires={"contact_id": "contact_id"},
+        refs={"contact_id": "contact_id"},
         preconditions=[
             tg.Precondition(
                 "cellular_on", lambda state: state.cellular, "cellular service must be on"

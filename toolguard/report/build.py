@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict
 
 from .._contract import CAUSES
 from .metrics import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     UNKNOWN_CAUSE,
+    Metrics,
     TrajectoryRecord,
     compute_metrics,
 )
@@ -18,6 +19,20 @@ from .reader import ReadStats
 
 Labels = dict[str, str | None]
 _EXAMPLES = 3
+
+
+class GroupMetrics(Metrics):
+    """One object of ``groups`` (and ``overall``): the label values, then the metrics."""
+
+    labels: Labels
+
+
+class Report(TypedDict):
+    """The report object of PROTOCOL.md section 5."""
+
+    groups: list[GroupMetrics]
+    overall: GroupMetrics
+    warnings: list[str]
 
 
 def _sort_key(key: tuple[str | None, ...]) -> tuple[tuple[bool, str], ...]:
@@ -43,15 +58,16 @@ def build_report(
     seed: int = DEFAULT_SEED,
     resamples: int = DEFAULT_RESAMPLES,
     warnings: Sequence[str] = (),
-) -> dict[str, Any]:
+) -> Report:
     """``{"groups": [...], "overall": {...}, "warnings": [...]}`` as PROTOCOL.md section 5."""
-    groups = []
+    groups: list[GroupMetrics] = []
     for labels, recs in group_records(records, by):
         groups.append({"labels": labels, **compute_metrics(recs, seed=seed, resamples=resamples)})
+    overall: GroupMetrics
     if by:
         overall = {"labels": {}, **compute_metrics(records, seed=seed, resamples=resamples)}
     else:
-        overall = dict(groups[0])  # the one group is the whole cohort: no need to compute twice
+        overall = groups[0].copy()  # the one group is the whole cohort: no need to compute twice
     return {
         "groups": groups,
         "overall": overall,

@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import _contract as A
 from .metrics import TrajectoryRecord
-from .reader import ReadStats, ReportInputError, iter_exports
+from .reader import ExportRequest, ReadStats, ReportInputError, iter_exports
 
 _NO_STEP = 1 << 62  # "no invalid step seen": larger than any real step, so min() needs no None
 _RANK = {c: i for i, c in enumerate(A.CAUSES)}
@@ -26,6 +26,13 @@ _TID, _STEP, _VALID, _CAUSE, _LEN = (
     A.CAUSE,
     A.TRAJECTORY_LENGTH,
 )
+
+_AnyValue = dict[str, Any]
+"""An OTLP ``AnyValue`` as parsed from JSON (``{"stringValue": ...}``, ``{"intValue": ...}``,
+...): its members are unchecked until one of the readers below converts them."""
+# A summary span as kept per trajectory: (T, FED, cause, success, sorted label pairs).
+_Summary = tuple[int, int, str | None, bool | None, tuple[tuple[str, str], ...]]
+_SpanId = tuple[str, str]  # (trace id, span id)
 
 
 def _rank(cause: str | None) -> int:
@@ -43,8 +50,8 @@ class _Traj:
         self.max_step = 0
         self.bad_step = _NO_STEP
         self.bad_cause: str | None = None
-        self.summary: tuple[Any, ...] | None = None  # (T, FED, cause, success, labels)
-        self.summary_id: tuple[str, str] = ("", "")
+        self.summary: _Summary | None = None
+        self.summary_id: _SpanId = ("", "")
         self.problems: set[str] | None = None  # disagreements found while reading
 
     def problem(self, text: str) -> None:
@@ -53,7 +60,7 @@ class _Traj:
         self.problems.add(text)
 
 
-def _int(value: Any, key: str) -> int:
+def _int(value: _AnyValue, key: str) -> int:
     # OTLP JSON writes 64-bit integers as decimal strings; some writers use plain numbers.
     raw = value.get("intValue")
     try:
@@ -64,15 +71,15 @@ def _int(value: Any, key: str) -> int:
         raise _Malformed(f"{key} is not an integer: {value!r}") from None
 
 
-def _bool(value: Any, key: str) -> bool:
+def _bool(value: _AnyValue, key: str) -> bool:
     raw = value.get("boolValue")
     if not isinstance(raw, bool):
         raise _Malformed(f"{key} is not a boolean: {value!r}")
     return raw
 
 
-def _str(value: Any) -> str | None:
-    raw = value.get("stringValue")
+def _str(value: _AnyValue) -> str | None:
+    raw: str | None = value.get("stringValue")
     if raw is None:
         for other in ("intValue", "doubleValue", "boolValue"):
             if other in value:
@@ -80,14 +87,14 @@ def _str(value: Any) -> str | None:
     return raw
 
 
-def _tid(value: Any) -> str:
+def _tid(value: _AnyValue) -> str:
     tid = _str(value)
     if not tid:
         raise _Malformed(f"{A.TRAJECTORY_ID} is empty or not a string: {value!r}")
     return tid
 
 
-def _bad_call(tid: str, step: int, valid_v: Any) -> str:
+def _bad_call(tid: str, step: int, valid_v: _AnyValue | None) -> str:
     if step < 1:
         return f"{A.STEP} must be >= 1, got {step} (trajectory {tid!r})"
     if valid_v is None:
@@ -95,7 +102,9 @@ def _bad_call(tid: str, step: int, valid_v: Any) -> str:
     return f"{A.VALID} is not a boolean: {valid_v!r}"
 
 
-def _summary(tid: str, d: dict[str, Any], span: dict[str, Any]) -> tuple[Any, ...]:
+def _summary(
+    tid: str, d: dict[str, _AnyValue], span: dict[str, Any]
+) -> tuple[str, _Summary, _SpanId]:
     length = _int(d[A.TRAJECTORY_LENGTH], A.TRAJECTORY_LENGTH)
     fed_v = d.get(A.TRAJECTORY_FED)
     if fed_v is None:
@@ -123,14 +132,14 @@ class Collector:
         self.trajs: dict[str, _Traj] = {}
         self.spans = 0
 
-    def feed(self, request: dict[str, Any]) -> None:
+    def feed(self, request: ExportRequest) -> None:
         """Fold one export request. Raises _Malformed before changing anything when a span
         breaks the contract, so a skipped line leaves no trace."""
         # The hot loop: no object per span beyond one dict of its attributes and, for our
         # call spans, one small tuple; constants are locals.
         tid_key, step_key, valid_key, cause_key, len_key = _TID, _STEP, _VALID, _CAUSE, _LEN
-        calls: list[tuple[str, int, bool, Any]] = []
-        summaries: list[tuple[str, tuple[Any, ...], tuple[str, str]]] = []
+        calls: list[tuple[str, int, bool, _AnyValue | None]] = []
+        summaries: list[tuple[str, _Summary, _SpanId]] = []
         try:
             for rs in request["resourceSpans"]:
                 for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
@@ -140,7 +149,7 @@ class Collector:
                         attrs = span.get("attributes")
                         if not attrs:
                             continue
-                        d = {a["key"]: a["value"] for a in attrs}
+                        d: dict[str, _AnyValue] = {a["key"]: a["value"] for a in attrs}
                         tv = d.get(tid_key)
                         if tv is None:
                             continue  # not ours, or a call made outside any trajectory
@@ -177,7 +186,7 @@ class Collector:
             t = self.trajs[tid] = _Traj()
         return t
 
-    def _call(self, tid: str, step: int, valid: bool, cause_v: Any) -> None:
+    def _call(self, tid: str, step: int, valid: bool, cause_v: _AnyValue | None) -> None:
         t = self.trajs.get(tid) or self._traj(tid)
         if step > t.max_step:
             t.max_step = step
@@ -188,7 +197,7 @@ class Collector:
             # Ties (one step, two causes) resolve by precedence: independent of order.
             t.bad_step, t.bad_cause = step, cause
 
-    def _summary(self, tid: str, summary: tuple[Any, ...], ident: tuple[str, str]) -> None:
+    def _summary(self, tid: str, summary: _Summary, ident: _SpanId) -> None:
         t = self._traj(tid)
         if t.summary is None:
             t.summary, t.summary_id = summary, ident

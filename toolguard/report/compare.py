@@ -9,9 +9,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TypedDict
 
-from .metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, TrajectoryRecord, bootstrap_mean_ci
+from .metrics import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    Interval,
+    TrajectoryRecord,
+    bootstrap_mean_ci,
+)
 from .reader import ReportInputError
 from .render import group_name
 
@@ -25,6 +31,29 @@ METRICS: dict[str, Value] = {
     "auc_pec": lambda r: (r.fed - 1) / r.length if r.length else None,
     "final_success": lambda r: None if r.success is None else float(r.success),
 }
+
+
+class PairedMetric(TypedDict):
+    """One metric of a comparison: the means over the paired tasks and their difference."""
+
+    a: float | None
+    b: float | None
+    diff: float | None
+    ci: Interval | None
+    n_paired: int
+
+
+class Comparison(TypedDict):
+    """What ``compare`` returns (and ``toolguard compare --format json`` prints)."""
+
+    a: dict[str, str]
+    b: dict[str, str]
+    task_label: str
+    n_tasks_a: int
+    n_tasks_b: int
+    n_paired: int
+    metrics: dict[str, PairedMetric]
+    warnings: list[str]
 
 
 def _select(records: Sequence[TrajectoryRecord], want: dict[str, str]) -> list[TrajectoryRecord]:
@@ -48,10 +77,10 @@ def compare(
     task_label: str = DEFAULT_TASK_LABEL,
     seed: int = DEFAULT_SEED,
     resamples: int = DEFAULT_RESAMPLES,
-) -> dict[str, Any]:
+) -> Comparison:
     """Compare group ``a`` with group ``b`` (label values), paired on ``task_label``."""
     warnings: list[str] = []
-    sides = {}
+    sides: dict[str, list[TrajectoryRecord]] = {}
     for side, want in (("a", a), ("b", b)):
         chosen = _select(records, want)
         if not chosen:
@@ -80,7 +109,7 @@ def compare(
                 f"{len(mine - other)} tasks appear only in {group_name(a if side == 'a' else b)}"
                 " and are left out"
             )
-    metrics = {}
+    metrics: dict[str, PairedMetric] = {}
     for name, value in METRICS.items():
         va = _per_task(sides["a"], value, task_label)
         vb = _per_task(sides["b"], value, task_label)
@@ -115,7 +144,7 @@ def _signed(v: float | None) -> str:
     return "-" if v is None else f"{v:+.3f}"
 
 
-def render_compare(result: dict[str, Any]) -> str:
+def render_compare(result: Comparison) -> str:
     a, b = group_name(result["a"]), group_name(result["b"])
     lines = [
         f"A = {a}   B = {b}   paired on label '{result['task_label']}': "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -19,6 +19,45 @@ DEFAULT_SEED = 20261014
 DEFAULT_RESAMPLES = 1000
 UNKNOWN_CAUSE = "unknown"
 _Z95 = 1.959963984540054  # two-sided 95% normal quantile
+
+Interval = list[float]
+"""A 95% interval ``[lo, hi]`` (a list, as it is written to the JSON report)."""
+
+
+class Intervals(TypedDict):
+    """The ``ci`` object of one group: an interval per estimate, None when n = 0."""
+
+    ter: Interval | None
+    final_success: Interval | None
+    rr: Interval | None
+    s: Interval | None
+    auc_pec: Interval | None
+    mean_fed: Interval | None
+
+
+class Metrics(TypedDict):
+    """The PROTOCOL.md section 5 fields of one cohort (a group without its ``labels``)."""
+
+    n: int
+    ter: float | None
+    mean_fed: float | None
+    auc_pec: float | None
+    n_empty: int
+    pec: list[float]
+    pec_elig: list[float | None]
+    n_at_depth: list[int]
+    final_success: float | None
+    n_outcome_known: int
+    rr: float | None
+    rr_eligible: int
+    s: float | None
+    causes: dict[str, int]
+    ci: Intervals
+    incomplete: int
+    disagreements: int
+    n_executable: int
+    n_success: int
+    s_eligible: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +91,7 @@ class TrajectoryRecord:
         return self.fed == self.length + 1
 
 
-def wilson(successes: int, n: int, z: float = _Z95) -> list[float] | None:
+def wilson(successes: int, n: int, z: float = _Z95) -> Interval | None:
     """Wilson score interval for a proportion; None when there is nothing to estimate from."""
     if n == 0:
         return None
@@ -66,7 +105,7 @@ def wilson(successes: int, n: int, z: float = _Z95) -> list[float] | None:
 
 def bootstrap_mean_ci(
     values: Sequence[float], *, seed: int = DEFAULT_SEED, resamples: int = DEFAULT_RESAMPLES
-) -> list[float] | None:
+) -> Interval | None:
     """Percentile 95% interval of the mean, resampling ``values`` with replacement."""
     n = len(values)
     if n == 0:
@@ -96,7 +135,7 @@ def compute_metrics(
     *,
     seed: int = DEFAULT_SEED,
     resamples: int = DEFAULT_RESAMPLES,
-) -> dict[str, Any]:
+) -> Metrics:
     """The PROTOCOL.md section 5 fields for one cohort (without ``labels``).
 
     Proportions get 95% Wilson intervals; ``auc_pec`` and ``mean_fed`` a percentile bootstrap
@@ -171,6 +210,6 @@ def compute_metrics(
     }
 
 
-def wilson_band(counts: Sequence[int], totals: Sequence[int]) -> list[list[float] | None]:
+def wilson_band(counts: Sequence[int], totals: Sequence[int]) -> list[Interval | None]:
     """Wilson interval per depth, e.g. for PEC (totals = N) or PEC-eligible (n_at_depth)."""
     return [wilson(c, t) for c, t in zip(counts, totals, strict=True)]

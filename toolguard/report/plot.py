@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._errors import ToolGuardError
 from .metrics import wilson_band
 from .render import group_name
+
+if TYPE_CHECKING:
+    from .build import Report
 
 PLOT_EXTRA_HINT = "plotting needs matplotlib: pip install 'toolguard-otel[plot]'"
 
@@ -15,7 +18,7 @@ class PlotUnavailable(ToolGuardError):
     """matplotlib is not installed."""
 
 
-def plot_report(report: dict[str, Any], path: str) -> None:
+def plot_report(report: Report, path: str) -> None:
     """Write the curves to ``path``; the format follows its suffix (.png, .svg, .pdf)."""
     try:
         import matplotlib
@@ -37,7 +40,12 @@ def plot_report(report: dict[str, Any], path: str) -> None:
         name = group_name(g["labels"])
         for ax, vals, totals in ((axes[0], pec, [n] * len(pec)), (axes[1], elig, at)):
             band = wilson_band(survivors, totals)
-            pts = [(k, v, b) for k, v, b in zip(ks, vals, band, strict=True) if v is not None]
+            # b is None only where the total is 0, and there v is None too.
+            pts = [
+                (k, v, b)
+                for k, v, b in zip(ks, vals, band, strict=True)
+                if v is not None and b is not None
+            ]
             xs = [p[0] for p in pts]
             line = ax.plot(xs, [p[1] for p in pts], marker="o", ms=3, label=f"{name} (N={n})")
             ax.fill_between(

@@ -16,7 +16,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any, BinaryIO
 
 from .._errors import ToolGuardError
 
@@ -32,6 +32,12 @@ except ImportError:  # pragma: no cover - orjson is a dependency; the fallback k
     _DecodeError = ValueError
 
 STDIN = "-"
+
+ExportRequest = dict[str, Any]
+"""One ``ExportTraceServiceRequest`` as parsed from JSON. Only ``resourceSpans`` is known to be
+a list; what is below it is unchecked JSON, validated by whoever walks it."""
+
+_Stream = BinaryIO | gzip.GzipFile
 
 
 class ReportInputError(ToolGuardError):
@@ -72,7 +78,7 @@ def expand_paths(patterns: Iterable[str]) -> list[str]:
     return paths
 
 
-def _open(path: str) -> IO[bytes]:
+def _open(path: str) -> _Stream:
     if path == STDIN:
         stream = sys.stdin.buffer
         # Standard input may itself be gzip: peek at the magic number rather than guess.
@@ -83,7 +89,7 @@ def _open(path: str) -> IO[bytes]:
     return open(path, "rb")
 
 
-def _describe(obj: Any) -> str:
+def _describe(obj: object) -> str:
     if isinstance(obj, dict):
         for other in ("resourceMetrics", "resourceLogs"):
             if other in obj:
@@ -122,7 +128,7 @@ def iter_exports(
     *,
     skip_invalid: bool = False,
     progress: bool | None = False,
-) -> Iterator[tuple[Any, str]]:
+) -> Iterator[tuple[ExportRequest, str]]:
     """Yield ``(export request, "file:line")`` for every non-blank line of every input.
 
     A line that is not JSON, or JSON that is not a trace export, raises ReportInputError naming
@@ -150,8 +156,8 @@ def iter_exports(
 
 
 def _iter_file(
-    stream: IO[bytes], name: str, stats: ReadStats, skip_invalid: bool, meter: _Progress
-) -> Iterator[tuple[Any, str]]:
+    stream: _Stream, name: str, stats: ReadStats, skip_invalid: bool, meter: _Progress
+) -> Iterator[tuple[ExportRequest, str]]:
     lineno = 0
     try:
         for lineno, line in enumerate(stream, 1):

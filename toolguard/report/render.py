@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from .._contract import CAUSES
 from .metrics import UNKNOWN_CAUSE
+
+if TYPE_CHECKING:
+    from .build import GroupMetrics, Report
 
 DEFAULT_DEPTHS = 10
 _DASH = "-"
 
 
-def group_name(labels: dict[str, Any]) -> str:
+def group_name(labels: Mapping[str, str | None]) -> str:
     if not labels:
         return "all"
     return ", ".join(f"{k}={'(none)' if v is None else v}" for k, v in labels.items())
@@ -32,18 +35,24 @@ def _with_ci(v: float | None, ci: Sequence[float] | None, digits: int = 3) -> st
     return f"{v:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
 
-Row = tuple[str, dict[str, Any]]
+Row: TypeAlias = "tuple[str, GroupMetrics]"
+Table = tuple[list[str], list[list[str]]]
+_Depths = Literal["pec", "pec_elig"]
+_Scalar = Literal["ter", "mean_fed", "auc_pec", "rr", "s", "final_success"]
+_Count = Literal["n_empty", "rr_eligible", "n_outcome_known", "incomplete", "disagreements"]
+_PerDepth = Literal["pec", "pec_elig", "n_at_depth"]
+_Cell = str | int | float | None
 
 
-def _rows(report: dict[str, Any]) -> list[Row]:
+def _rows(report: Report) -> list[Row]:
     """(name, metrics) per group, then the whole cohort when there are several groups."""
-    rows = [(group_name(g["labels"]), g) for g in report["groups"]]
+    rows: list[Row] = [(group_name(g["labels"]), g) for g in report["groups"]]
     if len(rows) > 1:
         rows.append(("all", report["overall"]))
     return rows
 
 
-def _main_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
+def _main_table(rows: list[Row]) -> Table:
     head = ["group", "N", "TER", "mean FED", "AUC-PEC", "RR-elig", "RR", "final success"]
     body = []
     for name, g in rows:
@@ -63,7 +72,7 @@ def _main_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
     return head, body
 
 
-def _depth_table(rows: list[Row], key: str, depths: int) -> tuple[list[str], list[list[str]]]:
+def _depth_table(rows: list[Row], key: _Depths, depths: int) -> Table:
     k_max = min(depths, max((len(g[key]) for _, g in rows), default=0))
     head = ["group", *(f"@{k}" for k in range(1, k_max + 1))]
     body = []
@@ -73,7 +82,7 @@ def _depth_table(rows: list[Row], key: str, depths: int) -> tuple[list[str], lis
     return head, body
 
 
-def _cause_table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
+def _cause_table(rows: list[Row]) -> Table:
     names = list(CAUSES)
     if any(g["causes"].get(UNKNOWN_CAUSE) for _, g in rows):
         names.append(UNKNOWN_CAUSE)
@@ -104,9 +113,7 @@ def _md_table(head: list[str], body: list[list[str]]) -> str:
     return "\n".join([line(head), sep, *map(line, body)])
 
 
-def _sections(
-    report: dict[str, Any], depths: int
-) -> list[tuple[str, tuple[list[str], list[list[str]]]]]:
+def _sections(report: Report, depths: int) -> list[tuple[str, Table]]:
     rows = _rows(report)
     k_max = max((len(g["pec"]) for _, g in rows), default=0)
     shown = f"first {min(depths, k_max)} of {k_max} depths" if k_max > depths else "all depths"
@@ -127,25 +134,32 @@ def _sections(
     ]
 
 
-def render_text(report: dict[str, Any], depths: int = DEFAULT_DEPTHS) -> str:
+def render_text(report: Report, depths: int = DEFAULT_DEPTHS) -> str:
     parts = [f"{title}\n{_text_table(*table)}" for title, table in _sections(report, depths)]
     if report["warnings"]:
         parts.append("Warnings\n" + "\n".join(f"- {w}" for w in report["warnings"]))
     return "\n\n".join(parts) + "\n"
 
 
-def render_markdown(report: dict[str, Any], depths: int = DEFAULT_DEPTHS) -> str:
+def render_markdown(report: Report, depths: int = DEFAULT_DEPTHS) -> str:
     parts = [f"**{title}**\n\n{_md_table(*table)}" for title, table in _sections(report, depths)]
     if report["warnings"]:
         parts.append("**Warnings**\n\n" + "\n".join(f"- {w}" for w in report["warnings"]))
     return "\n\n".join(parts) + "\n"
 
 
-_SCALARS = ("ter", "mean_fed", "auc_pec", "rr", "s", "final_success")
-_COUNTS = ("n_empty", "rr_eligible", "n_outcome_known", "incomplete", "disagreements")
+_SCALARS: tuple[_Scalar, ...] = ("ter", "mean_fed", "auc_pec", "rr", "s", "final_success")
+_COUNTS: tuple[_Count, ...] = (
+    "n_empty",
+    "rr_eligible",
+    "n_outcome_known",
+    "incomplete",
+    "disagreements",
+)
+_PER_DEPTH: tuple[_PerDepth, ...] = ("pec", "pec_elig", "n_at_depth")
 
 
-def render_csv(report: dict[str, Any]) -> str:
+def render_csv(report: Report) -> str:
     """One row per group (and an ``all`` row when there are several), wide: PEC per depth in
     columns, blank past a group's largest T. Label values fill one column per label key."""
     rows = _rows(report)
@@ -155,22 +169,22 @@ def render_csv(report: dict[str, Any]) -> str:
     for m in _SCALARS:
         head += [m, f"{m}_lo", f"{m}_hi"]
     head += [*_COUNTS, *(f"cause_{c}" for c in (*CAUSES, UNKNOWN_CAUSE))]
-    for key in ("pec", "pec_elig", "n_at_depth"):
+    for key in _PER_DEPTH:
         head += [f"{key}_{k}" for k in range(1, k_max + 1)]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(head)
     for i, (_, g) in enumerate(rows):
         overall = i == len(report["groups"])  # the extra row past the groups
-        cells: list[Any] = [("all" if overall else g["labels"].get(k)) for k in label_keys]
+        cells: list[_Cell] = [("all" if overall else g["labels"].get(k)) for k in label_keys]
         cells.append(g["n"])
         for m in _SCALARS:
-            ci = g["ci"][m] or (None, None)
+            ci: Sequence[float | None] = g["ci"][m] or (None, None)
             cells += [g[m], ci[0], ci[1]]
         cells += [g[c] for c in _COUNTS]
         cells += [g["causes"].get(c, 0) for c in (*CAUSES, UNKNOWN_CAUSE)]
-        for key in ("pec", "pec_elig", "n_at_depth"):
-            vals = list(g[key])
+        for key in _PER_DEPTH:
+            vals: list[_Cell] = list(g[key])
             cells += vals + [None] * (k_max - len(vals))
         w.writerow(["" if c is None else repr(c) if isinstance(c, float) else c for c in cells])
     return buf.getvalue()

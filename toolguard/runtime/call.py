@@ -1,33 +1,37 @@
-"""One guarded call from start to end: step, span, checks, execution, verdict.
+"""One guarded call in two phases: checked before it runs, told how it ended after.
 
-A `Call` is made and `check`ed before execution and finished by one of `finish_rejected`,
-`finish_raised` or `finish_returned`, so the sync and async paths share everything but the
-`await`.
+``guard.check(...)`` makes a :class:`PendingCall`: its step, its span and the pre-execution
+checks. A blocked one is closed at once and carries its :class:`Rejection`; an admitted one
+is run by whoever owns the tool (the guard itself, or an agent framework) and closed by
+``finish`` (it returned), ``fail`` (it raised) or ``cancel`` (the caller gave up). Every
+entry point of the guard goes through here, so they all produce the same spans and verdicts.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from contextvars import ContextVar, Token
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry.trace import INVALID_SPAN
+from opentelemetry.trace import INVALID_SPAN, Span
 
-from .. import _contract as attr
-from .._errors import ToolCallRejected
+from .. import _contract as contract
+from .._errors import UsageError
 from . import telemetry as tel
 from .checks import (
-    Rejection,
     check_conditions,
     check_dependencies,
     check_grounded,
+    check_schema,
+    error_result_failure,
+    exception_failure,
     guard_error,
-    in_precedence_order,
 )
-from .conditions import Failure
-from .schema import SchemaFailure
 from .tool import Tool
 from .trajectory import Trajectory, _current
+from .verdict import Failure, Rejection, Verdict, in_precedence_order
 
 if TYPE_CHECKING:
     from .guard import Guard
@@ -37,24 +41,37 @@ logger = logging.getLogger("toolguard")
 _inside_tool: ContextVar[bool] = ContextVar("toolguard_inside_tool", default=False)
 
 
-class Call:
+class PendingCall:
+    """A checked call. ``rejection`` is set when it must not run (it is already closed);
+    otherwise run it (``call_parts()`` gives the validated arguments back as ``args, kwargs``)
+    and close it with exactly one of :meth:`finish`, :meth:`fail` or :meth:`cancel`.
+
+    As a context manager (``with`` or ``async with``) the call's span is current while the
+    tool runs, an exception leaving the block is :meth:`fail`, and a block left without
+    closing the call cancels it (with a warning). A pending call dropped unclosed is
+    cancelled the same way when it is garbage-collected.
+    """
+
     __slots__ = (
-        "args",
+        "__weakref__",
+        "arguments",
         "blocked",
+        "call_id",
         "failures",
         "guard",
         "instance",
-        "kwargs",
         "mode",
         "name",
         "nested",
+        "owns_span",
         "recording",
+        "rejection",
         "span",
         "step",
         "token",
         "tool",
         "traj",
-        "values",
+        "verdict",
     )
 
     def __init__(
@@ -62,36 +79,62 @@ class Call:
         guard: Guard,
         name: str,
         tool: Tool | None,
-        instance: Any,
-        step: int | None,
-        call_id: str | None,
+        instance: Any = None,
+        call_id: str | None = None,
+        trajectory: Trajectory | None = None,
+        span: Span | None = None,
+        step: int | None = None,
     ) -> None:
         self.guard = guard
         self.name = name
         self.tool = tool
         self.instance = instance
+        self.call_id = call_id
+        self.rejection: Rejection | None = None
+        self.verdict: Verdict | None = None
         # Each Python call on this path costs about as much as a check does (benchmarks/
         # overhead.py), so the hot path reads the context variable and the flags directly.
-        self.traj: Trajectory | None = _current.get()
-        if self.traj is not None and _inside_tool.get():
-            # A guarded tool calling another: the agent emitted only the outer call, so the
-            # inner one is checked and traced (below the outer span) but is no step of T.
-            self.traj = None
-        if step is None and self.traj is not None:
-            step = self.traj.next_step()
+        traj = trajectory
+        if traj is None:
+            traj = _current.get()
+            if traj is not None and _inside_tool.get():
+                # A guarded tool calling another: the agent emitted only the outer call, so
+                # the inner one is checked and traced (below the outer span) but is no step.
+                traj = None
+        if traj is not None:
+            if traj.ended:
+                logger.warning(
+                    "toolguard: %s called after trajectory %r ended; checked outside it",
+                    name,
+                    traj.id,
+                )
+                traj = None
+            else:
+                if step is None:
+                    step = traj.step_for(call_id)
+                if traj._registry is not None:
+                    traj.last_active = time.monotonic()
+        self.traj = traj
         self.step = step
         self.mode = (tool.spec.mode if tool is not None else None) or guard.mode
         self.failures: list[Failure] = []
+        self.arguments: dict[str, Any] = {}
         self.blocked = False
         self.token: object | None = None
         self.nested: Token[bool] | None = None
-        self.span = tel.start_call_span(guard.tracer, name)
+        if span is None:
+            span = tel.start_call_span(guard.tracer, name, guard.reuse_framework_spans)
+            self.owns_span = span is not tel.REUSED
+            if not self.owns_span:
+                span = tel.current_span()
+        else:
+            self.owns_span = False
+        self.span = span
         # A span records from start to end or never: asked once, not at every step.
-        self.recording = self.span is not INVALID_SPAN and self.span.is_recording()
+        self.recording = span is not INVALID_SPAN and span.is_recording()
         if self.recording:
-            traj = self.traj
             tel.set_attributes(
-                self.span,
+                span,
                 tel.call_attributes(
                     name,
                     traj.id if traj else None,
@@ -101,37 +144,43 @@ class Call:
                 ),
             )
 
+    def __repr__(self) -> str:
+        if self.verdict is not None:
+            state = f"closed, {self.verdict.decision}"
+        else:
+            state = "admitted, running"
+        return f"PendingCall({self.name!r}, step={self.step}, call_id={self.call_id!r}, {state})"
+
+    @property
+    def done(self) -> bool:
+        return self.verdict is not None
+
     # -- before execution -------------------------------------------------------------------
-    def check(self, raw: dict[str, Any]) -> None:
-        """Run the pre-execution checks; afterwards `blocked` says whether to execute."""
+    def run_checks(self, raw: dict[str, Any]) -> None:
+        """The pre-execution checks; a blocked call is closed here and gets its rejection."""
         tool, traj = self.tool, self.traj
         assert tool is not None
         block = self.mode == "block"
         if self.guard.record_content and self.recording:
-            tel.set_attributes(self.span, {attr.GEN_AI_TOOL_CALL_ARGUMENTS: tel.content(raw)})
-        try:
-            values, failure = tool.schema.validate(raw), None
-        except SchemaFailure as exc:
-            values, failure = raw, exc.failure
-        self.values = values
+            tel.set_attributes(self.span, {contract.GEN_AI_TOOL_CALL_ARGUMENTS: tel.content(raw)})
+        values, failure = check_schema(tool, raw)
+        self.arguments = values
         if failure is not None:
             self.failures.append(failure)
             if block:
-                self.blocked = True
-                return
-        if traj is not None and (tool.requires or tool.requires_paths):
+                return self.reject()
+        if traj is not None and (tool.refs or tool.ref_paths):
             found = check_dependencies(tool, traj, values)
             if found:
                 # Blocking stops at the first failure (PROTOCOL 2), also within one check.
                 self.failures.extend(found[:1] if block else found)
                 if block:
-                    self.blocked = True
-                    return
+                    return self.reject()
         if tool.preconditions:
             found = check_conditions(
                 tool.preconditions,
-                "requires",
-                attr.PRECONDITION,
+                "precondition",
+                contract.PRECONDITION,
                 {"state": self.guard.state, "instance": self.instance},  # inline: hot path
                 values,
                 self.guard.fail_open,
@@ -141,126 +190,202 @@ class Call:
             if found:
                 self.failures.extend(found)
                 if block:
-                    self.blocked = True
-                    return
+                    return self.reject()
         if tool.grounded:
             found = check_grounded(tool, traj, values)
             if found:
                 self.failures.extend(found[:1] if block else found)
-                self.blocked = block
+                if block:
+                    return self.reject()
+        return None
 
-    def reject_before(self, failure: Failure) -> None:
-        """A failure that leaves nothing to execute (unknown tool, unparseable arguments)."""
-        self.failures.append(failure)
+    def reject(self, failure: Failure | None = None) -> None:
+        """Close the call as blocked (with ``failure`` added, if given): it must not run."""
+        if failure is not None:
+            self.failures.append(failure)
         self.blocked = True
-
-    def _context(self) -> dict[str, Any]:
-        return {"state": self.guard.state, "instance": self.instance}
+        failures = self._close(executed=False)
+        self.rejection = Rejection.from_failures(
+            self.name, self.step, self.call_id, contract.BLOCKED, failures
+        )
 
     def call_parts(self) -> tuple[list[Any], dict[str, Any]]:
+        """The validated arguments as (positional, keyword) for the tool's function."""
         tool = self.tool
         assert tool is not None
         if not tool._posonly and tool._varpos is None:
             # Only keywords: the validated dict itself (the caller unpacks it with **, which
             # copies), not a copy of it.
-            return [], self.values
-        return tool.call_parts(self.values)
+            return [], self.arguments
+        return tool.call_parts(self.arguments)
 
     def enter(self) -> None:
         # The tool runs with the call span current, so spans it makes (HTTP, DB) nest below.
-        if self.recording:
+        if self.recording and self.owns_span:
             self.token = tel.attach(self.span)
         if self.traj is not None:
             self.nested = _inside_tool.set(True)
 
-    def _leave(self) -> None:
+    def leave(self) -> None:
         if self.token is not None:
             tel.detach(self.token)
+            self.token = None
         if self.nested is not None:
-            _inside_tool.reset(self.nested)
+            try:
+                _inside_tool.reset(self.nested)
+            except ValueError:  # left in another context (a framework's callback thread)
+                _inside_tool.set(False)
+            self.nested = None
+
+    def __enter__(self) -> PendingCall:
+        if self.rejection is None:
+            self.enter()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.leave()
+        if self.verdict is not None:
+            return
+        if exc is not None:
+            self.fail(exc)
+        else:
+            logger.warning(
+                "toolguard: %s (step %s) left its block without finish() or fail(); "
+                "recorded as cancelled",
+                self.name,
+                self.step,
+            )
+            self.cancel()
+
+    async def __aenter__(self) -> PendingCall:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    def __del__(self) -> None:
+        try:
+            if self.verdict is None and self.rejection is None and hasattr(self, "failures"):
+                logger.warning(
+                    "toolguard: %s (step %s) was dropped without finish(), fail() or "
+                    "cancel(); recorded as cancelled",
+                    self.name,
+                    self.step,
+                )
+                self.cancel()
+        except Exception:  # never raise from a finalizer
+            pass
 
     # -- after execution --------------------------------------------------------------------
-    def finish_rejected(self) -> Any:
-        self._close(executed=False, result=None)
-        rejection = Rejection.of(self.name, self.step, self.failures_sorted())
-        if self.guard.rejection == "return":
-            return rejection
-        raise ToolCallRejected(self.name, self.step, self.failures_sorted())
-
-    def finish_raised(self, exc: BaseException) -> Any:
-        self._leave()
-        self.failures.append(
-            Failure(
-                attr.STATE_CONSISTENCY,
-                "state.exception",
-                f"{self.name} raised {type(exc).__name__}: {exc}"[:1024],
-                f"`{self.name}` failed: {type(exc).__name__}: {str(exc)[:300]}",
-            )
-        )
-        self._close(executed=True, result=None)
-        if self.guard.rejection == "return" and self.mode == "block" and isinstance(exc, Exception):
-            return Rejection.of(self.name, self.step, self.failures_sorted(), attr.ALLOWED)
-        raise exc
-
-    def finish_returned(self, result: Any) -> Any:
-        self._leave()
+    def finish(self, result: Any, *, error: bool | None = None) -> Verdict:
+        """The tool returned ``result`` (the value the contract reads: what ``produces``,
+        postconditions and the information check see). ``error=True``: the environment said
+        the call failed (an error status, MCP ``isError``); ``None``: the tool's or guard's
+        ``error_result`` decides; ``False``: it did not fail."""
+        self._open_or_raise("finish")
+        self.leave()
         tool = self.tool
         assert tool is not None
         fail_open = self.guard.fail_open
-        rejected = False
-        if tool.spec.error_result is not None:
-            try:
-                rejected = bool(tool.spec.error_result(result))
-            except Exception as exc:
-                failure = guard_error(
-                    "state.error_result",
-                    attr.STATE_CONSISTENCY,
-                    "the error_result predicate",
-                    exc,
-                    fail_open,
-                )
-                if failure is not None:
-                    self.failures.append(failure)
-            if rejected:
-                self.failures.append(
-                    Failure(
-                        attr.STATE_CONSISTENCY,
+        if error is None:
+            detect = tool.spec.error_result
+            if detect is None:
+                detect = self.guard.error_result
+            if detect:
+                try:
+                    error = bool(detect(result))
+                except Exception as exc:
+                    failure = guard_error(
                         "state.error_result",
-                        f"the environment rejected the call: {tel.content(result)[:300]}",
-                        f"`{self.name}` was rejected by the environment: {str(result)[:300]}",
+                        contract.STATE_CONSISTENCY,
+                        "the error_result predicate",
+                        exc,
+                        fail_open,
                     )
-                )
+                    if failure is not None:
+                        self.failures.append(failure)
+        if error:
+            self.failures.append(error_result_failure(self.name, result))
         if tool.postconditions:
-            context = self._context()
-            context["result"] = result
+            context = {"state": self.guard.state, "instance": self.instance, "result": result}
             self.failures.extend(
                 check_conditions(
                     tool.postconditions,
-                    "ensures",
-                    attr.STATE_CONSISTENCY,
+                    "postcondition",
+                    contract.STATE_CONSISTENCY,
                     context,
-                    self.values,
+                    self.arguments,
                     fail_open,
                     False,
                 )
             )
+        traj = self.traj
         if (
-            not rejected
-            and self.traj is not None
+            not error
+            and traj is not None
             and (tool.produces or tool.invalidates or self.guard.observes_outputs)
         ):
-            self._update_trajectory(self.traj, tool, result)
+            self._update_trajectory(traj, tool, result)
         if self.guard.record_content and self.recording:
-            tel.set_attributes(self.span, {attr.GEN_AI_TOOL_CALL_RESULT: tel.content(result)})
-        self._close(executed=True, result=result)
-        return result
+            tel.set_attributes(self.span, {contract.GEN_AI_TOOL_CALL_RESULT: tel.content(result)})
+        self._close(executed=True)
+        assert self.verdict is not None
+        return self.verdict
+
+    def fail(self, exc: BaseException) -> Rejection:
+        """The tool raised ``exc``: the environment rejected the call (``state_consistency``).
+        A cancellation (``asyncio.CancelledError``, ``KeyboardInterrupt``: not an
+        ``Exception``) is recorded as :meth:`cancel` instead. Returns the rejection to hand
+        to the model."""
+        self._open_or_raise("fail")
+        self.leave()
+        if not isinstance(exc, Exception):
+            self.cancel()
+        else:
+            self.failures.append(exception_failure(self.name, exc))
+            self._close(executed=True)
+        failures = self._sorted() or [exception_failure(self.name, exc)]
+        assert self.verdict is not None
+        return Rejection.from_failures(
+            self.name, self.step, self.call_id, self.verdict.decision, failures
+        )
+
+    def cancel(self) -> Verdict:
+        """The caller gave up on the call (a timeout, a cancelled task): decision
+        ``cancelled``. It still counts in T; its validity is what its checks said."""
+        self._open_or_raise("cancel")
+        self.leave()
+        self._close(executed=False, cancelled=True)
+        assert self.verdict is not None
+        return self.verdict
+
+    def _open_or_raise(self, what: str) -> None:
+        if self.rejection is not None:
+            raise UsageError(
+                f"{what}() on a rejected call to {self.name!r}: it was blocked and must not run"
+            )
+        if self.verdict is not None:
+            raise UsageError(
+                f"{what}() on a call to {self.name!r} (step {self.step}) that is already "
+                f"closed ({self.verdict.decision}); a call is closed exactly once"
+            )
 
     def _update_trajectory(self, traj: Trajectory, tool: Tool, result: Any) -> None:
         try:
             for kind, value in tool.extract(result):
                 traj._produce(kind, value, self.name, self.step)
             for arg, kind in tool.invalidates.items():
-                value = self.values.get(arg)
+                value = self.arguments.get(arg)
                 for item in value if isinstance(value, list | tuple) else (value,):
                     traj._invalidate(kind, item, f"{self.name} at step {self.step}")
             if self.guard.observes_outputs:
@@ -269,29 +394,45 @@ class Call:
             # A `produces` callable with a bug must not turn a good call into a crash.
             logger.exception("toolguard: reading the result of %s failed", self.name)
 
-    def failures_sorted(self) -> list[Failure]:
-        return in_precedence_order(self.failures)
+    def _sorted(self) -> list[Failure]:
+        return in_precedence_order(self.failures) if self.failures else []
 
-    def _close(self, executed: bool, result: Any) -> None:
-        failures = self.failures_sorted() if self.failures else []
-        if not failures:
-            decision = attr.ALLOWED
+    def _close(self, executed: bool, cancelled: bool = False) -> list[Failure]:
+        failures = self._sorted()
+        if cancelled:
+            decision = contract.CANCELLED
+        elif not failures:
+            decision = contract.ALLOWED
         elif not executed:
-            decision = attr.BLOCKED
-        elif any(f.cause != attr.STATE_CONSISTENCY for f in failures):
-            decision = attr.LOGGED
+            decision = contract.BLOCKED
+        elif any(f.cause != contract.STATE_CONSISTENCY for f in failures):
+            decision = contract.LOGGED
         else:
-            decision = attr.ALLOWED
-        if self.traj is not None and self.step is not None:
-            self.traj.record(self.step, self.name, decision, failures)
+            decision = contract.ALLOWED
+        self.verdict = Verdict.of(self.name, self.step, self.call_id, decision, failures)
+        traj = self.traj
+        if traj is not None and self.step is not None:
+            if traj.ended:
+                logger.warning(
+                    "toolguard: %s (step %s) closed after trajectory %r ended; its summary "
+                    "does not include this outcome",
+                    self.name,
+                    self.step,
+                    traj.id,
+                )
+            else:
+                traj.record(self.step, self.name, decision, failures, self.call_id)
         span = self.span
         if self.recording:
             tel.set_attributes(span, tel.verdict_attributes(decision, failures))
-            if decision == attr.BLOCKED or any(f.cause == attr.STATE_CONSISTENCY for f in failures):
+            if decision == contract.BLOCKED or any(
+                f.cause == contract.STATE_CONSISTENCY for f in failures
+            ):
                 tel.set_error(span, failures[0].message[:256])
-        if span is not INVALID_SPAN:  # its end() does nothing; tracing off skips the call
+        if self.owns_span and span is not INVALID_SPAN:  # tracing off skips the call
             tel.end_span(span)
-        if failures and decision != attr.BLOCKED:
+        if failures and decision != contract.BLOCKED:
             logger.info(
                 "toolguard: %s step %s %s: %s", self.name, self.step, decision, failures[0].message
             )
+        return failures

@@ -1,20 +1,27 @@
-"""The checks of one call, in the protocol's precedence order, and what a rejection carries."""
+"""The five checks of one call, in the protocol's precedence order.
+
+schema (``check_schema``), dependency (``check_dependencies``), precondition
+(``check_conditions`` with the preconditions), state_consistency (``exception_failure``,
+``error_result_failure`` and ``check_conditions`` with the postconditions) and information
+(``check_grounded``). Each returns the failures it found; the call decides what to do.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from .. import _contract as attr
-from .conditions import Failure, _Condition, shorten
+from .. import _contract as contract
+from .conditions import _Condition, shorten
+from .schema import SchemaFailure
 from .tool import Tool, resolve_path
 from .trajectory import Trajectory
+from .verdict import Failure
 
 logger = logging.getLogger("toolguard")
 
-_RANK = {cause: i for i, cause in enumerate(attr.CAUSES)}
+_RANK = {cause: i for i, cause in enumerate(contract.CAUSES)}
 _PLACEHOLDERS = frozenset(
     {
         "",
@@ -41,52 +48,18 @@ _COLLECTIONS = (list, tuple, set, frozenset)
 _NO_BINDINGS: dict[Any, Any] = {}
 
 
-def in_precedence_order(failures: list[Failure]) -> list[Failure]:
-    return sorted(failures, key=lambda f: _RANK[f.cause])
-
-
-@dataclass(frozen=True)
-class Rejection:
-    """What a rejected call returns with ``rejection="return"``; ``str()`` is the model's text."""
-
-    tool: str
-    step: int | None
-    cause: str
-    check: str
-    message: str
-    model_message: str
-    failed_checks: tuple[str, ...]
-    # "blocked": the call did not run; "allowed": it ran and the environment rejected it.
-    decision: str = "blocked"
-
-    @property
-    def executed(self) -> bool:
-        return self.decision != "blocked"
-
-    def __str__(self) -> str:
-        return f"Error: the call to `{self.tool}` was rejected ({self.cause}). {self.model_message}"
-
-    @classmethod
-    def of(
-        cls, tool: str, step: int | None, failures: list[Failure], decision: str = "blocked"
-    ) -> Rejection:
-        first = failures[0]
-        return cls(
-            tool,
-            step,
-            first.cause,
-            first.check,
-            first.message,
-            first.model_message,
-            tuple(f.check for f in failures),
-            decision,
-        )
+def check_schema(tool: Tool, raw: dict[str, Any]) -> tuple[dict[str, Any], Failure | None]:
+    """The validated arguments, or the raw ones and the schema failure."""
+    try:
+        return tool.schema.validate(raw), None
+    except SchemaFailure as exc:
+        return raw, exc.failure
 
 
 def check_dependencies(tool: Tool, traj: Trajectory, values: Mapping[str, Any]) -> list[Failure]:
     failures = []
     bindings = traj._bindings
-    for arg, kind in tool.requires.items():
+    for arg, kind in tool.refs.items():
         value = values.get(arg)
         if value is None:  # an optional reference left out refers to nothing
             continue
@@ -104,7 +77,7 @@ def check_dependencies(tool: Tool, traj: Trajectory, values: Mapping[str, Any]) 
             if failure is not None:
                 failures.append(failure)
                 break
-    for label, root, parts, kind in tool.requires_paths:
+    for label, root, parts, kind in tool.ref_paths:
         for item in resolve_path(values.get(root), parts):
             failure = _dependency(tool.name, traj, label, kind, item)
             if failure is not None:
@@ -127,7 +100,7 @@ def _dependency(tool: str, traj: Trajectory, arg: str, kind: str, value: Any) ->
     if binding is not None:
         by = binding.invalidated_by or "an earlier call"
         return Failure(
-            attr.DEPENDENCY,
+            contract.DEPENDENCY,
             f"dependency.{arg}",
             f"{arg}={shown} is a stale {kind}: invalidated by {by}",
             f"`{arg}` refers to {kind} {shown}, which {by} invalidated. {offer}",
@@ -135,13 +108,13 @@ def _dependency(tool: str, traj: Trajectory, arg: str, kind: str, value: Any) ->
     other = traj.kinds_of(value)
     if other:
         return Failure(
-            attr.DEPENDENCY,
+            contract.DEPENDENCY,
             f"dependency.{arg}",
             f"{arg}={shown} is a {other[0]}, not a {kind}",
             f"`{arg}` needs a {kind}, but {shown} is a {other[0]}. {offer}",
         )
     return Failure(
-        attr.DEPENDENCY,
+        contract.DEPENDENCY,
         f"dependency.{arg}",
         f"{arg}={shown} is no {kind} produced earlier in trajectory {traj.id}",
         f"`{arg}` must be a {kind} taken from an earlier tool result; {shown} is not one. {offer}",
@@ -209,7 +182,7 @@ def check_grounded(tool: Tool, traj: Trajectory | None, values: Mapping[str, Any
         )
         failures.append(
             Failure(
-                attr.INFORMATION,
+                contract.INFORMATION,
                 f"information.{arg}",
                 f"{arg}={shorten(value)} is {what}",
                 f"`{arg}`={shorten(value)} is {what}: do not guess it. "
@@ -241,3 +214,35 @@ def guard_error(
         "accepted. Try a different call.",
         guard_error=True,
     )
+
+
+def exception_failure(tool: str, exc: BaseException) -> Failure:
+    """The environment rejected the call by raising."""
+    return Failure(
+        contract.STATE_CONSISTENCY,
+        "state.exception",
+        f"{tool} raised {type(exc).__name__}: {exc}"[:1024],
+        f"`{tool}` failed: {type(exc).__name__}: {str(exc)[:300]}",
+    )
+
+
+def error_result_failure(tool: str, result: Any) -> Failure:
+    """The environment rejected the call in its answer (an error flag or marker)."""
+    shown = shorten(result)
+    return Failure(
+        contract.STATE_CONSISTENCY,
+        "state.error_result",
+        f"the environment rejected the call: {shown}",
+        f"`{tool}` was rejected by the environment: {str(result)[:300]}",
+    )
+
+
+def default_error_result(result: Any) -> bool:
+    """A mapping with a non-empty ``"error"`` value is the environment's rejection.
+
+    ``{"error": None}`` / ``{"error": ""}`` / ``{"error": False}`` say there was none.
+    """
+    if not isinstance(result, Mapping) or "error" not in result:
+        return False
+    value = result["error"]
+    return value is not None and value is not False and value != "" and value != {}

@@ -1,4 +1,4 @@
-"""Declared conditions (pre and post) and the failure record every check produces."""
+"""Declared conditions: predicates checked before (pre) and after (post) a call."""
 
 from __future__ import annotations
 
@@ -25,19 +25,9 @@ def shorten(value: Any) -> str:
         return f"<{type(value).__name__}>"
 
 
-@dataclass(frozen=True, slots=True)
-class Failure:
-    """One failed check: its cause, stable id, developer message and model-facing text."""
-
-    cause: str
-    check: str
-    message: str
-    model_message: str
-    guard_error: bool = False
-
-
-# Names a predicate may ask for besides the tool's own arguments.
-_CONTEXT_NAMES = frozenset({"state", "instance", "args", "result"})
+# Names a predicate may ask for besides the tool's own arguments. A tool with conditions may
+# not have an argument of one of these names: which of the two would the predicate get?
+CONTEXT_NAMES = frozenset({"state", "instance", "args", "result"})
 
 
 @dataclass(frozen=True)
@@ -68,19 +58,21 @@ class _Condition:
         """Fail at wrap time when the predicate asks for an argument the tool lacks."""
         if arg_names is None:
             return
-        unknown = [p for p in self._params if p not in _CONTEXT_NAMES and p not in arg_names]
+        unknown = [p for p in self._params if p not in CONTEXT_NAMES and p not in arg_names]
         if unknown:
             raise ToolDefinitionError(
                 f"tool {tool!r}: condition {self.id!r} asks for {', '.join(unknown)}, "
                 f"which is neither an argument of the tool ({', '.join(sorted(arg_names))}) "
-                f"nor one of {', '.join(sorted(_CONTEXT_NAMES))}"
+                f"nor one of {', '.join(sorted(CONTEXT_NAMES))}"
             )
 
-    def evaluate(self, context: Mapping[str, Any], args: Mapping[str, Any]) -> tuple[bool, dict]:
+    def evaluate(
+        self, context: Mapping[str, Any], args: Mapping[str, Any]
+    ) -> tuple[bool, dict[str, Any]]:
         """Return (holds, the values it was given) - the values go into the message."""
         given: dict[str, Any] = {}
         for name in self._params:
-            if name in args and name not in _CONTEXT_NAMES:
+            if name in args and name not in CONTEXT_NAMES:
                 given[name] = args[name]
             elif name == "args":
                 given[name] = dict(args)
@@ -107,11 +99,12 @@ class Precondition(_Condition):
 
     The predicate takes, by parameter name, any of the tool's arguments and ``state``
     (the guard's state), ``instance`` (the object of a guarded method) or ``args``.
-    Its check id is ``requires.<id>``.
+    Its check id is ``precondition.<id>``.
     """
 
 
 @dataclass(frozen=True)
 class Postcondition(_Condition):
     """A predicate checked after the call ran; may also take ``result``.
-    A false one makes the call a ``state_consistency`` failure with check id ``ensures.<id>``."""
+    A false one makes the call a ``state_consistency`` failure with check id
+    ``postcondition.<id>``."""

@@ -1,40 +1,47 @@
-"""The Guard: wraps tools (decorator, register, proxy) and dispatches calls by name."""
+"""The Guard: declares tools (decorator, register, declare, proxy) and checks their calls."""
 
 from __future__ import annotations
 
 import asyncio
 import difflib
-import logging
 import types
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, overload
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, ParamSpec, TypeVar, overload
 
-import wrapt
 from opentelemetry import trace
+from opentelemetry.trace import Span
 
-from .. import _contract as attr
-from .._errors import ToolDefinitionError
+from .. import _contract as contract
+from .._errors import ToolDefinitionError, UsageError
 from . import telemetry as tel
-from .call import Call
-from .conditions import Failure
+from .call import PendingCall
+from .checks import default_error_result
 from .schema import SchemaFailure, parse_arguments
-from .tool import Mode, Tool, ToolSpec
+from .tool import ErrorResult, Mode, Tool, ToolSpec
+from .trajectory import Trajectory, TrajectoryRegistry, current_trajectory
+from .verdict import Failure, Rejection
+from .wrappers import GuardedFunction, GuardedProxy, GuardedTool, execute
 
-logger = logging.getLogger("toolguard")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _SPEC_FIELDS = frozenset(ToolSpec.__dataclass_fields__) - {"_compiled"}
+Arguments = str | bytes | Mapping[str, Any] | None
 
 
 class Guard:
-    """Checks every call of the tools it wraps, in the protocol's order.
+    """Checks every call of the tools it knows, in the protocol's order.
 
     ``mode``: ``"block"`` (an invalid call does not run) or ``"log"`` (it runs and is
-    recorded as ``logged``); tools may override it. ``rejection``: with ``"raise"`` a blocked
-    call raises :class:`ToolCallRejected`; with ``"return"`` it returns a :class:`Rejection`
-    the agent reads as the tool's answer (and a tool's exception comes back the same way).
-    ``on_guard_error``: a predicate that raises fails its check (``"fail_closed"``) or is
-    logged loudly and passed (``"fail_open"``). ``record_content`` opts in to recording
-    argument and result values on spans (truncated). ``state`` is handed to predicates.
+    recorded as ``logged``); tools may override it. ``on_guard_error``: a predicate that
+    raises fails its check (``"fail_closed"``) or is logged loudly and passed
+    (``"fail_open"``). ``record_content`` opts in to recording argument and result values
+    on spans (truncated). ``state`` is handed to predicates. ``error_result``: how a result
+    says the environment rejected the call (default: a mapping with a non-empty ``"error"``);
+    ``None`` reads no result as an error. ``reuse_framework_spans``: where the framework
+    already opened the ``execute_tool`` span of a call, the guard's attributes go on it.
+    ``max_live_trajectories`` / ``trajectory_idle_timeout`` bound the trajectories kept by
+    key (:meth:`trajectory` with ``key=``).
     """
 
     def __init__(
@@ -42,39 +49,54 @@ class Guard:
         *,
         mode: Mode = "block",
         state: Any = None,
-        rejection: Literal["raise", "return"] = "raise",
         on_guard_error: Literal["fail_closed", "fail_open"] = "fail_closed",
         record_content: bool = False,
         tracer_provider: trace.TracerProvider | None = None,
+        error_result: Callable[[Any], bool] | None = default_error_result,
+        reuse_framework_spans: bool = True,
+        max_live_trajectories: int = 10_000,
+        trajectory_idle_timeout: float | None = 3600.0,
     ) -> None:
         if mode not in ("block", "log"):
             raise ValueError(f"mode must be 'block' or 'log', not {mode!r}")
-        if rejection not in ("raise", "return"):
-            raise ValueError(f"rejection must be 'raise' or 'return', not {rejection!r}")
         if on_guard_error not in ("fail_closed", "fail_open"):
             raise ValueError(
                 f"on_guard_error must be 'fail_closed' or 'fail_open', not {on_guard_error!r}"
             )
+        if error_result is not None and not callable(error_result):
+            raise ValueError("error_result must be a callable result -> bool, or None")
         self.mode: Mode = mode
         self.state = state
-        self.rejection = rejection
         self.fail_open = on_guard_error == "fail_open"
         self.record_content = record_content
+        self.error_result: ErrorResult = error_result
+        self.reuse_framework_spans = reuse_framework_spans
+        self.tracer_provider = tracer_provider
         self.tracer = tel.get_tracer(tracer_provider)
         self.observes_outputs = False  # turned on by the first tool with grounded arguments
-        self._tools: dict[str, tuple[Tool, Callable[..., Any]]] = {}
+        self.trajectories = TrajectoryRegistry(max_live_trajectories, trajectory_idle_timeout)
+        self._tools: dict[str, tuple[Tool, GuardedTool | None]] = {}
 
-    # -- wrapping ----------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        shown = ", ".join(self.tool_names[:5]) + (", ..." if len(self._tools) > 5 else "")
+        live = len(self.trajectories)
+        return f"Guard(mode={self.mode!r}, tools=[{shown}], live_trajectories={live})"
+
+    # -- declaring tools ---------------------------------------------------------------------
     @overload
-    def tool(self, fn: Callable[..., Any], /) -> Any: ...
+    def tool(self, fn: Callable[P, R], /) -> GuardedFunction[P, R]: ...
     @overload
-    def tool(self, fn: None = None, /, **options: Any) -> Callable[[Callable[..., Any]], Any]: ...
+    def tool(
+        self, fn: None = None, /, **options: Any
+    ) -> Callable[[Callable[P, R]], GuardedFunction[P, R]]: ...
 
     def tool(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
-        """Decorator: ``@guard.tool`` or ``@guard.tool(requires=..., preconditions=...)``.
+        """Decorator: ``@guard.tool`` or ``@guard.tool(refs=..., preconditions=...)``.
 
         Works on functions, async functions and methods (the instance is passed to
-        predicates as ``instance``). Options are the fields of :class:`ToolSpec`.
+        predicates as ``instance``). Options are the fields of :class:`ToolSpec` and
+        ``replace``. Called directly, the function keeps its return type: a rejected call
+        raises :class:`ToolCallRejected`.
         """
         if fn is None:
             return lambda f: self.register(f, **options)
@@ -82,27 +104,42 @@ class Guard:
 
     def register(
         self,
-        fn: Callable[..., Any],
+        fn: Callable[P, R],
         spec: ToolSpec | None = None,
         *,
         replace: bool = False,
         **options: Any,
-    ) -> Any:
+    ) -> GuardedFunction[P, R]:
         """Guard ``fn`` and make it callable by name; returns the guarded callable."""
+        if not callable(fn):
+            raise ToolDefinitionError(f"register() needs a callable, got {type(fn).__name__}")
         spec = _spec(spec, options)
         tool = spec.compile(fn)
         # A bound method keeps its object: predicates asking for `instance` get it also when
         # the tool is dispatched by name (guard.call), not only when called directly.
         bound_to = fn.__self__ if isinstance(fn, types.MethodType) else None
-        wrapper = _GuardedTool(fn, self, tool, instance=bound_to)
+        wrapper = GuardedTool(fn, self, tool, instance=bound_to)
         if _is_unbound_method(fn):
             # Decorated in a class body: guarded on every instance, but there is no instance
             # to dispatch to by name (use guard.proxy(obj) or guard.register(obj.method)).
-            return wrapper
+            return wrapper  # type: ignore[return-value]
         if hasattr(fn, "__self__") and spec.name is None:
             replace = True  # a bound method: a later instance of the class takes the name
         self._add(tool, wrapper, replace)
-        return wrapper
+        return wrapper  # type: ignore[return-value]
+
+    def declare(
+        self, name: str, spec: ToolSpec | None = None, *, replace: bool = False, **options: Any
+    ) -> Tool:
+        """A tool known by its contract alone (``json_schema=`` or ``args_model=``, refs,
+        conditions...): the framework owns and runs the function; :meth:`check` judges its
+        calls."""
+        spec = _spec(spec, {**options, "name": name} if spec is None else options)
+        if spec.name is None:
+            spec.name = name
+        tool = spec.compile(None)
+        self._add(tool, None, replace)
+        return tool
 
     def proxy(
         self,
@@ -127,12 +164,12 @@ class Guard:
                 raise ToolDefinitionError(f"proxy of {type(obj).__name__}: no method {name!r}")
             spec = spec or ToolSpec()
             tool = spec.compile(method, default_name=name)
-            wrapper = _GuardedTool(method, self, tool, instance=obj)
+            wrapper = GuardedTool(method, self, tool, instance=obj)
             self._add(tool, wrapper, replace=True)
             guarded[name] = wrapper
-        return _GuardedProxy(obj, guarded)
+        return GuardedProxy(obj, guarded)
 
-    def _add(self, tool: Tool, wrapper: Callable[..., Any], replace: bool) -> None:
+    def _add(self, tool: Tool, wrapper: GuardedTool | None, replace: bool) -> None:
         if tool.name in self._tools and not replace:
             raise ToolDefinitionError(
                 f"tool {tool.name!r} is already registered with this guard "
@@ -149,75 +186,195 @@ class Guard:
     def get_tool(self, name: str) -> Tool:
         return self._tools[name][0]
 
-    # -- dispatch by name --------------------------------------------------------------------
-    def call(
+    # -- trajectories ------------------------------------------------------------------------
+    def trajectory(
+        self,
+        id: str | None = None,
+        *,
+        key: str | None = None,
+        labels: Mapping[str, Any] | None = None,
+        user_input: str | Iterable[str] | None = None,
+        conversation_id: str | None = None,
+    ) -> Trajectory:
+        """A trajectory whose summary span goes to this guard's tracer provider. With
+        ``key`` (a session or thread id), :meth:`find_trajectory` finds it while it is open."""
+        return Trajectory(
+            id,
+            labels=labels,
+            user_input=user_input,
+            conversation_id=conversation_id,
+            tracer=self.tracer,
+            registry=self.trajectories if key is not None else None,
+            key=key,
+        )
+
+    def find_trajectory(self, key: str) -> Trajectory | None:
+        """The open trajectory started with ``key``, or None (never started, ended, evicted or
+        expired)."""
+        return self.trajectories.get(key)
+
+    # -- checking calls ----------------------------------------------------------------------
+    def check(
         self,
         name: str,
-        arguments: str | bytes | Mapping[str, Any] | None = None,
+        arguments: Arguments = None,
         *,
         call_id: str | None = None,
-        step: int | None = None,
-    ) -> Any:
-        """Check and run tool ``name`` with raw ``arguments`` (a dict or JSON text)."""
+        trajectory: Trajectory | None = None,
+        span: Span | None = None,
+    ) -> PendingCall:
+        """Check a call whose tool someone else runs (an agent framework, an MCP server).
+
+        ``arguments``: a mapping or the model's JSON text. ``call_id``: the model's tool call
+        id (takes the step :meth:`Trajectory.reserve` kept for it). ``trajectory``: the
+        episode, when the current context does not hold it. ``span``: the framework's own
+        ``execute_tool`` span for this call, to carry the guard's attributes instead of a new
+        one. Returns a :class:`PendingCall`: ``rejection`` set means do not run it.
+        """
+        return self._check(name, arguments, call_id, trajectory, span, None)
+
+    def _check(
+        self,
+        name: str,
+        arguments: Arguments,
+        call_id: str | None,
+        trajectory: Trajectory | None,
+        span: Span | None,
+        step: int | None,
+    ) -> PendingCall:
+        if not isinstance(name, str):
+            raise UsageError(f"a tool name must be a string, got {type(name).__name__}")
+        if call_id is not None and not isinstance(call_id, str):
+            raise UsageError(f"call_id must be a string or None, got {type(call_id).__name__}")
+        if trajectory is not None and not isinstance(trajectory, Trajectory):
+            raise UsageError(f"trajectory must be a Trajectory, got {type(trajectory).__name__}")
         entry = self._tools.get(name)
         if entry is None:
-            return self._unknown(name, call_id, step)
+            pending = PendingCall(self, name, None, None, call_id, trajectory, span, step)
+            pending.reject(self._unknown_tool(name))
+            return pending
         tool, wrapper = entry
+        instance = wrapper._self_bound_to if wrapper is not None else None
+        pending = PendingCall(self, name, tool, instance, call_id, trajectory, span, step)
         try:
             raw = parse_arguments(name, arguments)
         except SchemaFailure as exc:
-            call = Call(self, name, tool, None, step, call_id)
-            call.reject_before(exc.failure)
-            return call.finish_rejected()
-        return wrapper._self_run(raw, call_id, step)
+            pending.reject(exc.failure)
+            return pending
+        pending.run_checks(raw)
+        return pending
+
+    def record_rejection(
+        self,
+        name: str,
+        message: str,
+        *,
+        cause: str = contract.SCHEMA,
+        check: str | None = None,
+        model_message: str | None = None,
+        call_id: str | None = None,
+        trajectory: Trajectory | None = None,
+    ) -> Rejection:
+        """Record a call the framework rejected before the guard saw it (an unknown tool, or
+        arguments that failed the framework's own validation): a step with its cause, so T
+        does not undercount. ``message`` is for the developer; nothing runs."""
+        if cause not in contract.CAUSES:
+            raise UsageError(f"cause must be one of {', '.join(contract.CAUSES)}, not {cause!r}")
+        if check is None:
+            check = "schema.args" if name in self._tools else "schema.tool"
+        tool = self._tools[name][0] if name in self._tools else None
+        pending = PendingCall(self, name, tool, None, call_id, trajectory)
+        pending.reject(Failure(cause, check, message, model_message or message))
+        assert pending.rejection is not None
+        return pending.rejection
+
+    def call(
+        self,
+        name: str,
+        arguments: Arguments = None,
+        *,
+        call_id: str | None = None,
+        trajectory: Trajectory | None = None,
+    ) -> Any:
+        """Check and run tool ``name``: its result, or a :class:`Rejection` when the call
+        was blocked or the tool raised (the agent loop hands ``str(rejection)`` back to the
+        model). An async tool returns an awaitable: use :meth:`acall`."""
+        return self._dispatch(name, arguments, call_id, trajectory, None)
+
+    def _dispatch(
+        self,
+        name: str,
+        arguments: Arguments,
+        call_id: str | None,
+        trajectory: Trajectory | None,
+        step: int | None,
+    ) -> Any:
+        pending = self._check(name, arguments, call_id, trajectory, None, step)
+        if pending.rejection is not None:
+            if pending.tool is not None and pending.tool.is_async:
+                return _value(pending.rejection)
+            return pending.rejection
+        wrapper = self._tools[name][1]
+        if wrapper is None:
+            pending.cancel()
+            raise UsageError(
+                f"tool {name!r} is declared by contract alone: its owner runs it "
+                "(use guard.check() and finish the pending call)"
+            )
+        return execute(pending, wrapper.__wrapped__, dispatch=True)
 
     async def acall(
         self,
         name: str,
-        arguments: str | bytes | Mapping[str, Any] | None = None,
+        arguments: Arguments = None,
         *,
         call_id: str | None = None,
-        step: int | None = None,
+        trajectory: Trajectory | None = None,
     ) -> Any:
         """:meth:`call` for agent loops that await; sync tools run inline."""
-        result = self.call(name, arguments, call_id=call_id, step=step)
+        result = self._dispatch(name, arguments, call_id, trajectory, None)
         if asyncio.iscoroutine(result):
             return await result
         return result
 
     async def acall_batch(
         self,
-        calls: Sequence[tuple[str, str | Mapping[str, Any] | None]]
-        | Sequence[tuple[str, str | Mapping[str, Any] | None, str | None]],
+        calls: Sequence[tuple[str, Arguments] | tuple[str, Arguments, str | None]],
+        *,
+        trajectory: Trajectory | None = None,
     ) -> list[Any]:
         """Parallel tool calls of one model turn: steps in list order, run concurrently."""
-        from .trajectory import current_trajectory
-
-        traj = current_trajectory()
-        steps = [traj.next_step() if traj else None for _ in calls]
-        coros = [
-            self.acall(c[0], c[1], call_id=c[2] if len(c) > 2 else None, step=s)  # type: ignore[misc]
+        traj = trajectory or current_trajectory()
+        steps = [traj.next_step() if traj is not None else None for _ in calls]
+        results = [
+            self._dispatch(c[0], c[1], c[2] if len(c) > 2 else None, traj, s)  # type: ignore[misc]
             for c, s in zip(calls, steps, strict=True)
         ]
-        # Like acall: a rejection comes back as a value or raises; a tool's exception that the
-        # mode re-raises propagates rather than hiding in the results list.
-        return list(await asyncio.gather(*coros))
+        # Like acall: a rejection comes back as a value; a BaseException propagates.
+        return list(await asyncio.gather(*(_awaitable(r) for r in results)))
 
-    def _unknown(self, name: str, call_id: str | None, step: int | None) -> Any:
-        known = self.tool_names
-        close = difflib.get_close_matches(name, known, n=3)
-        hint = f" Did you mean {', '.join(f'`{c}`' for c in close)}?" if close else ""
-        listed = ", ".join(f"`{k}`" for k in known[:30]) + (" ..." if len(known) > 30 else "")
-        call = Call(self, name, None, None, step, call_id)
-        call.reject_before(
-            Failure(
-                attr.SCHEMA,
-                "schema.tool",
-                f"no tool named {name!r} in the guarded tool set",
-                f"There is no tool named `{name}`.{hint} Available tools: {listed}.",
-            )
+    def _unknown_tool(self, name: str) -> Failure:
+        # Only the closest few names, never the whole tool set (it may hold tools this agent
+        # was not offered); a giant name is not compared at all.
+        close = (
+            difflib.get_close_matches(name, self._tools, n=3) if len(name) <= 128 else []
         )
-        return call.finish_rejected()
+        hint = f" Did you mean {', '.join(f'`{c}`' for c in close)}?" if close else ""
+        shown = name if len(name) <= 128 else name[:128] + "…"
+        return Failure(
+            contract.SCHEMA,
+            "schema.tool",
+            f"no tool named {shown!r} in the guarded tool set",
+            f"There is no tool named `{shown}`.{hint} Call one of the tools you were given.",
+        )
+
+
+def _awaitable(value: Any) -> Awaitable[Any]:
+    return value if asyncio.iscoroutine(value) else _value(value)
+
+
+async def _value(value: Any) -> Any:
+    return value
 
 
 def _is_unbound_method(fn: Callable[..., Any]) -> bool:
@@ -239,114 +396,3 @@ def _spec(spec: ToolSpec | None, options: Mapping[str, Any]) -> ToolSpec:
     if spec is not None and options:
         raise ToolDefinitionError("pass either a ToolSpec or options, not both")
     return spec if spec is not None else ToolSpec(**options)
-
-
-class _GuardedTool(wrapt.FunctionWrapper):  # type: ignore[misc]
-    """A wrapt wrapper: keeps the signature; works for functions, methods and async ones."""
-
-    def __init__(
-        self, fn: Callable[..., Any], guard: Guard, tool: Tool, instance: Any = None
-    ) -> None:
-        super().__init__(fn, _make_wrapper(guard, tool, instance))
-        self._self_guard = guard
-        self._self_tool = tool
-        self._self_bound_to = instance
-
-    @property
-    def toolguard_tool(self) -> Tool:
-        return self._self_tool
-
-    def _self_run(self, raw: dict[str, Any], call_id: str | None, step: int | None) -> Any:
-        return _run(
-            self._self_guard,
-            self._self_tool,
-            self.__wrapped__,
-            self._self_bound_to,
-            raw,
-            call_id,
-            step,
-        )
-
-
-def _make_wrapper(guard: Guard, tool: Tool, fixed_instance: Any) -> Callable[..., Any]:
-    def wrapper(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        try:
-            raw = tool.bind(args, kwargs)
-        except TypeError as exc:
-            return _bind_error(guard, tool, exc)
-        owner = fixed_instance if fixed_instance is not None else instance
-        return _run(guard, tool, wrapped, owner, raw, None, None)
-
-    return wrapper
-
-
-def _bind_error(guard: Guard, tool: Tool, exc: TypeError) -> Any:
-    call = Call(guard, tool.name, tool, None, None, None)
-    call.reject_before(
-        Failure(
-            attr.SCHEMA,
-            "schema.args",
-            f"{tool.name}: {exc}",
-            f"The call to `{tool.name}` is malformed: {exc}. Call it with arguments matching "
-            f"{tool.schema.hint}.",
-        )
-    )
-    return call.finish_rejected()
-
-
-def _run(
-    guard: Guard,
-    tool: Tool,
-    fn: Callable[..., Any],
-    instance: Any,
-    raw: dict[str, Any],
-    call_id: str | None,
-    step: int | None,
-) -> Any:
-    call = Call(guard, tool.name, tool, instance, step, call_id)
-    call.check(raw)
-    if call.blocked:
-        if tool.is_async:
-            return _async_value(call.finish_rejected)
-        return call.finish_rejected()
-    args, kwargs = call.call_parts()
-    if tool.is_async:
-        return _run_async(call, fn, args, kwargs)
-    call.enter()
-    try:
-        result = fn(*args, **kwargs)
-    except BaseException as exc:
-        return call.finish_raised(exc)
-    return call.finish_returned(result)
-
-
-async def _run_async(
-    call: Call, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
-) -> Any:
-    call.enter()
-    try:
-        result = await fn(*args, **kwargs)
-    except BaseException as exc:
-        return call.finish_raised(exc)
-    return call.finish_returned(result)
-
-
-async def _async_value(finish: Callable[[], Any]) -> Any:
-    return finish()
-
-
-class _GuardedProxy(wrapt.ObjectProxy):  # type: ignore[misc]
-    """Guards chosen methods of an existing object without editing its class."""
-
-    def __init__(self, wrapped: Any, tools: Mapping[str, _GuardedTool]) -> None:
-        super().__init__(wrapped)
-        self._self_tools = dict(tools)
-
-    def __getattr__(self, name: str) -> Any:
-        if not name.startswith("_self_"):
-            tools = self._self_tools
-            if name in tools:
-                return tools[name]
-        return super().__getattr__(name)

@@ -16,7 +16,8 @@ import pydantic
 from pydantic import BaseModel, ConfigDict
 
 from .._errors import ToolDefinitionError
-from .conditions import Failure, shorten
+from .conditions import shorten
+from .verdict import Failure
 
 _MAX_ERRORS_SHOWN = 4
 
@@ -38,6 +39,15 @@ def parse_arguments(tool: str, raw: str | bytes | Mapping[str, Any] | None) -> d
         return {}
     if isinstance(raw, Mapping):
         return dict(raw)
+    if not isinstance(raw, str | bytes | bytearray):
+        # A list or a number where the arguments belong: the model's (or the framework's)
+        # mistake, rejected as a schema failure rather than crashing inside the guard.
+        raise schema_failure(
+            "schema.json",
+            f"arguments of {tool!r} are a {type(raw).__name__}, not a mapping or JSON text",
+            f"The arguments for `{tool}` must be one JSON object of named arguments, "
+            f"not {shorten(raw)}.",
+        )
     try:
         value = json.loads(raw) if raw.strip() else {}
     except (ValueError, TypeError) as exc:
@@ -66,8 +76,11 @@ class ArgumentSchema:
         names: tuple[str, ...] | None,
         validate: Callable[[dict[str, Any]], dict[str, Any]],
         hint: str,
+        metadata: Mapping[str, tuple[Any, ...]] | None = None,
     ) -> None:
         self.tool = tool
+        # Per argument, the `Annotated[...]` extras pydantic kept (markers such as tg.Ref).
+        self.metadata: Mapping[str, tuple[Any, ...]] = metadata or {}
         self.names = names  # None: unknown (a JSON Schema that allows anything)
         # An attribute, not a method forwarding to it: one Python call less on every call.
         self.validate: Callable[[dict[str, Any]], dict[str, Any]] = validate
@@ -165,7 +178,8 @@ def from_model(tool: str, model: type[BaseModel], *, keep_extra: bool = False) -
         return values
 
     hint = _hint_from_json_schema(tool, json_schema)
-    return ArgumentSchema(tool, names, validate, hint)
+    metadata = {name: tuple(f.metadata) for name, f in model.model_fields.items() if f.metadata}
+    return ArgumentSchema(tool, names, validate, hint, metadata)
 
 
 def from_json_schema(tool: str, schema: Mapping[str, Any]) -> ArgumentSchema:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -11,25 +12,48 @@ from pydantic import BaseModel
 
 from .._errors import ToolDefinitionError
 from . import schema as _schema
-from .conditions import Postcondition, Precondition
+from .conditions import CONTEXT_NAMES, Postcondition, Precondition
 
 Mode = Literal["block", "log"]
-WHOLE_RESULT = "$"  # `produces={"session": "$"}`: the return value itself is the value
+WHOLE_RESULT = "$"  # `produces={"$": "session"}`: the return value itself is the value
+
+# Where a produced value is found in a result: a key name (anywhere in it), a path from its
+# root ("items[].id"), "$" for the result itself, or a callable result -> iterable of values.
+ResultPlace = str | Callable[[Any], Iterable[Any]]
+ErrorResult = Callable[[Any], bool] | Literal[False] | None
+
+
+@dataclass(frozen=True)
+class Ref:
+    """``Annotated[str, tg.Ref("contact_id")]``: the argument must refer to a value of that
+    kind produced earlier in the trajectory (the same as ``refs={"arg": "contact_id"}``)."""
+
+    kind: str
+
+
+class Grounded:
+    """``Annotated[str, tg.Grounded]``: the argument's value must appear in what the
+    trajectory has seen (the same as ``grounded=["arg"]``)."""
 
 
 @dataclass
 class ToolSpec:
     """Everything the guard knows about one tool besides its function.
 
-    - ``requires``: argument name -> kind of bound value it must refer to (``dependency``);
+    Every mapping reads the same way round: the place in this call on the left (an argument
+    name or path, or a place in the result), the kind of value on the right.
+
+    - ``refs``: argument -> kind of bound value it must refer to (``dependency``);
       ``"arg.field"`` and ``"arg[].field"`` reach ids nested inside an argument.
-    - ``produces``: kind -> key pulled out of the result wherever it occurs (nested dicts,
-      lists, pydantic models, dataclasses), ``"$"`` for the result itself, or a callable
+    - ``produces``: place in the result -> kind: a key name (found wherever it occurs:
+      nested dicts, lists, pydantic models, dataclasses), a path from the result's root
+      (``"items[].id"``), ``"$"`` for the result itself, or a callable
       ``result -> iterable of values``.
-    - ``invalidates``: argument name -> kind; once the call ran, that value is stale.
+    - ``invalidates``: argument -> kind; once the call ran, that value is stale.
     - ``preconditions`` / ``postconditions``: see :class:`Precondition`.
     - ``grounded``: arguments whose value must appear in what the trajectory has seen.
-    - ``error_result``: ``result -> bool``, true when the environment rejected the call.
+    - ``error_result``: ``result -> bool``, true when the environment rejected the call;
+      ``None`` (the default) uses the guard's, ``False`` never reads a result as an error.
     - ``args_model`` or ``json_schema``: the schema, instead of the function's type hints.
     - ``mode``: ``"block"`` or ``"log"`` for this tool, overriding the guard's.
     """
@@ -38,13 +62,13 @@ class ToolSpec:
     description: str | None = None
     args_model: type[BaseModel] | None = None
     json_schema: Mapping[str, Any] | None = None
-    requires: Mapping[str, str] = field(default_factory=dict)
-    produces: Mapping[str, str | Callable[[Any], Iterable[Any]]] = field(default_factory=dict)
+    refs: Mapping[str, str] = field(default_factory=dict)
+    produces: Mapping[ResultPlace, str] = field(default_factory=dict)
     invalidates: Mapping[str, str] = field(default_factory=dict)
     preconditions: Sequence[Precondition] = ()
     postconditions: Sequence[Postcondition] = ()
     grounded: Sequence[str] = ()
-    error_result: Callable[[Any], bool] | None = None
+    error_result: ErrorResult = None
     mode: Mode | None = None
     # Compiled schemas, keyed by function: a proxy over a fresh object of the same class
     # (one per benchmark task, say) reuses them instead of rebuilding validators.
@@ -66,12 +90,15 @@ class Tool:
         self, spec: ToolSpec, fn: Callable[..., Any] | None, default_name: str | None = None
     ) -> None:
         name = spec.name or default_name or getattr(fn, "__name__", None)
-        if not name:
+        if not name or not isinstance(name, str):
             raise ToolDefinitionError("a tool needs a name (pass name=...)")
         self.name: str = name
         self.spec = spec
+        self.has_function = fn is not None
         self.description = spec.description or (inspect.getdoc(fn) if fn else None) or ""
-        self.is_async = fn is not None and inspect.iscoroutinefunction(inspect.unwrap(fn))
+        self.is_async = fn is not None and _is_async_callable(fn)
+        if spec.mode not in (None, "block", "log"):
+            raise ToolDefinitionError(f"tool {name!r}: mode must be 'block' or 'log'")
         if spec.json_schema is not None and spec.args_model is not None:
             raise ToolDefinitionError(f"tool {name!r}: give args_model or json_schema, not both")
         if spec.json_schema is not None:
@@ -81,27 +108,51 @@ class Tool:
         elif fn is not None:
             self.schema = _schema.from_signature(name, fn)
         else:
-            raise ToolDefinitionError(f"tool {name!r}: no function and no schema")
+            raise ToolDefinitionError(
+                f"tool {name!r}: declared without a function, it needs args_model or json_schema"
+            )
         self._params = _call_layout(fn) if fn is not None else None
         self._posonly = _positional_only(fn) if fn is not None else ()
         self._varpos = self._params[1] if self._params else None
+        refs = dict(spec.refs)
+        grounded = list(spec.grounded)
+        for arg, extras in self.schema.metadata.items():
+            for marker in extras:
+                if isinstance(marker, Ref):
+                    refs.setdefault(arg, marker.kind)
+                elif (marker is Grounded or isinstance(marker, Grounded)) and arg not in grounded:
+                    grounded.append(arg)
         # "arg" is checked on the hot path; "arg.field" / "arg[].field" reach ids nested in
         # an argument (a list of payment objects, say) and are resolved per call.
-        self.requires = {a: k for a, k in spec.requires.items() if not _is_path(a)}
-        self.requires_paths = [
-            (a, *_split_path(a), k) for a, k in spec.requires.items() if _is_path(a)
-        ]
+        self.refs = {a: k for a, k in refs.items() if not _is_path(a)}
+        self.ref_paths = [(a, *_split_path(a), k) for a, k in refs.items() if _is_path(a)]
         self.invalidates = dict(spec.invalidates)
-        self.grounded = tuple(spec.grounded)
-        self.produces = dict(spec.produces)
+        self.grounded = tuple(grounded)
+        self.produces = _compile_produces(name, spec.produces)
         self.preconditions = tuple(spec.preconditions)
         self.postconditions = tuple(spec.postconditions)
         self._check_declarations()
 
+    def __repr__(self) -> str:
+        parts = [repr(self.name)]
+        for label, value in (
+            ("refs", self.refs | {a: k for a, _, _, k in self.ref_paths}),
+            ("produces", self.spec.produces),
+            ("invalidates", self.invalidates),
+            ("grounded", list(self.grounded)),
+            ("preconditions", [c.id for c in self.preconditions]),
+            ("postconditions", [c.id for c in self.postconditions]),
+        ):
+            if value:
+                parts.append(f"{label}={value!r}")
+        if self.spec.mode:
+            parts.append(f"mode={self.spec.mode!r}")
+        return f"Tool({', '.join(parts)})"
+
     def _check_declarations(self) -> None:
         names = self.schema.name_set
         for label, declared in (
-            ("requires", {root: 1 for _, root, _, _ in self.requires_paths} | self.requires),
+            ("refs", {root: 1 for _, root, _, _ in self.ref_paths} | self.refs),
             ("invalidates", self.invalidates),
             ("grounded", dict.fromkeys(self.grounded)),
         ):
@@ -113,12 +164,22 @@ class Tool:
                     f"tool {self.name!r}: {label} names {', '.join(map(repr, unknown))}, "
                     f"which is not an argument (arguments: {', '.join(sorted(names))})"
                 )
-        for kind, how in self.produces.items():
-            if not (isinstance(how, str) or callable(how)):
+        conditions = (*self.preconditions, *self.postconditions)
+        if conditions and names:
+            clash = sorted(names & CONTEXT_NAMES)
+            if clash:
                 raise ToolDefinitionError(
-                    f"tool {self.name!r}: produces[{kind!r}] must be a key name or a callable"
+                    f"tool {self.name!r}: argument {', '.join(map(repr, clash))} has the name "
+                    "of a value its conditions receive from the guard "
+                    f"({', '.join(sorted(CONTEXT_NAMES))}); rename the argument, or read it "
+                    "from `args` in a tool without such a clash"
                 )
-        for condition in (*self.preconditions, *self.postconditions):
+        for condition in conditions:
+            if not isinstance(condition, Precondition | Postcondition):
+                raise ToolDefinitionError(
+                    f"tool {self.name!r}: conditions must be tg.Precondition or "
+                    f"tg.Postcondition, not {type(condition).__name__}"
+                )
             condition.bind_to(self.name, names)
 
     # -- calling -----------------------------------------------------------------------------
@@ -163,15 +224,9 @@ class Tool:
 
     def extract(self, result: Any) -> Iterable[tuple[str, Any]]:
         """(kind, value) pairs the result produces."""
-        for kind, how in self.produces.items():
-            if callable(how):
-                for value in how(result) or ():
-                    yield kind, value
-            elif how == WHOLE_RESULT:
-                yield kind, result
-            else:
-                for value in _find_key(result, how, 0):
-                    yield kind, value
+        for kind, find in self.produces:
+            for value in find(result) or ():
+                yield kind, value
 
 
 def _call_layout(fn: Callable[..., Any]) -> tuple[tuple[str, ...], str | None]:
@@ -189,7 +244,7 @@ def _split_path(spec: str) -> tuple[str, tuple[str, ...]]:
     """`payment_methods[].payment_id` -> ("payment_methods", ("[]", "payment_id"))."""
     parts = [p for p in spec.replace("[]", ".[]").split(".") if p]
     if not parts or parts[0] == "[]":
-        raise ToolDefinitionError(f"requires path {spec!r} must start with an argument name")
+        raise ToolDefinitionError(f"refs path {spec!r} must start with an argument name")
     return parts[0], tuple(parts[1:])
 
 
@@ -232,3 +287,51 @@ def _find_key(value: Any, key: str, depth: int) -> Iterable[Any]:
     elif hasattr(value, "__pydantic_fields__") or hasattr(value, "__dataclass_fields__"):
         fields = getattr(value, "__pydantic_fields__", None) or value.__dataclass_fields__
         yield from _find_key({n: getattr(value, n, None) for n in fields}, key, depth + 1)
+
+
+def _compile_produces(
+    tool: str, produces: Mapping[ResultPlace, str]
+) -> tuple[tuple[str, Callable[[Any], Iterable[Any]]], ...]:
+    """Each (place -> kind) entry as (kind, finder) once, so a call does no parsing."""
+    if not isinstance(produces, Mapping):
+        raise ToolDefinitionError(f"tool {tool!r}: produces must be a mapping place -> kind")
+    out: list[tuple[str, Callable[[Any], Iterable[Any]]]] = []
+    for place, kind in produces.items():
+        if not isinstance(kind, str) or not kind:
+            raise ToolDefinitionError(
+                f"tool {tool!r}: produces[{place!r}] must name a kind (a string), not "
+                f"{kind!r}; the place in the result is the key, the kind the value"
+            )
+        if callable(place):
+            out.append((kind, place))
+        elif not isinstance(place, str) or not place:
+            raise ToolDefinitionError(
+                f"tool {tool!r}: a produces key must be a result place (a key name, a path "
+                f"such as 'items[].id', or '$') or a callable, not {place!r}"
+            )
+        elif place == WHOLE_RESULT:
+            out.append((kind, _whole))
+        elif _is_path(place):
+            parts = _result_path(place)
+            out.append((kind, functools.partial(resolve_path, parts=parts)))
+        else:
+            out.append((kind, functools.partial(_find_key, key=place, depth=0)))
+    return tuple(out)
+
+
+def _whole(result: Any) -> tuple[Any, ...]:
+    return (result,)
+
+
+def _result_path(place: str) -> tuple[str, ...]:
+    text = place[2:] if place.startswith("$.") else place
+    return tuple(p for p in text.replace("[]", ".[]").split(".") if p)
+
+
+def _is_async_callable(fn: Callable[..., Any]) -> bool:
+    target = inspect.unwrap(fn)
+    if inspect.iscoroutinefunction(target):
+        return True
+    # A callable object whose __call__ is async (a class-based tool).
+    call = inspect.getattr_static(type(target), "__call__", None)
+    return not inspect.isfunction(target) and inspect.iscoroutinefunction(call)

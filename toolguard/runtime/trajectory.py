@@ -7,18 +7,26 @@ asyncio tasks never see each other's steps or bindings.
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
+import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any
 
 from opentelemetry.trace import Tracer
 
-from .. import _contract as attr
+from .. import _contract as contract
+from .._errors import UsageError
 from . import telemetry as tel
+from .verdict import Failure, Verdict
+
+logger = logging.getLogger("toolguard")
 
 _current: ContextVar[Trajectory | None] = ContextVar("toolguard_trajectory", default=None)
 
@@ -26,17 +34,6 @@ _current: ContextVar[Trajectory | None] = ContextVar("toolguard_trajectory", def
 def current_trajectory() -> Trajectory | None:
     """The trajectory open in this context, or None."""
     return _current.get()
-
-
-class Verdict(NamedTuple):
-    """One call's verdict, as its span records it."""
-
-    step: int
-    tool: str
-    valid: bool
-    decision: str
-    failed_checks: tuple[str, ...]
-    cause: str | None
 
 
 @dataclass(slots=True)
@@ -69,7 +66,11 @@ class Trajectory:
         user_input: str | Iterable[str] | None = None,
         conversation_id: str | None = None,
         tracer: Tracer | None = None,
+        registry: TrajectoryRegistry | None = None,
+        key: str | None = None,
     ) -> None:
+        if id is not None and not isinstance(id, str):
+            raise UsageError(f"a trajectory id must be a string, got {type(id).__name__}")
         self.id = id if id is not None else uuid.uuid4().hex
         self.labels = {str(k): str(v) for k, v in (labels or {}).items()}
         self.conversation_id = conversation_id
@@ -80,29 +81,68 @@ class Trajectory:
         self._lock = threading.Lock()
         self._first_error: tuple[int, str] | None = None
         # In emission order only when calls finish in it; sort by step for parallel calls.
-        self._verdicts: list[tuple[int, str, str, list[Any]]] = []
+        self._verdicts: list[tuple[int, str, str, list[Failure], str | None]] = []
         self._bindings: dict[str, dict[Any, _Binding]] = {}
         self._seen: set[str] = set()
         self._texts: list[str] = []
+        self._reserved: dict[str, int] = {}
         self._span: Any = None
         self._span_token: object | None = None
         self._var_token: Token[Trajectory | None] | None = None
+        self._started = False
+        self.ended = False
+        self.last_active = time.monotonic()
+        self._registry: TrajectoryRegistry | None = None
+        self._key: str | None = None
+        self._join = (registry, key) if registry is not None and key is not None else None
         if user_input is not None:
             for text in [user_input] if isinstance(user_input, str) else user_input:
                 self.observe(text)
 
     # -- steps and verdicts ------------------------------------------------------------------
     def next_step(self) -> int:
-        """Reserve the next step number (emission order)."""
+        """Take the next step number (emission order)."""
         step = next(self._steps)
         with self._lock:
             self._length = max(self._length, step)
         return step
 
-    def record(self, step: int, tool: str, decision: str, failures: list[Any]) -> None:
+    def reserve(self, call_ids: Iterable[str]) -> list[int]:
+        """Reserve steps for one model turn's calls, in the order the model emitted them.
+
+        A later check carrying one of these ``call_id``s takes its reserved step, whatever
+        order the framework starts or finishes the calls in. Returns the steps.
+        """
+        ids = list(call_ids)
+        for call_id in ids:
+            if not isinstance(call_id, str):
+                raise UsageError(f"reserve() takes call ids (strings), got {call_id!r}")
+        with self._lock:
+            steps = []
+            for call_id in ids:
+                step = self._reserved.get(call_id)
+                if step is None:  # reserving the same id twice keeps its first step
+                    step = next(self._steps)
+                    self._length = max(self._length, step)
+                    self._reserved[call_id] = step
+                steps.append(step)
+        return steps
+
+    def step_for(self, call_id: str | None) -> int:
+        """The step a call takes: the one reserved for its id, else the next free one."""
+        if call_id is not None and self._reserved:
+            with self._lock:
+                step = self._reserved.pop(call_id, None)
+            if step is not None:
+                return step
+        return self.next_step()
+
+    def record(
+        self, step: int, tool: str, decision: str, failures: list[Failure], call_id: str | None
+    ) -> None:
         """Keep one call's verdict; `failures` in precedence order, empty when valid."""
-        # A plain tuple on the hot path; `verdicts` builds the named records when asked.
-        self._verdicts.append((step, tool, decision, failures))
+        # A plain tuple on the hot path; `verdicts` builds the records when asked.
+        self._verdicts.append((step, tool, decision, failures, call_id))
         if not failures:
             return
         cause = failures[0].cause
@@ -115,15 +155,8 @@ class Trajectory:
         """Each call's verdict, in the order the calls finished (sort by step for parallel
         calls)."""
         return [
-            Verdict(
-                step,
-                tool,
-                not failures,
-                decision,
-                tuple(f.check for f in failures),
-                failures[0].cause if failures else None,
-            )
-            for step, tool, decision, failures in self._verdicts
+            Verdict.of(tool, step, call_id, decision, failures)
+            for step, tool, decision, failures, call_id in self._verdicts
         ]
 
     @property
@@ -193,9 +226,54 @@ class Trajectory:
         # Free text (a user message) may contain the value inside a sentence.
         return any(text in t for t in self._texts)
 
-    # -- context manager ---------------------------------------------------------------------
+    # -- life cycle --------------------------------------------------------------------------
+    def start(self) -> Trajectory:
+        """Begin the episode: opens the summary span. ``with`` does this (and ``end``) for you;
+        frameworks whose hooks open and close an episode in different places call both."""
+        if self._started:
+            raise UsageError(f"trajectory {self.id!r} was already started")
+        self._started = True
+        self._span = tel.start_span(self._tracer, contract.SUMMARY_SPAN_NAME)
+        if self._join is not None:
+            registry, key = self._join
+            registry.add(key, self)
+        return self
+
+    def end(self, exc: BaseException | None = None) -> None:
+        """End the episode: writes the summary span (T, FED, Y, labels). Idempotent."""
+        if self.ended:
+            return
+        self.ended = True
+        if self._registry is not None:
+            self._registry._forget(self)
+        span = self._span
+        if span is None:
+            return
+        if span.is_recording():
+            tel.set_attributes(span, self.summary_attributes())
+            if exc is not None:
+                tel.set_error(span, f"trajectory ended by {type(exc).__name__}")
+                try:
+                    span.record_exception(exc)
+                except Exception:
+                    tel.logger.exception("toolguard: could not record the exception")
+        tel.end_span(span)
+
+    @contextmanager
+    def activate(self) -> Iterator[Trajectory]:
+        """Make this trajectory current in this context (another thread, a framework's hook
+        that runs where ``with trajectory(...)`` is not visible), then restore the previous."""
+        token = _current.set(self)
+        span_token = tel.attach(self._span) if self._span is not None else None
+        try:
+            yield self
+        finally:
+            tel.detach(span_token)
+            _current.reset(token)
+
     def __enter__(self) -> Trajectory:
-        self._span = tel.start_span(self._tracer, attr.SUMMARY_SPAN_NAME)
+        if not self._started:
+            self.start()
         self._span_token = tel.attach(self._span)
         self._var_token = _current.set(self)
         return self
@@ -208,17 +286,10 @@ class Trajectory:
     ) -> None:
         if self._var_token is not None:
             _current.reset(self._var_token)
+            self._var_token = None
         tel.detach(self._span_token)
-        span = self._span
-        if span.is_recording():
-            tel.set_attributes(span, self.summary_attributes())
-            if exc is not None:
-                tel.set_error(span, f"trajectory ended by {type(exc).__name__}")
-                try:
-                    span.record_exception(exc)
-                except Exception:
-                    tel.logger.exception("toolguard: could not record the exception")
-        tel.end_span(span)
+        self._span_token = None
+        self.end(exc)
 
     async def __aenter__(self) -> Trajectory:
         return self.__enter__()
@@ -231,21 +302,90 @@ class Trajectory:
     ) -> None:
         self.__exit__(exc_type, exc, tb)
 
+    def __repr__(self) -> str:
+        state = "ended" if self.ended else ("open" if self._started else "not started")
+        return (
+            f"Trajectory({self.id!r}, T={self.length}, FED={self.first_error_depth}, "
+            f"success={self.success!r}, {state})"
+        )
+
     def summary_attributes(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            attr.TRAJECTORY_ID: self.id,
-            attr.TRAJECTORY_LENGTH: self.length,
-            attr.TRAJECTORY_FED: self.first_error_depth,
+            contract.TRAJECTORY_ID: self.id,
+            contract.TRAJECTORY_LENGTH: self.length,
+            contract.TRAJECTORY_FED: self.first_error_depth,
         }
         if self.first_error_cause is not None:
-            out[attr.TRAJECTORY_FIRST_ERROR_CAUSE] = self.first_error_cause
+            out[contract.TRAJECTORY_FIRST_ERROR_CAUSE] = self.first_error_cause
         if self.success is not None:
-            out[attr.TRAJECTORY_SUCCESS] = bool(self.success)
+            out[contract.TRAJECTORY_SUCCESS] = bool(self.success)
         if self.conversation_id is not None:
-            out[attr.GEN_AI_CONVERSATION_ID] = self.conversation_id
+            out[contract.GEN_AI_CONVERSATION_ID] = self.conversation_id
         for key, value in self.labels.items():
-            out[attr.LABEL_PREFIX + key] = value
+            out[contract.LABEL_PREFIX + key] = value
         return out
+
+
+class TrajectoryRegistry:
+    """Live trajectories by key (a session or thread id), for hooks that cannot see the
+    context variable. Bounded: at most ``max_live`` at once (registering one more ends the
+    least recently used), and one idle (no call, no lookup) for ``idle_timeout`` seconds is
+    ended when the registry is next used. An ended trajectory writes its summary span."""
+
+    def __init__(self, max_live: int = 10_000, idle_timeout: float | None = 3600.0) -> None:
+        if max_live < 1:
+            raise ValueError("max_live must be at least 1")
+        self.max_live = max_live
+        self.idle_timeout = idle_timeout
+        self._live: OrderedDict[str, Trajectory] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, key: str, traj: Trajectory) -> None:
+        if not isinstance(key, str):
+            raise UsageError(f"a trajectory key must be a string, got {key!r}")
+        evicted = self._expire()
+        with self._lock:
+            old = self._live.pop(key, None)
+            if old is not None and old is not traj:
+                evicted.append(old)
+            self._live[key] = traj
+            traj._registry, traj._key = self, key
+            while len(self._live) > self.max_live:
+                evicted.append(self._live.popitem(last=False)[1])
+        self._end(evicted, "evicted: more than max_live trajectories")
+
+    def get(self, key: str) -> Trajectory | None:
+        evicted = self._expire()
+        with self._lock:
+            traj = self._live.get(key)
+            if traj is not None:
+                self._live.move_to_end(key)
+                traj.last_active = time.monotonic()
+        self._end(evicted, "expired: idle longer than idle_timeout")
+        return traj
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def _forget(self, traj: Trajectory) -> None:
+        with self._lock:
+            if traj._key is not None and self._live.get(traj._key) is traj:
+                del self._live[traj._key]
+
+    def _expire(self) -> list[Trajectory]:
+        if self.idle_timeout is None:
+            return []
+        cutoff = time.monotonic() - self.idle_timeout
+        with self._lock:
+            stale = [k for k, t in self._live.items() if t.last_active < cutoff]
+            return [self._live.pop(k) for k in stale]
+
+    @staticmethod
+    def _end(trajectories: list[Trajectory], why: str) -> None:
+        for traj in trajectories:
+            logger.warning("toolguard: trajectory %r %s; its summary is written now", traj.id, why)
+            traj._registry = None
+            traj.end()
 
 
 def trajectory(

@@ -14,8 +14,8 @@ Pred = Callable[..., bool]
 @dataclass
 class Rules:
     preconditions: list[tg.Precondition] = field(default_factory=list)
-    requires: dict[str, str] = field(default_factory=dict)
-    produces: dict[str, str | Callable[[Any], Iterable[Any]]] = field(default_factory=dict)
+    refs: dict[str, str] = field(default_factory=dict)
+    produces: dict[str | Callable[[Any], Iterable[Any]], str] = field(default_factory=dict)
     invalidates: dict[str, str] = field(default_factory=dict)
     grounded: list[str] = field(default_factory=list)
 

@@ -81,13 +81,13 @@ add(
     "create_ticket",
     _tix_login,
     ("priority_range", lambda priority: priority is None or 1 <= priority <= 5, "priority is 1..5"),
-    produces={"ticket_id": "id"},
+    produces={"id": "ticket_id"},
     grounded=["title"],
 )
 for _tool in ("get_ticket", "close_ticket", "resolve_ticket", "edit_ticket"):
-    add(TIX, _tool, _tix_exists, requires={"ticket_id": "ticket_id"})
-add(TIX, "get_ticket", produces={"ticket_id": "id"})
-add(TIX, "get_user_tickets", _tix_login, produces={"ticket_id": "id"})
+    add(TIX, _tool, _tix_exists, refs={"ticket_id": "ticket_id"})
+add(TIX, "get_ticket", produces={"id": "ticket_id"})
+add(TIX, "get_user_tickets", _tix_login, produces={"id": "ticket_id"})
 add(
     TIX,
     "close_ticket",
@@ -144,9 +144,9 @@ for _tool in ("retweet", "comment", "mention", "get_tweet", "get_tweet_comments"
         ),
     )
 for _tool in ("retweet", "comment", "mention"):
-    add(TW, _tool, requires={"tweet_id": "tweet_id"})
+    add(TW, _tool, refs={"tweet_id": "tweet_id"})
 for _tool in ("post_tweet", "get_tweet", "get_user_tweets", "search_tweets"):
-    add(TW, _tool, produces={"tweet_id": "id"})
+    add(TW, _tool, produces={"id": "tweet_id"})
 add(TW, "comment", grounded=["comment_content"])
 
 

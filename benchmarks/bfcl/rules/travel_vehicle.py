@@ -55,7 +55,7 @@ for _tool in (
         ),
     )
 for _tool in ("cancel_booking", "contact_customer_support"):
-    add(TR, _tool, requires={"booking_id": "booking_id"})
+    add(TR, _tool, refs={"booking_id": "booking_id"})
 add(
     TR,
     "book_flight",
@@ -100,7 +100,7 @@ add(
 add(
     TR,
     "get_booking_history",
-    produces={"booking_id": lambda r: list((r or {}).get("booking_history", {}))},
+    produces={lambda r: list((r or {}).get("booking_history", {})): "booking_id"},
 )
 add(TR, "register_credit_card", grounded=["card_number"])
 for _tool, _args in (

@@ -1,0 +1,116 @@
+"""What a check finds and what a call comes to: Failure, Verdict and Rejection.
+
+One family: every finished call has a :class:`Verdict` (its span says the same); a call that
+failed and was handed back to the agent is a :class:`Rejection`, a verdict that also carries
+the model-facing text; the exception a directly called tool raises carries the rejection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import _contract as contract
+
+_RANK = {cause: i for i, cause in enumerate(contract.CAUSES)}
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """One failed check: its cause, stable id, developer message and model-facing text."""
+
+    cause: str
+    check: str
+    message: str
+    model_message: str
+    guard_error: bool = False
+
+
+def in_precedence_order(failures: list[Failure]) -> list[Failure]:
+    return sorted(failures, key=lambda f: _RANK[f.cause])
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One call's verdict, as its span records it.
+
+    ``decision``: ``allowed`` (ran), ``blocked`` (did not run), ``logged`` (invalid, ran
+    because the guard only logs) or ``cancelled`` (the caller gave up on it).
+    ``failed_checks`` lists every failed check id in precedence order; ``cause``, ``check``
+    and ``message`` describe the first.
+    """
+
+    tool: str
+    step: int | None
+    call_id: str | None
+    valid: bool
+    decision: str
+    cause: str | None = None
+    check: str | None = None
+    message: str | None = None
+    failed_checks: tuple[str, ...] = ()
+
+    @property
+    def executed(self) -> bool:
+        """Whether the tool ran (an environment rejection ran and failed)."""
+        return self.decision in (contract.ALLOWED, contract.LOGGED)
+
+    @classmethod
+    def of(
+        cls,
+        tool: str,
+        step: int | None,
+        call_id: str | None,
+        decision: str,
+        failures: list[Failure],
+    ) -> Verdict:
+        if not failures:
+            return cls(tool, step, call_id, True, decision)
+        first = failures[0]
+        return cls(
+            tool,
+            step,
+            call_id,
+            False,
+            decision,
+            first.cause,
+            first.check,
+            first.message,
+            tuple(f.check for f in failures),
+        )
+
+
+@dataclass(frozen=True)
+class Rejection(Verdict):
+    """A failed call handed back to the agent: ``str()`` is the text for the model.
+
+    ``decision`` says whether the call ran: ``blocked`` (it did not) or ``allowed`` (it ran
+    and the environment rejected it).
+    """
+
+    model_message: str = ""
+
+    def __str__(self) -> str:
+        return f"Error: the call to `{self.tool}` was rejected ({self.cause}). {self.model_message}"
+
+    @classmethod
+    def from_failures(
+        cls,
+        tool: str,
+        step: int | None,
+        call_id: str | None,
+        decision: str,
+        failures: list[Failure],
+    ) -> Rejection:
+        first = failures[0]
+        return cls(
+            tool,
+            step,
+            call_id,
+            False,
+            decision,
+            first.cause,
+            first.check,
+            first.message,
+            tuple(f.check for f in failures),
+            first.model_message,
+        )

@@ -1,0 +1,135 @@
+"""wrapt wrappers: a guarded function or method, and a guarded proxy of an object."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
+
+import wrapt
+
+from .. import _contract as contract
+from .._errors import ToolCallRejected
+from .call import PendingCall
+from .tool import Tool
+from .verdict import Failure
+
+if TYPE_CHECKING:
+    from .guard import Guard
+
+P = ParamSpec("P")
+R = TypeVar("R", covariant=True)
+
+
+class GuardedFunction(Protocol, Generic[P, R]):
+    """What ``@guard.tool`` returns: the function, with the same signature and return type
+    (a rejected call raises :class:`ToolCallRejected`), and its compiled :class:`Tool`."""
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+    @property
+    def toolguard_tool(self) -> Tool: ...
+
+
+class GuardedTool(wrapt.FunctionWrapper):  # type: ignore[misc]
+    """A wrapt wrapper: keeps the signature; works for functions, methods and async ones."""
+
+    def __init__(
+        self, fn: Callable[..., Any], guard: Guard, tool: Tool, instance: Any = None
+    ) -> None:
+        super().__init__(fn, _make_wrapper(guard, tool, instance))
+        self._self_guard = guard
+        self._self_tool = tool
+        self._self_bound_to = instance
+
+    @property
+    def toolguard_tool(self) -> Tool:
+        return self._self_tool
+
+
+def _make_wrapper(guard: Guard, tool: Tool, fixed_instance: Any) -> Callable[..., Any]:
+    def wrapper(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        owner = fixed_instance if fixed_instance is not None else instance
+        pending = PendingCall(guard, tool.name, tool, owner)
+        try:
+            raw = tool.bind(args, kwargs)
+        except TypeError as exc:
+            pending.reject(_bind_failure(tool, exc))
+        else:
+            pending.run_checks(raw)
+        if pending.rejection is not None:
+            if tool.is_async:
+                return _raise_async(pending.rejection)
+            raise ToolCallRejected(pending.rejection)
+        return execute(pending, wrapped, dispatch=False)
+
+    return wrapper
+
+
+def _bind_failure(tool: Tool, exc: TypeError) -> Failure:
+    return Failure(
+        contract.SCHEMA,
+        "schema.args",
+        f"{tool.name}: {exc}",
+        f"The call to `{tool.name}` is malformed: {exc}. Call it with arguments matching "
+        f"{tool.schema.hint}.",
+    )
+
+
+def execute(pending: PendingCall, fn: Callable[..., Any], *, dispatch: bool) -> Any:
+    """Run an admitted call's function and close the call. ``dispatch``: a tool's exception
+    comes back as the :class:`Rejection` the agent reads; otherwise it is re-raised."""
+    args, kwargs = pending.call_parts()
+    tool = pending.tool
+    assert tool is not None
+    if tool.is_async:
+        return _execute_async(pending, fn, args, kwargs, dispatch)
+    pending.enter()
+    try:
+        result = fn(*args, **kwargs)
+    except BaseException as exc:
+        rejection = pending.fail(exc)
+        if dispatch and isinstance(exc, Exception):
+            return rejection
+        raise
+    pending.finish(result)
+    return result
+
+
+async def _execute_async(
+    pending: PendingCall,
+    fn: Callable[..., Any],
+    args: list[Any],
+    kwargs: dict[str, Any],
+    dispatch: bool,
+) -> Any:
+    pending.enter()
+    try:
+        result = await fn(*args, **kwargs)
+    except BaseException as exc:
+        rejection = pending.fail(exc)
+        if dispatch and isinstance(exc, Exception):
+            return rejection
+        raise
+    pending.finish(result)
+    return result
+
+
+async def _raise_async(rejection: Any) -> Any:
+    raise ToolCallRejected(rejection)
+
+
+class GuardedProxy(wrapt.ObjectProxy):  # type: ignore[misc]
+    """Guards chosen methods of an existing object without editing its class."""
+
+    def __init__(self, wrapped: Any, tools: Mapping[str, GuardedTool]) -> None:
+        super().__init__(wrapped)
+        self._self_tools = dict(tools)
+
+    def __getattr__(self, name: str) -> Any:
+        if not name.startswith("_self_"):
+            tools = self._self_tools
+            if name in tools:
+                return tools[name]
+        return super().__getattr__(name)
