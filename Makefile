@@ -2,23 +2,33 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
+# The demo needs only the package and its plot extra; the tests need the rest as well.
+DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint bench clean
 
-$(STAMP): pyproject.toml Makefile
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev,bench]"
+
+$(DEMO_STAMP): pyproject.toml Makefile | $(VENV)/bin/python
+	$(PY) -m pip install -q -e ".[plot]"
+	touch $(DEMO_STAMP)
+
+$(STAMP): pyproject.toml Makefile | $(VENV)/bin/python
+	$(PY) -m pip install -q -e ".[plot,dev,bench]"
 	$(PY) -m pip install -q --no-deps bfcl-eval==2026.3.23 mpmath==1.4.1
 	$(PY) -m pip install -q --no-deps $(TAU2_PIP)
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(PY) -m toolguard.demo --out out/demo-spans.jsonl
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q
 
 lint: $(STAMP)

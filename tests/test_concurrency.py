@@ -30,7 +30,7 @@ def expected_length(i: int) -> int:
 
 
 def build(otel):
-    guard = otel.guard(rejection="return")
+    guard = otel.guard()
 
     @guard.tool(produces={"id": "contact_id"})
     def search(owner: int, k: int) -> dict:
@@ -94,7 +94,7 @@ def test_thousand_interleaved_trajectories(otel):
                 )
             results.append(use(f"user-{i}"))
             for value in foreign(i):
-                results.append(use(value))
+                results.append(guard.call("use", {"contact_id": value}))
             traj.success = True
         check_results(i, results)
 

@@ -387,7 +387,7 @@ def test_a_guarded_tool_calling_another_adds_no_step(otel) -> None:
 
 
 def test_bind_result_binds_a_tools_products_without_a_step(otel) -> None:
-    guard = otel.guard(rejection="return")
+    guard = otel.guard()
 
     @guard.tool(produces={"id": "order_id"})
     def list_orders(user: str) -> list[dict]:
@@ -400,12 +400,12 @@ def test_bind_result_binds_a_tools_products_without_a_step(otel) -> None:
     with otel.trajectory("context") as traj:
         traj.bind_result(guard.get_tool("list_orders"), [{"id": "o-2"}])
         assert cancel(order_id="o-2") == "o-2"
-        assert cancel(order_id="o-1").cause == "dependency"
+        assert guard.call("cancel", {"order_id": "o-1"}).cause == "dependency"
     assert traj.length == 2
 
 
-def test_requires_reaches_ids_nested_in_an_argument(otel) -> None:
-    guard = otel.guard(rejection="return")
+def test_refs_reach_ids_nested_in_an_argument(otel) -> None:
+    guard = otel.guard()
 
     @guard.tool(produces={"id": "payment_id"})
     def payment_methods() -> list[dict]:
@@ -419,15 +419,17 @@ def test_requires_reaches_ids_nested_in_an_argument(otel) -> None:
         payment_methods()
         traj.bind("zip", "94110")
         ok = book(payments=[{"payment_id": "card-1"}, {"payment_id": "gift-9"}])
-        bad = book(payments=[{"payment_id": "card-1"}, {"payment_id": "card-7"}])
-        bad_zip = book(payments=[{"payment_id": "card-1"}], address={"zip": "00000"})
+        bad = guard.call("book", {"payments": [{"payment_id": "card-1"}, {"payment_id": "card-7"}]})
+        bad_zip = guard.call(
+            "book", {"payments": [{"payment_id": "card-1"}], "address": {"zip": "00000"}}
+        )
     assert ok == "booked"
     assert bad.check == "dependency.payments[].payment_id" and "'card-7'" in bad.message
     assert "card-1" in bad.model_message  # the values the agent could use
     assert bad_zip.check == "dependency.address.zip"
 
 
-def test_a_requires_path_must_start_at_an_argument(otel) -> None:
+def test_a_refs_path_must_start_at_an_argument(otel) -> None:
     guard = otel.guard()
     with pytest.raises(tg.ToolDefinitionError, match=r"'book'.*'payment'"):
 

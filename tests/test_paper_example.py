@@ -30,7 +30,7 @@ class ContactsDB:
 
 def build(otel):
     db = ContactsDB()
-    guard = otel.guard(state=db, rejection="return")
+    guard = otel.guard(state=db)
 
     @guard.tool(produces={"id": "contact_id"})
     def search_contact(phone: str) -> list[Contact]:

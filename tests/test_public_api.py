@@ -17,7 +17,7 @@ def names_bound_in_init() -> set[str]:
     names: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.ImportFrom | ast.Import):
-            if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            if isinstance(node, ast.ImportFrom) and node.module in ("__future__", "typing"):
                 continue
             for alias in node.names:
                 names.add((alias.asname or alias.name).split(".")[0])

@@ -1,4 +1,5 @@
-"""Rejections as exceptions or values; tool exceptions; error results; postconditions."""
+"""Rejections as exceptions (direct calls) or values (dispatch); tool exceptions; error results;
+postconditions."""
 
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def test_raise_mode_carries_everything(otel):
     assert exc.step == 2
     assert exc.cause == "precondition"
     assert exc.check == "precondition.in_stock"
-    assert exc.failed_checks == ["precondition.in_stock"]
+    assert exc.failed_checks == ("precondition.in_stock",)
+    assert isinstance(exc.rejection, tg.Rejection) and exc.rejection.step == 2
     assert "not enough stock" in exc.message
     assert "item='apple'" in exc.message and "qty=5" in exc.message
     assert "in_stock" in exc.model_message
@@ -57,10 +59,10 @@ def test_raise_mode_carries_everything(otel):
     assert inv.stock == {"apple": 2}
 
 
-def test_return_mode_gives_a_model_facing_rejection(otel):
-    inv, guard, take = build(otel, rejection="return")
+def test_dispatch_gives_a_model_facing_rejection(otel):
+    inv, guard, _ = build(otel)
     with otel.trajectory("t"):
-        result = take("pear", 1)
+        result = guard.call("take", {"item": "pear", "qty": 1})
         bad_args = guard.call("take", {"item": "apple", "qty": "lots"})
     assert isinstance(result, tg.Rejection)
     assert (result.tool, result.step, result.cause, result.check) == (
@@ -112,15 +114,16 @@ def test_tool_exception_reraised_in_raise_mode(otel):
     assert summary["toolguard.trajectory.first_error_depth"] == 1
 
 
-def test_tool_exception_returned_in_return_block_mode(otel):
-    guard = otel.guard(rejection="return")
+@pytest.mark.parametrize("mode", ["block", "log"])
+def test_tool_exception_returned_by_dispatch(otel, mode):
+    guard = otel.guard(mode=mode)
 
     @guard.tool
     def write(path: str) -> None:
         raise OSError("disk full")
 
     with otel.trajectory("t"):
-        result = write("/tmp/x")
+        result = guard.call("write", {"path": "/tmp/x"})
     assert isinstance(result, tg.Rejection)
     assert result.cause == "state_consistency"
     assert result.check == "state.exception"
@@ -128,8 +131,8 @@ def test_tool_exception_returned_in_return_block_mode(otel):
     assert result.step == 1
 
 
-def test_tool_exception_reraised_in_return_log_mode(otel):
-    guard = otel.guard(rejection="return", mode="log")
+def test_tool_exception_reraised_on_a_direct_call_in_log_mode(otel):
+    guard = otel.guard(mode="log")
 
     @guard.tool
     def write(path: str) -> None:
@@ -140,8 +143,8 @@ def test_tool_exception_reraised_in_return_log_mode(otel):
     assert otel.only_call().attributes["toolguard.cause"] == "state_consistency"
 
 
-def test_base_exceptions_are_never_swallowed(otel):
-    guard = otel.guard(rejection="return")
+def test_base_exceptions_are_never_swallowed_and_count_as_cancelled(otel):
+    guard = otel.guard()
 
     class Stop(BaseException):
         pass
@@ -150,13 +153,19 @@ def test_base_exceptions_are_never_swallowed(otel):
     def halt() -> None:
         raise Stop()
 
-    with pytest.raises(Stop):
-        halt()
-    assert otel.only_call().attributes["toolguard.check"] == "state.exception"
+    with otel.trajectory("t") as traj:
+        with pytest.raises(Stop):
+            halt()
+        with pytest.raises(Stop):
+            guard.call("halt")
+    a = otel.call_spans()[0].attributes
+    assert a["toolguard.decision"] == "cancelled"
+    assert a["toolguard.valid"] is True  # what its checks said; a cancellation is no failure
+    assert (traj.length, traj.first_error_depth) == (2, 3)
 
 
-def test_async_tool_rejection_and_exception_in_return_mode(otel):
-    guard = otel.guard(rejection="return")
+def test_async_tool_rejection_and_exception_by_dispatch_and_direct_call(otel):
+    guard = otel.guard()
 
     @guard.tool(preconditions=[tg.Precondition("pos", lambda n: n > 0)])
     async def f(n: int) -> int:
@@ -166,7 +175,11 @@ def test_async_tool_rejection_and_exception_in_return_mode(otel):
         return n
 
     async def main():
-        return await f(1), await f(-1), await f(11)
+        with pytest.raises(tg.ToolCallRejected):
+            await f(-1)
+        with pytest.raises(ValueError, match="too big"):
+            await f(11)
+        return await f(1), await guard.acall("f", {"n": -1}), await guard.acall("f", {"n": 11})
 
     ok, rejected, failed = asyncio.run(main())
     assert ok == 1
@@ -175,7 +188,7 @@ def test_async_tool_rejection_and_exception_in_return_mode(otel):
 
 
 def test_error_result_predicate(otel):
-    guard = otel.guard(rejection="return")
+    guard = otel.guard()
 
     @guard.tool(error_result=lambda r: isinstance(r, str) and r.startswith("Error:"))
     def lookup(key: str) -> str:
@@ -222,7 +235,10 @@ def test_postconditions(otel):
     a = otel.only_call().attributes
     assert a["toolguard.cause"] == "state_consistency"
     assert a["toolguard.check"] == "postcondition.stock_not_negative"
-    assert a["toolguard.failed_checks"] == ("postcondition.stock_not_negative", "postcondition.returns_stock")
+    assert a["toolguard.failed_checks"] == (
+        "postcondition.stock_not_negative",
+        "postcondition.returns_stock",
+    )
     assert "stock went negative" in a["toolguard.message"]
     assert a["toolguard.decision"] == "allowed"
     assert a["error.type"] == "toolguard.state_consistency"
@@ -245,7 +261,7 @@ def test_postcondition_that_holds(otel):
 
 
 def test_a_rejection_says_whether_the_call_ran(otel) -> None:
-    guard = otel.guard(rejection="return")
+    guard = otel.guard()
 
     @guard.tool
     def boom(x: int) -> int:
@@ -256,3 +272,37 @@ def test_a_rejection_says_whether_the_call_ran(otel) -> None:
         ran = guard.call("boom", {"x": 1})
     assert (blocked.decision, blocked.executed) == ("blocked", False)
     assert (ran.decision, ran.executed, ran.cause) == ("allowed", True, "state_consistency")
+
+
+def test_an_error_mapping_is_an_environment_rejection_by_default(otel) -> None:
+    guard = otel.guard()
+
+    @guard.tool
+    def pay(amount: int) -> dict:
+        return {"error": "card declined"} if amount > 100 else {"error": None, "paid": amount}
+
+    @guard.tool(error_result=False)  # this tool's "error" key is data, not a failure
+    def report(kind: str) -> dict:
+        return {"error": "count of errors: 3"}
+
+    with otel.trajectory("t") as traj:
+        assert guard.call("pay", {"amount": 5}) == {"error": None, "paid": 5}
+        assert guard.call("pay", {"amount": 500}) == {"error": "card declined"}
+        assert guard.call("report", {"kind": "x"}) == {"error": "count of errors: 3"}
+    first, second, third = traj.verdicts
+    assert first.valid and third.valid
+    assert (second.valid, second.check, second.decision) == (False, "state.error_result", "allowed")
+    assert traj.first_error_depth == 2
+
+
+def test_the_guard_wide_error_result_can_be_replaced_or_turned_off(otel) -> None:
+    for detector, answer, valid in (
+        (None, {"error": "ignored"}, True),
+        (lambda r: r.startswith("ERR"), "ERR: nope", False),
+    ):
+        guard = otel.guard(error_result=detector)
+        guard.register(lambda answer=answer: answer, name="f")
+
+        with otel.trajectory() as traj:
+            guard.call("f")
+        assert traj.verdicts[0].valid is valid

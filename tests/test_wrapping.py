@@ -298,11 +298,10 @@ def test_schema_from_json_schema(otel):
     assert guard.call("web_search", {"q": "x", "limit": 2}) == {"q": "x", "limit": 2}
     assert guarded(q="y") == {"q": "y"}
     for bad in ({"limit": 2}, {"q": "x", "limit": 0}, {"q": 1}, {"q": "x", "other": 1}):
-        with pytest.raises(tg.ToolCallRejected) as info:
-            guard.call("web_search", bad)
-        assert info.value.cause == "schema", bad
-        assert info.value.check == "schema.args"
-        assert "web_search" in info.value.model_message
+        rejection = guard.call("web_search", bad)
+        assert rejection.cause == "schema", bad
+        assert rejection.check == "schema.args"
+        assert "web_search" in rejection.model_message
 
 
 def test_schema_message_shows_the_expected_call(otel):
@@ -437,7 +436,5 @@ def test_registered_bound_method_gets_its_instance_by_name(otel):
     pay = guard.register(wallet.pay, preconditions=[enough])
     assert pay(1) == 4
     assert guard.call("pay", {"amount": 1}) == 3  # by name: the predicate sees the wallet
-    with pytest.raises(tg.ToolCallRejected) as info:
-        guard.call("pay", {"amount": 10})
-    assert info.value.check == "precondition.enough"
+    assert guard.call("pay", {"amount": 10}).check == "precondition.enough"
     assert [s.attributes["toolguard.valid"] for s in otel.call_spans()] == [True, True, False]

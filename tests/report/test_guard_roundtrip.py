@@ -22,7 +22,7 @@ def test_guard_spans_give_the_papers_figures(
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(str(path))))
     contacts = {"id_8923": "+1-555-0199"}
-    guard = tg.Guard(state=contacts, rejection="return", tracer_provider=provider)
+    guard = tg.Guard(state=contacts, tracer_provider=provider)
 
     @guard.tool
     def search_contact(phone: str) -> list[str]:
@@ -39,7 +39,7 @@ def test_guard_spans_give_the_papers_figures(
     seen = {}
     with tg.trajectory("A", labels={"model": "m", "task": "remove"},
                        tracer_provider=provider) as a:  # fmt: skip
-        remove_contact("+1-555-0199")  # the phone number is not an id: rejected
+        guard.call("remove_contact", {"contact_id": "+1-555-0199"})  # not an id: rejected
         remove_contact(search_contact("+1-555-0199")[0])
         a.success = True
     seen["A"] = (a.length, a.first_error_depth)

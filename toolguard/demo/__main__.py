@@ -28,7 +28,7 @@ def run_episode(index: int, policy: str, task: Task, *, cellular: bool) -> tg.Tr
     phone = Phone(
         [p for p in _PEOPLE if task.kind != "add" or p[0] != task.name], cellular=cellular
     )
-    guard = tg.Guard(state=phone, rejection="return")
+    guard = tg.Guard(state=phone)
     build_tools(phone, guard)
     labels = {
         "model": "scripted",
@@ -36,7 +36,7 @@ def run_episode(index: int, policy: str, task: Task, *, cellular: bool) -> tg.Tr
         "dataset": "demo",
         "task": f"{task.kind}:{task.name}",
     }
-    with tg.trajectory(f"demo-{index:03d}", labels=labels, user_input=task.user_input) as traj:
+    with guard.trajectory(f"demo-{index:03d}", labels=labels, user_input=task.user_input) as traj:
         POLICIES[policy](as_model_call(guard), task)
         traj.success = _achieved(phone, task)
     return traj

@@ -36,7 +36,7 @@ def _rejected(result: Any) -> bool:
 
 def _first_id(result: Any) -> str | None:
     if isinstance(result, list) and result:
-        return result[0].id
+        return str(result[0].id)
     return None
 
 

@@ -80,8 +80,7 @@ def build_tools(phone: Phone, guard: tg.Guard) -> dict[str, object]:
                 "cellular_on", lambda state: state.cellular, "cellular service must be on"
             )
         ],
-        error_result=lambda result: isinstance(result, dict) and "error" in result,
-        replace=True,
+        replace=True,  # its {"error": ...} answers are the guard's default error result
     )
     def send_message(contact_id: str, text: str) -> dict[str, str]:
         """Send a text message to a contact."""

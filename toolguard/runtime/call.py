@@ -10,7 +10,6 @@ entry point of the guard goes through here, so they all produce the same spans a
 from __future__ import annotations
 
 import logging
-import time
 from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -113,7 +112,7 @@ class PendingCall:
                 if step is None:
                     step = traj.step_for(call_id)
                 if traj._registry is not None:
-                    traj.last_active = time.monotonic()
+                    traj._registry.touch(traj)
         self.traj = traj
         self.step = step
         self.mode = (tool.spec.mode if tool is not None else None) or guard.mode

@@ -5,9 +5,12 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider as SDKTracerProvider
 
 logger = logging.getLogger("toolguard")
 
@@ -18,14 +21,14 @@ logger = logging.getLogger("toolguard")
 DEFAULT_MAX_QUEUE_SIZE = 2_000_000
 DEFAULT_SCHEDULE_DELAY_MS = 200
 DEFAULT_MAX_EXPORT_BATCH = 2048
-_configured: dict[str, trace.TracerProvider] = {}
+_configured: dict[str, SDKTracerProvider] = {}
 
 
 def setup_file_export(
     path: str | os.PathLike[str] = "toolguard-spans.jsonl",
     *,
     service_name: str | None = None,
-) -> trace.TracerProvider:
+) -> SDKTracerProvider:
     """Send spans to an OTLP JSON Lines file (the official file exporter), losing none.
 
     Honours the standard environment: with ``OTEL_TRACES_EXPORTER`` set (``otlp``,
@@ -44,13 +47,28 @@ def setup_file_export(
     if key in _configured:
         # A second set-up for the same file would add a second processor: every span twice.
         return _configured[key]
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
+    current = trace.get_tracer_provider()
+    if isinstance(current, TracerProvider):
+        provider = current
+    else:
         resource = Resource.create({"service.name": service_name} if service_name else {})
         provider = TracerProvider(resource=resource)
         trace.set_tracer_provider(provider)
     for exporter in _exporters(path):
-        processor = BatchSpanProcessor(exporter, **_batch_settings())
+        # None lets the SDK read the OTEL_BSP_* variable the user set.
+        env = os.environ
+        processor = BatchSpanProcessor(
+            exporter,
+            max_queue_size=None
+            if "OTEL_BSP_MAX_QUEUE_SIZE" in env
+            else DEFAULT_MAX_QUEUE_SIZE,
+            schedule_delay_millis=None
+            if "OTEL_BSP_SCHEDULE_DELAY" in env
+            else DEFAULT_SCHEDULE_DELAY_MS,
+            max_export_batch_size=None
+            if "OTEL_BSP_MAX_EXPORT_BATCH_SIZE" in env
+            else DEFAULT_MAX_EXPORT_BATCH,
+        )
         provider.add_span_processor(processor)
     # Registered after the provider's own shutdown hook, so it runs first (atexit is LIFO):
     # an unbounded flush, where the SDK's shutdown would give up after 30 s.
@@ -79,17 +97,6 @@ def _exporters(path: str | os.PathLike[str]) -> list[Any]:
             )
         exporters.append(found[name].load()())
     return exporters
-
-
-def _batch_settings() -> dict[str, int]:
-    settings: dict[str, int] = {}
-    if "OTEL_BSP_MAX_QUEUE_SIZE" not in os.environ:
-        settings["max_queue_size"] = DEFAULT_MAX_QUEUE_SIZE
-    if "OTEL_BSP_SCHEDULE_DELAY" not in os.environ:
-        settings["schedule_delay_millis"] = DEFAULT_SCHEDULE_DELAY_MS
-    if "OTEL_BSP_MAX_EXPORT_BATCH_SIZE" not in os.environ:
-        settings["max_export_batch_size"] = DEFAULT_MAX_EXPORT_BATCH
-    return settings
 
 
 def _flush(provider: Any) -> None:

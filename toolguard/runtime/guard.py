@@ -122,11 +122,11 @@ class Guard:
         if _is_unbound_method(fn):
             # Decorated in a class body: guarded on every instance, but there is no instance
             # to dispatch to by name (use guard.proxy(obj) or guard.register(obj.method)).
-            return wrapper  # type: ignore[return-value]
+            return wrapper
         if hasattr(fn, "__self__") and spec.name is None:
             replace = True  # a bound method: a later instance of the class takes the name
         self._add(tool, wrapper, replace)
-        return wrapper  # type: ignore[return-value]
+        return wrapper
 
     def declare(
         self, name: str, spec: ToolSpec | None = None, *, replace: bool = False, **options: Any
@@ -347,7 +347,7 @@ class Guard:
         traj = trajectory or current_trajectory()
         steps = [traj.next_step() if traj is not None else None for _ in calls]
         results = [
-            self._dispatch(c[0], c[1], c[2] if len(c) > 2 else None, traj, s)  # type: ignore[misc]
+            self._dispatch(c[0], c[1], c[2] if len(c) > 2 else None, traj, s)
             for c, s in zip(calls, steps, strict=True)
         ]
         # Like acall: a rejection comes back as a value; a BaseException propagates.

@@ -189,7 +189,7 @@ def from_json_schema(tool: str, schema: Mapping[str, Any]) -> ArgumentSchema:
         raise ToolDefinitionError(f"tool {tool!r}: json_schema must be a mapping")
     cls = validators.validator_for(schema)
     try:
-        cls.check_schema(schema)
+        cls.check_schema(dict(schema))
     except exceptions.SchemaError as exc:
         path = "/".join(str(p) for p in exc.path) or "(root)"
         raise ToolDefinitionError(

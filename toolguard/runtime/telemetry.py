@@ -62,14 +62,12 @@ def start_call_span(tracer: Tracer, tool: str, reuse_framework_span: bool = Fals
     with tracing off (benchmarks/overhead.py). A trajectory's span, which is always made
     current, keeps going through `start_span`.
     """
-    kind = type(tracer)
+    kind: type[object] = type(tracer)
     if kind is ProxyTracer:
         # The default tracer follows the global provider: a no-op one until the user installs
         # an SDK. Asked on every call, so a provider installed later is picked up at once.
-        try:
-            kind = type(tracer._tracer)  # what ProxyTracer.start_span itself delegates to
-        except Exception:
-            kind = None
+        # What ProxyTracer.start_span itself delegates to.
+        kind = type(getattr(tracer, "_tracer", None))
     if kind is NoOpTracer:
         return INVALID_SPAN
     name = contract.call_span_name(tool)

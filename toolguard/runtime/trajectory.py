@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
@@ -332,11 +332,17 @@ class TrajectoryRegistry:
     least recently used), and one idle (no call, no lookup) for ``idle_timeout`` seconds is
     ended when the registry is next used. An ended trajectory writes its summary span."""
 
-    def __init__(self, max_live: int = 10_000, idle_timeout: float | None = 3600.0) -> None:
+    def __init__(
+        self,
+        max_live: int = 10_000,
+        idle_timeout: float | None = 3600.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if max_live < 1:
             raise ValueError("max_live must be at least 1")
         self.max_live = max_live
         self.idle_timeout = idle_timeout
+        self.clock = clock
         self._live: OrderedDict[str, Trajectory] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -350,6 +356,7 @@ class TrajectoryRegistry:
                 evicted.append(old)
             self._live[key] = traj
             traj._registry, traj._key = self, key
+            traj.last_active = self.clock()
             while len(self._live) > self.max_live:
                 evicted.append(self._live.popitem(last=False)[1])
         self._end(evicted, "evicted: more than max_live trajectories")
@@ -360,9 +367,12 @@ class TrajectoryRegistry:
             traj = self._live.get(key)
             if traj is not None:
                 self._live.move_to_end(key)
-                traj.last_active = time.monotonic()
+                traj.last_active = self.clock()
         self._end(evicted, "expired: idle longer than idle_timeout")
         return traj
+
+    def touch(self, traj: Trajectory) -> None:
+        traj.last_active = self.clock()
 
     def __len__(self) -> int:
         return len(self._live)
@@ -375,7 +385,7 @@ class TrajectoryRegistry:
     def _expire(self) -> list[Trajectory]:
         if self.idle_timeout is None:
             return []
-        cutoff = time.monotonic() - self.idle_timeout
+        cutoff = self.clock() - self.idle_timeout
         with self._lock:
             stale = [k for k, t in self._live.items() if t.last_active < cutoff]
             return [self._live.pop(k) for k in stale]

@@ -30,7 +30,7 @@ class GuardedFunction(Protocol, Generic[P, R]):
     def toolguard_tool(self) -> Tool: ...
 
 
-class GuardedTool(wrapt.FunctionWrapper):  # type: ignore[misc]
+class GuardedTool(wrapt.FunctionWrapper):  # type: ignore[type-arg]
     """A wrapt wrapper: keeps the signature; works for functions, methods and async ones."""
 
     def __init__(
@@ -120,7 +120,7 @@ async def _raise_async(rejection: Any) -> Any:
     raise ToolCallRejected(rejection)
 
 
-class GuardedProxy(wrapt.ObjectProxy):  # type: ignore[misc]
+class GuardedProxy(wrapt.ObjectProxy):  # type: ignore[type-arg]
     """Guards chosen methods of an existing object without editing its class."""
 
     def __init__(self, wrapped: Any, tools: Mapping[str, GuardedTool]) -> None:
