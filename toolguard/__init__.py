@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ._errors import ToolCallRejected, ToolDefinitionError, ToolGuardError, UsageError
 from .runtime.call import PendingCall
 from .runtime.conditions import Postcondition, Precondition
+from .runtime.contract_file import Contract, ContractFileError, load_contract
 from .runtime.export import setup_file_export
 from .runtime.guard import Guard
 from .runtime.tool import Grounded, Ref, Tool, ToolSpec
@@ -58,6 +59,8 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "Contract",
+    "ContractFileError",
     "Failure",
     "Grounded",
     "Guard",
@@ -84,6 +87,7 @@ __all__ = [
     "compute_metrics",
     "current_trajectory",
     "join_outcomes",
+    "load_contract",
     "load_outcomes",
     "plot_report",
     "read_records",

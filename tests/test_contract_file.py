@@ -1,0 +1,115 @@
+"""Declarative contract files: what they declare, and errors that name file, tool and key."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import toolguard as tg
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+GIT_LOG = """Commit history:
+Commit: '3f2a9c1d4e5b6a7980123456789abcdef0123456'
+Author: A <a@example.com>
+Message: first
+
+Commit: 'b7e4d2c1a0f9e8d7c6b5a4938271605f4e3d2c1b'
+Author: B <b@example.com>
+Message: second
+"""
+
+CONTRACT = """
+mode = "block"
+
+[tools.git_log]
+produces = { "regex:Commit: '([0-9a-f]{40})'" = "commit" }
+
+[tools.git_show]
+refs = { revision = "commit" }
+
+[tools.send]
+grounded = ["to"]
+mode = "log"
+preconditions = [
+  { id = "short", predicate = "contract_rules:short_message", message = "at most 20 chars" },
+]
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "contract.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_contract_file_declares_what_the_decorator_would(otel, tmp_path: Path) -> None:
+    contract = tg.load_contract(write(tmp_path, CONTRACT))
+    guard = otel.guard(mode=contract.mode)
+    server_tools = {
+        "git_log": {"type": "object", "properties": {"repo_path": {"type": "string"}}},
+        "git_show": {"type": "object", "properties": {"revision": {"type": "string"}}},
+        "send": {
+            "type": "object",
+            "properties": {"to": {"type": "string"}, "text": {"type": "string"}},
+        },
+        "git_status": {"type": "object"},
+    }
+    assert contract.unknown_tools(server_tools) == []
+    for name, schema in server_tools.items():
+        guard.declare(name, contract.spec_for(name, schema))
+    with guard.trajectory("git", user_input="send it to ana") as traj:
+        guard.check("git_log", {"repo_path": "."}).finish(GIT_LOG)
+        ok = guard.check("git_show", {"revision": "b7e4d2c1a0f9e8d7c6b5a4938271605f4e3d2c1b"})
+        assert ok.rejection is None
+        ok.finish("diff ...")
+        invented = guard.check("git_show", {"revision": "deadbeef" * 5})
+        assert invented.rejection is not None and invented.rejection.cause == "dependency"
+        logged = guard.check("send", {"to": "bob", "text": "x" * 30})
+        assert logged.rejection is None  # the tool's mode is log: it runs, recorded as logged
+        logged.finish("sent")
+    assert sorted(traj.live_values("commit")) == sorted(
+        ["3f2a9c1d4e5b6a7980123456789abcdef0123456", "b7e4d2c1a0f9e8d7c6b5a4938271605f4e3d2c1b"]
+    )
+    last = traj.verdicts[-1]
+    assert last.decision == "logged"
+    assert last.failed_checks == ("precondition.short", "information.to")
+
+
+def test_contract_names_a_tool_the_server_does_not_offer(tmp_path: Path) -> None:
+    contract = tg.load_contract(write(tmp_path, CONTRACT))
+    assert contract.unknown_tools(["git_log", "send"]) == ["git_show"]
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("mode = 'warn'", ["contract.toml", "mode", "warn"]),
+        ("colour = 1", ["contract.toml", "colour"]),
+        ("[tools.t]\nrefs = ['x']", ["contract.toml", "'t'", "'refs'"]),
+        ("[tools.t]\nrequires = { x = 'y' }", ["'t'", "'requires'", "unknown key"]),
+        ("[tools.t]\nproduces = { 'regex:(' = 'k' }", ["'t'", "'produces'", "regular expression"]),
+        ("[tools.t]\ngrounded = 'x'", ["'t'", "'grounded'"]),
+        ("[tools.t]\nmode = 'strict'", ["'t'", "'mode'"]),
+        ("[tools.t]\npreconditions = [{ id = 'p' }]", ["'t'", "'preconditions'", "'p'"]),
+        ("[tools.t]\npreconditions = [{ id = 'p', predicate = 'nosuchmod:f' }]",
+         ["'t'", "cannot import", "nosuchmod"]),
+        ("[tools.t]\npreconditions = [{ id = 'p', predicate = 'contract_rules:NOT_CALLABLE' }]",
+         ["'t'", "not callable"]),
+        ("[tools.t\n", ["contract.toml", "not valid TOML"]),
+    ],
+)  # fmt: skip
+def test_a_malformed_contract_file_names_file_tool_and_key(
+    tmp_path: Path, text: str, names: list[str]
+) -> None:
+    with pytest.raises(tg.ContractFileError) as info:
+        tg.load_contract(write(tmp_path, text))
+    for name in names:
+        assert name in str(info.value)
+
+
+def test_a_missing_contract_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(tg.ContractFileError, match="no such contract file"):
+        tg.load_contract(tmp_path / "absent.toml")

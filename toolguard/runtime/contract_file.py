@@ -1,0 +1,233 @@
+"""Declarative contracts: a TOML file that says, per tool, what the decorator's options say.
+
+For tools whose code the user cannot change (an MCP server behind ``toolguard mcp-proxy``,
+recorded runs replayed by ``toolguard replay``). The file::
+
+    mode = "block"                         # the default for every tool ("block" or "log")
+
+    [tools.git_show]
+    refs = { revision = "commit" }          # argument (or "arg.field", "arg[].field") -> kind
+    mode = "log"
+
+    [tools.git_log]
+    produces = { "regex:Commit: '?([0-9a-f]{7,40})" = "commit" }   # place in the result -> kind
+
+    [tools.git_checkout]
+    refs = { branch_name = "branch" }
+    grounded = ["repo_path"]
+    preconditions = [
+        { id = "clean_tree", predicate = "my_rules:tree_is_clean", message = "commit first" },
+    ]
+
+Places in ``produces`` are those of :class:`ToolSpec` (a key name found anywhere, a path such
+as ``items[].id``, ``$`` for the whole result) plus ``regex:PATTERN``: every match of the
+pattern (its first group, if it has one) in the result's text, for tools that answer in prose.
+A predicate is named by import path (``module:function``); nothing in the file is evaluated.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import ToolGuardError
+from .conditions import Postcondition, Precondition
+from .tool import ToolSpec
+
+_TOOL_KEYS = frozenset(
+    {
+        "description",
+        "json_schema",
+        "refs",
+        "produces",
+        "invalidates",
+        "grounded",
+        "preconditions",
+        "postconditions",
+        "mode",
+    }
+)
+_TOP_KEYS = frozenset({"mode", "tools"})
+REGEX_PREFIX = "regex:"
+
+
+class ContractFileError(ToolGuardError, ValueError):
+    """A contract file that cannot be used; the message names the file, the tool and the key."""
+
+
+@dataclass
+class Contract:
+    """A loaded contract file: the default mode and one :class:`ToolSpec` per tool."""
+
+    path: str
+    mode: str = "block"
+    tools: dict[str, ToolSpec] = field(default_factory=dict)
+
+    def spec_for(self, name: str, json_schema: Mapping[str, Any] | None = None) -> ToolSpec:
+        """The tool's spec with ``json_schema`` (the server's own) unless the file gave one."""
+        base = self.tools.get(name)
+        if base is None:
+            return ToolSpec(name=name, json_schema=json_schema or {"type": "object"})
+        schema = base.json_schema if base.json_schema is not None else json_schema
+        return ToolSpec(
+            name=name,
+            description=base.description,
+            json_schema=schema or {"type": "object"},
+            refs=dict(base.refs),
+            produces=dict(base.produces),
+            invalidates=dict(base.invalidates),
+            grounded=list(base.grounded),
+            preconditions=list(base.preconditions),
+            postconditions=list(base.postconditions),
+            mode=base.mode,
+        )
+
+    def unknown_tools(self, offered: Iterable[str]) -> list[str]:
+        """Tools the file names that ``offered`` (a server's tool list) does not have."""
+        names = set(offered)
+        return sorted(t for t in self.tools if t not in names)
+
+
+def load_contract(path: str | os.PathLike[str]) -> Contract:
+    """Read and validate a contract file; a :class:`ContractFileError` says what is wrong."""
+    where = os.fspath(path)
+    try:
+        with open(where, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ContractFileError(f"{where}: no such contract file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ContractFileError(f"{where}: not valid TOML: {exc}") from None
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise ContractFileError(
+            f"{where}: unknown top-level key {unknown[0]!r} (known: mode, [tools.NAME])"
+        )
+    mode = data.get("mode", "block")
+    if mode not in ("block", "log"):
+        raise ContractFileError(f"{where}: mode must be 'block' or 'log', not {mode!r}")
+    tools = data.get("tools", {})
+    if not isinstance(tools, dict):
+        raise ContractFileError(f"{where}: 'tools' must be tables [tools.NAME]")
+    contract = Contract(where, mode)
+    for name, table in tools.items():
+        contract.tools[name] = _tool_spec(where, name, table)
+    return contract
+
+
+def _tool_spec(where: str, name: str, table: Any) -> ToolSpec:
+    def fail(key: str, what: str) -> ContractFileError:
+        return ContractFileError(f"{where}: tool {name!r}, key {key!r}: {what}")
+
+    if not isinstance(table, dict):
+        raise ContractFileError(f"{where}: tool {name!r} must be a table [tools.{name}]")
+    unknown = sorted(set(table) - _TOOL_KEYS)
+    if unknown:
+        raise fail(unknown[0], f"unknown key (known: {', '.join(sorted(_TOOL_KEYS))})")
+    for key in ("refs", "invalidates", "produces"):
+        value = table.get(key, {})
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and v for k, v in value.items()
+        ):
+            raise fail(key, "must be a table of place = \"kind\" strings")
+    grounded = table.get("grounded", [])
+    if not isinstance(grounded, list) or not all(isinstance(g, str) for g in grounded):
+        raise fail("grounded", "must be a list of argument names")
+    mode = table.get("mode")
+    if mode not in (None, "block", "log"):
+        raise fail("mode", f"must be 'block' or 'log', not {mode!r}")
+    schema = table.get("json_schema")
+    if schema is not None and not isinstance(schema, dict):
+        raise fail("json_schema", "must be a table (a JSON Schema object)")
+    produces: dict[Any, str] = {}
+    for place, kind in table.get("produces", {}).items():
+        if place.startswith(REGEX_PREFIX):
+            try:
+                produces[_regex_finder(place[len(REGEX_PREFIX) :])] = kind
+            except re.error as exc:
+                raise fail("produces", f"bad regular expression {place!r}: {exc}") from None
+        else:
+            produces[place] = kind
+    return ToolSpec(
+        name=name,
+        description=table.get("description"),
+        json_schema=schema,
+        refs=dict(table.get("refs", {})),
+        produces=produces,
+        invalidates=dict(table.get("invalidates", {})),
+        grounded=list(grounded),
+        preconditions=[
+            Precondition(*_condition(c, fail, "preconditions"))
+            for c in _conditions(table, "preconditions", fail)
+        ],
+        postconditions=[
+            Postcondition(*_condition(c, fail, "postconditions"))
+            for c in _conditions(table, "postconditions", fail)
+        ],
+        mode=mode,
+    )
+
+
+def _conditions(
+    table: Mapping[str, Any], key: str, fail: Callable[[str, str], ContractFileError]
+) -> list[dict[str, Any]]:
+    items = table.get(key, [])
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise fail(key, "must be a list of { id = ..., predicate = \"module:function\" } tables")
+    return items
+
+
+def _condition(
+    item: Mapping[str, Any], fail: Callable[[str, str], ContractFileError], key: str
+) -> tuple[str, Callable[..., Any], str]:
+    """(id, predicate, message) of one condition table."""
+    extra = sorted(set(item) - {"id", "predicate", "message"})
+    if extra:
+        raise fail(key, f"unknown key {extra[0]!r} in a condition (known: id, predicate, message)")
+    cid, target, message = item.get("id"), item.get("predicate"), item.get("message", "")
+    if not isinstance(cid, str) or not cid:
+        raise fail(key, "every condition needs an id (a non-empty string)")
+    if not isinstance(target, str) or ":" not in target:
+        raise fail(key, f"condition {cid!r}: predicate must be 'module:function', not {target!r}")
+    module_name, _, attr = target.partition(":")
+    try:
+        predicate = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise fail(key, f"condition {cid!r}: cannot import {target!r}: {exc}") from None
+    if not callable(predicate):
+        raise fail(key, f"condition {cid!r}: {target!r} is not callable")
+    return cid, predicate, str(message)
+
+
+def _regex_finder(pattern: str) -> Callable[[Any], list[str]]:
+    compiled = re.compile(pattern)
+
+    def find(result: Any) -> list[str]:
+        found = []
+        for text in _texts(result):
+            for match in compiled.finditer(text):
+                found.append(match.group(1) if compiled.groups else match.group(0))
+        return found
+
+    find.__qualname__ = f"regex({pattern!r})"
+    return find
+
+
+def _texts(value: Any, depth: int = 0) -> Iterable[str]:
+    """The text inside a result: a string, or the strings of a list / mapping of them (an MCP
+    result's content blocks, say)."""
+    if depth > 20:
+        return
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from _texts(v, depth + 1)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _texts(v, depth + 1)
