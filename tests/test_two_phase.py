@@ -503,3 +503,17 @@ def test_bad_input_to_the_dispatch_entry_points_is_a_clear_error(otel) -> None:
         guard.declare("external", json_schema={"type": "object"})
         guard.call("external", {})
     assert otel.call_spans()[-1].attributes["toolguard.decision"] == "cancelled"
+
+
+def test_steps_assigned_by_another_process_are_kept(otel) -> None:
+    guard = otel.guard()
+    guard.declare("op", json_schema={"type": "object"})
+    with guard.trajectory("remote") as traj:
+        # The host ran steps 1-3 itself and sends step 4 and 6 with the calls it forwards.
+        assert traj.reserve({"c4": 4, "c6": 6}) == [4, 6]
+        guard.check("op", {}, call_id="c6").finish(1)
+        guard.check("op", {}, call_id="c4").finish(1)
+        assert guard.check("op", {}).step == 7  # the next free step follows the largest
+        with pytest.raises(tg.UsageError, match="int >= 1"):
+            traj.reserve({"c0": 0})
+    assert traj.length == 7

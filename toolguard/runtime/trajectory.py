@@ -6,7 +6,6 @@ asyncio tasks never see each other's steps or bindings.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
@@ -76,8 +75,7 @@ class Trajectory:
         self.conversation_id = conversation_id
         self.success: bool | None = None
         self._tracer = tracer or tel.get_tracer()
-        self._steps = itertools.count(1)  # next() on a count is atomic under the GIL
-        self._length = 0
+        self._length = 0  # the largest step taken: the next free one is one more
         self._lock = threading.Lock()
         self._first_error: tuple[int, str] | None = None
         # In emission order only when calls finish in it; sort by step for parallel calls.
@@ -102,28 +100,38 @@ class Trajectory:
     # -- steps and verdicts ------------------------------------------------------------------
     def next_step(self) -> int:
         """Take the next step number (emission order)."""
-        step = next(self._steps)
         with self._lock:
-            self._length = max(self._length, step)
-        return step
+            self._length += 1
+            return self._length
 
-    def reserve(self, call_ids: Iterable[str]) -> list[int]:
+    def reserve(self, call_ids: Iterable[str] | Mapping[str, int]) -> list[int]:
         """Reserve steps for one model turn's calls, in the order the model emitted them.
 
         A later check carrying one of these ``call_id``s takes its reserved step, whatever
-        order the framework starts or finishes the calls in. Returns the steps.
+        order the framework starts or finishes the calls in. A mapping ``{call_id: step}``
+        reserves the steps another process assigned (a host that sent them in MCP ``_meta``).
+        Returns the steps.
         """
+        given = dict(call_ids) if isinstance(call_ids, Mapping) else None
         ids = list(call_ids)
         for call_id in ids:
             if not isinstance(call_id, str):
                 raise UsageError(f"reserve() takes call ids (strings), got {call_id!r}")
+        if given is not None:
+            for call_id, step in given.items():
+                if isinstance(step, bool) or not isinstance(step, int) or step < 1:
+                    raise UsageError(f"reserve(): the step of {call_id!r} must be an int >= 1")
         with self._lock:
             steps = []
             for call_id in ids:
                 step = self._reserved.get(call_id)
-                if step is None:  # reserving the same id twice keeps its first step
-                    step = next(self._steps)
+                if given is not None:
+                    step = given[call_id]
                     self._length = max(self._length, step)
+                    self._reserved[call_id] = step
+                elif step is None:  # reserving the same id twice keeps its first step
+                    self._length += 1
+                    step = self._length
                     self._reserved[call_id] = step
                 steps.append(step)
         return steps
