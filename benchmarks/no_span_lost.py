@@ -36,7 +36,8 @@ def run_agents(calls: int, trajectories: int, seed: int) -> tuple[list[Trajector
     """Drive the guard like many short agent episodes; some calls are invalid on purpose, so
     every cause-free and failing path writes spans. Returns the in-process records."""
     rng = random.Random(seed)
-    guard = tg.Guard(state=w.Bank(), rejection="return")
+    # guard.call returns a Rejection for a blocked call: the loop goes on, as an agent would
+    guard = tg.Guard(state=w.Bank())
     guard.register(w.transfer, **w.tool_options())
     guard.register(w.receipts(), name="open_account", produces={"receipt_id": "account_id"})
     per = calls // trajectories

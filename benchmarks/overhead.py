@@ -103,10 +103,17 @@ def first(prepare: Callable[[], Any], case: Case) -> Case:
 
 
 def guarded_case(
-    fn: Callable[..., Any], provider: Any, kwargs: dict[str, Any], calls_per_traj: int = CHUNK
+    fn: Callable[..., Any],
+    provider: Any,
+    kwargs: dict[str, Any],
+    calls_per_traj: int = CHUNK,
+    *,
+    blocked: bool = False,
 ) -> Case:
     """Calls inside trajectories of realistic length; opening and closing them is not timed,
-    like the gaps between the chunks of the other cases."""
+    like the gaps between the chunks of the other cases. ``blocked``: every call is rejected,
+    and a guarded function called directly raises ToolCallRejected: caught the way a caller
+    writes it, as the invalid validate_call case catches pydantic's ValidationError."""
 
     def run(n: int) -> float:
         elapsed = 0.0
@@ -117,8 +124,15 @@ def guarded_case(
                 traj.bind("account_id", w.ACCOUNT)
                 traj.bind("account_id", "acc-closed")
                 start = time.perf_counter()
-                for _ in range(k):
-                    fn(**kwargs)
+                if blocked:
+                    for _ in range(k):
+                        try:  # noqa: SIM105 - as in invalid_case
+                            fn(**kwargs)
+                        except tg.ToolCallRejected:
+                            pass
+                else:
+                    for _ in range(k):
+                        fn(**kwargs)
                 elapsed += time.perf_counter() - start
             done += k
         return elapsed
@@ -164,7 +178,7 @@ def build_cases(tmp: Path) -> tuple[dict[str, Case], dict[str, int], Callable[[]
     file_provider = tg.setup_file_export(tmp / "spans.jsonl")
 
     def guard(provider: Any, **options: Any) -> Any:
-        g = tg.Guard(state=w.Bank(), tracer_provider=provider, rejection="return", **options)
+        g = tg.Guard(state=w.Bank(), tracer_provider=provider, **options)
         return g, g.register(w.transfer, **w.tool_options())
 
     g_off, tg_off = guard(off)
@@ -188,7 +202,7 @@ def build_cases(tmp: Path) -> tuple[dict[str, Case], dict[str, int], Callable[[]
         "toolguard file": first(
             file_provider.force_flush, guarded_case(tg_file, file_provider, w.ARGS)
         ),
-        "toolguard off, blocked": guarded_case(tg_off, off, w.CLOSED_ARGS),
+        "toolguard off, blocked": guarded_case(tg_off, off, w.CLOSED_ARGS, blocked=True),
         "validate_call, invalid": invalid_case(vc),
     }
     cases["toolguard off, by name"] = by_name(g_off, off)

@@ -9,7 +9,6 @@ guard flags before execution is one that ``block`` mode would have stopped.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import re
 from dataclasses import dataclass
@@ -109,7 +108,7 @@ class Harness:
         success: bool | None = None,
     ) -> GuardedRun:
         env = Environment(task)
-        guard = tg.Guard(mode="log", rejection="return", tracer_provider=self.provider)
+        guard = tg.Guard(mode="log", tracer_provider=self.provider)
         proxied: set[tuple[str, str]] = set()
 
         def offer(turn: int) -> None:
@@ -141,10 +140,9 @@ class Harness:
                             traj.bind(kind, value)
                 for call in by_turn.get(turn, []):
                     kwargs = copy.deepcopy(env.normalise(call))
-                    # Log mode re-raises the backend's exception after its span recorded it
-                    # as state_consistency; the replay goes on, as BFCL's executor does.
-                    with contextlib.suppress(Exception):
-                        guard.call(call.name, kwargs)
+                    # A backend's exception comes back as a Rejection (its span records it as
+                    # state_consistency); the replay goes on, as BFCL's executor does.
+                    guard.call(call.name, kwargs)
             traj.success = success
             fed, cause = traj.first_error_depth, traj.first_error_cause
         return GuardedRun(self._verdicts(trajectory_id), fed, cause)

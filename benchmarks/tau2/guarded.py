@@ -3,8 +3,9 @@
 Each tool is registered by name with tau2's own parameter schema (``Tool.openai_schema``)
 and runs through ``Environment.get_response``, so the environment's rejection
 (``error=True``, from a tool's ``ValueError``) becomes a raised exception the guard records
-as ``state_consistency``. The guard blocks (``mode="block"``) and returns a Rejection
-(``rejection="return"``) so the replay goes on after a refused call, as an agent would.
+as ``state_consistency``. The guard blocks (``mode="block"``); calls are dispatched with
+``guard.call``, which returns a Rejection for a refused call (and for a tool that raised), so
+the replay goes on after it, as an agent would.
 """
 
 from __future__ import annotations
@@ -69,7 +70,9 @@ def _strict(schema: dict[str, Any]) -> dict[str, Any]:
 def domain_guard(domain: str) -> tuple[tg.Guard, Live]:
     """One guard per domain and process; ``live.env`` is swapped for every replay."""
     live = Live()
-    guard = tg.Guard(mode="block", state=live, rejection="return")
+    # tau2 says a call failed with error=True only (the runner raises then): a result that
+    # happens to hold an "error" key is no rejection, so the guard's default reader is off.
+    guard = tg.Guard(mode="block", state=live, error_result=None)
     specs = SPECS[domain]
     for name, fn_schema in openai_schemas(domain).items():
         guard.register(
