@@ -1,0 +1,310 @@
+"""Raw tool calling without an agent framework: run a model turn's tool calls through a guard.
+
+One helper per wire format, each with an ``async`` twin, each returning the items to append
+to the conversation (an empty list when the model called no tool, so the loop can stop):
+
+- OpenAI Chat Completions: ``run_openai_tool_calls`` -> ``{"role": "tool", ...}`` messages;
+- OpenAI Responses: ``run_openai_response_calls`` -> ``function_call_output`` items;
+- Anthropic Messages: ``run_anthropic_tool_uses`` -> one user message of ``tool_result``
+  blocks.
+
+The SDKs are never imported (the package imports no agent framework or client): the
+responses are read by duck typing, so the SDK's objects and their JSON (plain dicts) both
+work. The tools are the guard's (``@guard.tool``, ``guard.register``), run by name.
+
+Wrap the loop in ``with guard.trajectory(...)`` (or pass ``trajectory=``): that is the
+episode, and the dependency and information checks need it. A turn's calls take the next
+steps in the order the model emitted them, reserved by call id before any runs, so the async
+twins may finish them in any order. A rejected call (and a tool that raised) comes back as
+the guard's message for the model to read; nothing is raised into the loop for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .._errors import UsageError
+from .guard import Guard
+from .trajectory import Trajectory, current_trajectory
+from .verdict import Rejection
+
+Serializer = Callable[[Any], str]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Call:
+    id: str | None
+    name: str
+    arguments: Any  # JSON text (OpenAI) or a mapping (Anthropic)
+    echo: dict[str, Any]  # fields the reply must repeat to pair with the call
+
+
+# -- OpenAI Chat Completions ----------------------------------------------------------------
+def run_openai_tool_calls(
+    guard: Guard,
+    completion: Any,
+    *,
+    trajectory: Trajectory | None = None,
+    serialize: Serializer | None = None,
+) -> list[dict[str, Any]]:
+    """Run the tool calls of a chat completion (``ChatCompletion``, its
+    ``choices[0].message``, or the JSON of either) and return the ``{"role": "tool",
+    "tool_call_id": ..., "content": ...}`` messages to append, in the model's order.
+
+    ``content`` is a ``str`` result as it is, any other result as JSON (``serialize``
+    replaces that), and ``str(rejection)`` for a rejected call or a tool that raised.
+    Function calls only: calls of custom tools are left to the caller.
+    """
+    calls = _chat_calls(completion)
+    results = _run(guard, calls, trajectory)
+    return [_chat_reply(c, r, serialize) for c, r in zip(calls, results, strict=True)]
+
+
+async def arun_openai_tool_calls(
+    guard: Guard,
+    completion: Any,
+    *,
+    trajectory: Trajectory | None = None,
+    serialize: Serializer | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`run_openai_tool_calls` running the turn's calls concurrently (async tools
+    overlap; sync tools run inline); steps and replies stay in the model's order."""
+    calls = _chat_calls(completion)
+    results = await _arun(guard, calls, trajectory)
+    return [_chat_reply(c, r, serialize) for c, r in zip(calls, results, strict=True)]
+
+
+def _chat_calls(completion: Any) -> list[_Call]:
+    message = completion
+    choices = _field(completion, "choices")
+    if choices is not None:
+        # The first choice: with n > 1 the caller picks one and passes its message.
+        message = _field(choices[0], "message") if choices else None
+    elif not _has(completion, "tool_calls") and not (
+        # The JSON of a final answer may omit tool_calls; Anthropic's and the Responses
+        # API's messages carry a "type", chat messages do not.
+        isinstance(completion, Mapping)
+        and completion.get("role") == "assistant"
+        and "type" not in completion
+    ):
+        raise _shape_error("run_openai_tool_calls", "a chat completion or its message", completion)
+    calls = []
+    for call in _field(message, "tool_calls") or ():
+        function = _field(call, "function")
+        if function is not None:
+            name, arguments = _field(function, "name"), _field(function, "arguments")
+            calls.append(_Call(_field(call, "id"), name, arguments, {}))
+    return calls
+
+
+def _chat_reply(call: _Call, result: Any, serialize: Serializer | None) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call.id, "content": _text(result, serialize)}
+
+
+# -- OpenAI Responses -----------------------------------------------------------------------
+def run_openai_response_calls(
+    guard: Guard,
+    response: Any,
+    *,
+    trajectory: Trajectory | None = None,
+    serialize: Serializer | None = None,
+) -> list[dict[str, Any]]:
+    """Run the ``function_call`` items of a Responses API ``Response`` (or of its
+    ``output`` list, or their JSON) and return the ``{"type": "function_call_output",
+    "call_id": ..., "output": ...}`` items to append to the next request's ``input``."""
+    calls = _response_calls(response)
+    results = _run(guard, calls, trajectory)
+    return [_response_reply(c, r, serialize) for c, r in zip(calls, results, strict=True)]
+
+
+async def arun_openai_response_calls(
+    guard: Guard,
+    response: Any,
+    *,
+    trajectory: Trajectory | None = None,
+    serialize: Serializer | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`run_openai_response_calls` running the turn's calls concurrently."""
+    calls = _response_calls(response)
+    results = await _arun(guard, calls, trajectory)
+    return [_response_reply(c, r, serialize) for c, r in zip(calls, results, strict=True)]
+
+
+def _response_calls(response: Any) -> list[_Call]:
+    items = _items(response, "output", "run_openai_response_calls", "a Response or its output")
+    return [
+        _Call(
+            _field(item, "call_id"),
+            _field(item, "name"),
+            _field(item, "arguments"),
+            _present(item, "namespace"),
+        )
+        for item in items
+        if _field(item, "type") == "function_call"
+    ]
+
+
+def _response_reply(call: _Call, result: Any, serialize: Serializer | None) -> dict[str, Any]:
+    return {
+        "type": "function_call_output",
+        "call_id": call.id,
+        "output": _text(result, serialize),
+        **call.echo,
+    }
+
+
+# -- Anthropic Messages ---------------------------------------------------------------------
+def run_anthropic_tool_uses(
+    guard: Guard,
+    message: Any,
+    *,
+    trajectory: Trajectory | None = None,
+    serialize: Serializer | None = None,
+) -> list[dict[str, Any]]:
+    """Run the ``tool_use`` blocks of an Anthropic ``Message`` (or of its ``content``, or
+    their JSON) and return the messages to append: ``[]`` when there is none, else one
+    ``{"role": "user", "content": [{"type": "tool_result", ...}, ...]}`` whose results
+    carry ``is_error: True`` for a rejected call or a tool that raised."""
+    calls = _anthropic_calls(message)
+    return _anthropic_reply(calls, _run(guard, calls, trajectory), serialize)
+
+
+async def arun_anthropic_tool_uses(
+    guard: Guard,
+    message: Any,
+    *,
+    trajectory: Trajectory | None = None,
+    serialize: Serializer | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`run_anthropic_tool_uses` running the turn's calls concurrently."""
+    calls = _anthropic_calls(message)
+    return _anthropic_reply(calls, await _arun(guard, calls, trajectory), serialize)
+
+
+def _anthropic_calls(message: Any) -> list[_Call]:
+    blocks = _items(message, "content", "run_anthropic_tool_uses", "a Message or its content")
+    return [
+        _Call(
+            _field(block, "id"),
+            _field(block, "name"),
+            _field(block, "input"),
+            _present(block, "toolset_name"),
+        )
+        for block in blocks
+        if _field(block, "type") == "tool_use"
+    ]
+
+
+def _anthropic_reply(
+    calls: list[_Call], results: list[Any], serialize: Serializer | None
+) -> list[dict[str, Any]]:
+    if not calls:
+        return []
+    blocks = []
+    for call, result in zip(calls, results, strict=True):
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": call.id,
+            "content": _text(result, serialize),
+        }
+        if isinstance(result, Rejection):
+            block["is_error"] = True
+        blocks.append({**block, **call.echo})
+    return [{"role": "user", "content": blocks}]
+
+
+# -- running a turn -------------------------------------------------------------------------
+def _run(guard: Guard, calls: list[_Call], trajectory: Trajectory | None) -> list[Any]:
+    traj = _prepare(guard, calls, trajectory, sync=True)
+    return [guard.call(c.name, c.arguments, call_id=c.id, trajectory=traj) for c in calls]
+
+
+async def _arun(guard: Guard, calls: list[_Call], trajectory: Trajectory | None) -> list[Any]:
+    traj = _prepare(guard, calls, trajectory, sync=False)
+    # A tool's exception comes back as a Rejection value; only a cancellation (or a misuse)
+    # propagates, and gather then cancels the rest, which the guard records as cancelled.
+    return list(
+        await asyncio.gather(
+            *(guard.acall(c.name, c.arguments, call_id=c.id, trajectory=traj) for c in calls)
+        )
+    )
+
+
+def _prepare(
+    guard: Guard, calls: list[_Call], trajectory: Trajectory | None, *, sync: bool
+) -> Trajectory | None:
+    """Refuse a turn the guard cannot run before any of it runs, then reserve its steps."""
+    for call in calls:
+        try:
+            tool = guard.get_tool(call.name)
+        except (KeyError, TypeError):
+            continue  # an unknown tool: the guard rejects the call, and it counts in T
+        if not tool.has_function:
+            raise UsageError(
+                f"tool {call.name!r} is declared by contract alone, so the guard cannot run "
+                "it: register its function (guard.register / @guard.tool)"
+            )
+        if sync and tool.is_async:
+            raise UsageError(
+                f"tool {call.name!r} is async: run the turn with the async helper (arun_...)"
+            )
+    traj = trajectory if trajectory is not None else current_trajectory()
+    if traj is not None:
+        traj.reserve([c.id for c in calls if isinstance(c.id, str)])
+    return traj
+
+
+def _text(result: Any, serialize: Serializer | None) -> str:
+    if isinstance(result, Rejection):
+        return str(result)
+    if serialize is not None:
+        return serialize(result)
+    if isinstance(result, str):
+        return result
+    try:
+        return json.dumps(result, default=_jsonable, ensure_ascii=False)
+    except (TypeError, ValueError):  # keys json cannot write, a cycle: the text is enough
+        return str(result)
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "model_dump"):  # pydantic models
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    return str(value)
+
+
+# -- reading SDK objects and their JSON alike -----------------------------------------------
+def _field(obj: Any, key: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+def _has(obj: Any, key: str) -> bool:
+    return key in obj if isinstance(obj, Mapping) else hasattr(obj, key)
+
+
+def _present(obj: Any, key: str) -> dict[str, Any]:
+    value = _field(obj, key)
+    return {key: value} if value is not None else {}
+
+
+def _items(obj: Any, key: str, helper: str, expected: str) -> Sequence[Any]:
+    if _has(obj, key):
+        items = _field(obj, key)
+        return items if isinstance(items, Sequence) and not isinstance(items, str) else ()
+    if isinstance(obj, Sequence) and not isinstance(obj, str | bytes):
+        return obj
+    raise _shape_error(helper, expected, obj)
+
+
+def _shape_error(helper: str, expected: str, obj: Any) -> UsageError:
+    return UsageError(f"{helper}() takes {expected} (an SDK object or its JSON), not {obj!r:.80}")
