@@ -1,0 +1,84 @@
+"""The span file: OTLP JSON Lines, one export request per line, that stays line-aligned.
+
+The official file exporter writes through a buffered text stream: when a write fails half
+way (the disk is full), the half-written batch stays in the buffer and is glued to the next
+one, and the report stops at that line. Here each batch is one ``os.write`` of one complete
+line; a failed write is cut back off the file (or, where the file cannot be truncated, the
+next line starts on a fresh line), and the batch counts as lost.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Sequence
+
+from opentelemetry.exporter.otlp.json.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+logger = logging.getLogger("toolguard")
+
+
+class SpanFileExporter(SpanExporter):
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._lock = threading.Lock()
+        self._partial = False  # a failed write may have left half a line behind
+        self._closed = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        request = encode_spans(spans)
+        if not request.resource_spans:
+            return SpanExportResult.SUCCESS
+        line = (json.dumps(request.to_dict(), separators=(",", ":")) + "\n").encode()
+        with self._lock:
+            if self._closed:
+                return SpanExportResult.FAILURE
+            if self._partial:
+                line = b"\n" + line
+            return self._write(line)
+
+    def _write(self, line: bytes) -> SpanExportResult:
+        try:
+            start: int | None = os.lseek(self._fd, 0, os.SEEK_END)
+        except OSError:
+            start = None
+        view = memoryview(line)
+        try:
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as exc:
+            if len(view) < len(line):
+                self._partial = not _truncate(self._fd, start)
+            logger.warning(
+                "toolguard: writing %d spans to %s failed (%s); they are lost and counted",
+                line.count(b'"spanId"'),
+                self.path,
+                exc.strerror or type(exc).__name__,
+            )
+            return SpanExportResult.FAILURE
+        self._partial = False
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                os.close(self._fd)
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True  # every export is written through at once
+
+
+def _truncate(fd: int, size: int | None) -> bool:
+    if size is None:
+        return False
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        return False
+    return True
