@@ -444,13 +444,21 @@ def test_a_malformed_produces_is_a_definition_error(otel, produces, match) -> No
 
 
 @pytest.mark.parametrize("name", ["state", "instance", "args", "result"])
-def test_an_argument_named_like_a_context_value_is_a_definition_error(otel, name) -> None:
-    guard = otel.guard()
+def test_a_condition_asking_for_a_name_that_is_also_an_argument_is_a_definition_error(
+    otel, name
+) -> None:
+    guard = otel.guard(state={"ok": True})
     namespace: dict[str, Any] = {}
     exec(f"def tool({name}: str) -> str:\n    return {name}\n", namespace)
-    with pytest.raises(tg.ToolDefinitionError, match=f"'{name}'.*rename"):
-        guard.register(namespace["tool"], preconditions=[tg.Precondition("p", lambda: True)])
-    guard.register(namespace["tool"])  # without conditions nothing is ambiguous
+    ambiguous = tg.Precondition("p", eval(f"lambda {name}: True"))  # a test-made lambda
+    with pytest.raises(tg.ToolDefinitionError, match=f"'p' asks for '{name}'.*guard_state"):
+        guard.register(namespace["tool"], preconditions=[ambiguous])
+    # Unambiguous: the guard's state under a name of its own.
+    seen = []
+    clear = tg.Precondition("q", lambda guard_state: seen.append(guard_state) or True)
+    guard.register(namespace["tool"], preconditions=[clear])
+    assert guard.call("tool", {name: "x"}) == "x"
+    assert seen == [{"ok": True}]
 
 
 def test_direct_calls_raise_with_the_rejection_and_dispatch_returns_it(otel) -> None:

@@ -34,7 +34,19 @@ def test_decorated_function_runs_and_keeps_its_identity(otel):
     assert [s.name for s in otel.call_spans()] == ["execute_tool add"] * 3
 
 
-def test_type_hints_coerce_and_reject(otel):
+def test_type_hints_coerce_only_when_not_strict(otel):
+    lax = otel.guard(strict=False)
+    coerced = []
+
+    @lax.tool
+    def g(n: int) -> None:
+        coerced.append(n)
+
+    g("3")  # pydantic lax mode: "3" is an int
+    assert coerced == [3] and type(coerced[0]) is int
+
+
+def test_type_hints_reject_what_the_json_schema_rejects(otel):
     guard = otel.guard()
     seen = []
 
@@ -42,9 +54,11 @@ def test_type_hints_coerce_and_reject(otel):
     def f(n: int, tags: list[str]) -> None:
         seen.append((n, tags))
 
-    f("3", ["a"])  # pydantic lax mode: "3" is an int
+    f(3, ["a"])
+    for bad in ("3", True, 4.0):  # strict by default: the model was shown "integer"
+        with pytest.raises(tg.ToolCallRejected, match="schema"):
+            f(bad, ["a"])
     assert seen == [(3, ["a"])]
-    assert type(seen[0][0]) is int
     with pytest.raises(tg.ToolCallRejected) as info:
         f("three", ["a"])
     assert info.value.cause == "schema"
@@ -273,7 +287,7 @@ def test_schema_from_explicit_pydantic_model(otel):
     def forecast(city, days):  # no hints: the model is the schema
         return f"{city}:{days}"
 
-    assert forecast("Oslo", "3") == "Oslo:3"
+    assert forecast("Oslo", 3) == "Oslo:3"
     with pytest.raises(tg.ToolCallRejected) as info:
         forecast("Oslo", 9)
     assert info.value.check == "schema.args"

@@ -14,6 +14,14 @@ from .runtime.contract_file import Contract, ContractFileError, load_contract
 from .runtime.export import setup_file_export
 from .runtime.guard import Guard
 from .runtime.tool import Grounded, Ref, Tool, ToolSpec
+from .runtime.tool_calls import (
+    arun_anthropic_tool_uses,
+    arun_openai_response_calls,
+    arun_openai_tool_calls,
+    run_anthropic_tool_uses,
+    run_openai_response_calls,
+    run_openai_tool_calls,
+)
 from .runtime.trajectory import Trajectory, TrajectoryRegistry, current_trajectory, trajectory
 from .runtime.verdict import Failure, Rejection, Verdict
 from .runtime.wrappers import GuardedFunction
@@ -82,6 +90,9 @@ __all__ = [
     "UsageError",
     "Verdict",
     "__version__",
+    "arun_anthropic_tool_uses",
+    "arun_openai_response_calls",
+    "arun_openai_tool_calls",
     "build_report",
     "compare",
     "compute_metrics",
@@ -91,6 +102,9 @@ __all__ = [
     "load_outcomes",
     "plot_report",
     "read_records",
+    "run_anthropic_tool_uses",
+    "run_openai_response_calls",
+    "run_openai_tool_calls",
     "setup_file_export",
     "trajectory",
 ]

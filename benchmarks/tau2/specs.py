@@ -4,7 +4,8 @@
   (bound by ``bind_user_ids``), never invented;
 - ``produces``: where those ids appear in outputs (tau2 returns JSON-encoded models);
 - preconditions: the state checks the tool would otherwise fail on (the record exists, the
-  order is in the status the action needs), read from the live tau2 database before the
+  order is in the status the action needs); they ask for ``guard_state``, since retail's
+  address tools have a ``state`` argument of their own, read from the live tau2 database before the
   call runs, so a wrong id is refused without touching the environment.
 The schemas themselves come from tau2 (``Tool.openai_schema``), see ``guarded.py``.
 """
@@ -53,34 +54,38 @@ def _dict_values(result: Any) -> Iterable[Any]:
 P = tg.Precondition
 
 # -- airline ---------------------------------------------------------------------------------
-USER_EXISTS = P("user_exists", lambda state, user_id: user_id in state.db.users, "no such user")
+USER_EXISTS = P(
+    "user_exists", lambda guard_state, user_id: user_id in guard_state.db.users, "no such user"
+)
 RESERVATION_EXISTS = P(
     "reservation_exists",
-    lambda state, reservation_id: reservation_id in state.db.reservations,
+    lambda guard_state, reservation_id: reservation_id in guard_state.db.reservations,
     "no such reservation",
 )
 # tau2 accepts a second cancellation and refunds again: refuse it before it corrupts the DB.
 NOT_CANCELLED = P(
     "reservation_not_cancelled",
-    lambda state, reservation_id: state.db.reservations[reservation_id].status != "cancelled",
+    lambda guard_state, reservation_id: (
+        guard_state.db.reservations[reservation_id].status != "cancelled"
+    ),
     "the reservation is already cancelled",
 )
 
 
-def _reservation_payment_ok(state: Any, reservation_id: str, payment_id: str) -> bool:
-    user = state.db.users[state.db.reservations[reservation_id].user_id]
+def _reservation_payment_ok(guard_state: Any, reservation_id: str, payment_id: str) -> bool:
+    user = guard_state.db.users[guard_state.db.reservations[reservation_id].user_id]
     return payment_id in user.payment_methods
 
 
-def _booking_payments_ok(state: Any, user_id: str, payment_methods: list[dict]) -> bool:
-    owned = state.db.users[user_id].payment_methods
+def _booking_payments_ok(guard_state: Any, user_id: str, payment_methods: list[dict]) -> bool:
+    owned = guard_state.db.users[user_id].payment_methods
     return all(p.get("payment_id") in owned for p in payment_methods)
 
 
 PASSENGER_COUNT = P(
     "passenger_count_matches",
-    lambda state, reservation_id, passengers: (
-        len(passengers) == len(state.db.reservations[reservation_id].passengers)
+    lambda guard_state, reservation_id, passengers: (
+        len(passengers) == len(guard_state.db.reservations[reservation_id].passengers)
     ),
     "the number of passengers must stay the same",
 )
@@ -138,19 +143,21 @@ AIRLINE: dict[str, dict[str, Any]] = {
 }
 
 # -- retail ----------------------------------------------------------------------------------
-R_USER_EXISTS = P("user_exists", lambda state, user_id: user_id in state.db.users, "no such user")
+R_USER_EXISTS = P(
+    "user_exists", lambda guard_state, user_id: user_id in guard_state.db.users, "no such user"
+)
 ORDER_EXISTS = P(
-    "order_exists", lambda state, order_id: order_id in state.db.orders, "no such order"
+    "order_exists", lambda guard_state, order_id: order_id in guard_state.db.orders, "no such order"
 )
 PRODUCT_EXISTS = P(
     "product_exists",
-    lambda state, product_id: product_id in state.db.products,
+    lambda guard_state, product_id: product_id in guard_state.db.products,
     "no such product",
 )
 
 
 def _status(pred: Callable[[str], bool], what: str, cid: str) -> tg.Precondition:
-    return P(cid, lambda state, order_id: pred(state.db.orders[order_id].status), what)
+    return P(cid, lambda guard_state, order_id: pred(guard_state.db.orders[order_id].status), what)
 
 
 PENDING = _status(lambda s: s == "pending", "the order must be pending", "order_pending")
@@ -161,18 +168,18 @@ PENDING_ANY = _status(
 DELIVERED = _status(lambda s: s == "delivered", "the order must be delivered", "order_delivered")
 
 
-def _items_in_order(state: Any, order_id: str, item_ids: list[str]) -> bool:
-    have = [it.item_id for it in state.db.orders[order_id].items]
+def _items_in_order(guard_state: Any, order_id: str, item_ids: list[str]) -> bool:
+    have = [it.item_id for it in guard_state.db.orders[order_id].items]
     return all(item_ids.count(i) <= have.count(i) for i in set(item_ids))
 
 
-def _new_items_available(state: Any, new_item_ids: list[str]) -> bool:
-    variants = {vid: v for p in state.db.products.values() for vid, v in p.variants.items()}
+def _new_items_available(guard_state: Any, new_item_ids: list[str]) -> bool:
+    variants = {vid: v for p in guard_state.db.products.values() for vid, v in p.variants.items()}
     return all(i in variants and variants[i].available for i in new_item_ids)
 
 
-def _payment_of_order_user(state: Any, order_id: str, payment_method_id: str) -> bool:
-    user = state.db.users[state.db.orders[order_id].user_id]
+def _payment_of_order_user(guard_state: Any, order_id: str, payment_method_id: str) -> bool:
+    user = guard_state.db.users[guard_state.db.orders[order_id].user_id]
     return payment_method_id in user.payment_methods
 
 

@@ -70,7 +70,8 @@ class PendingCall:
         "token",
         "tool",
         "traj",
-        "verdict",
+        "decision",
+        "sorted_failures",
     )
 
     def __init__(
@@ -90,7 +91,8 @@ class PendingCall:
         self.instance = instance
         self.call_id = call_id
         self.rejection: Rejection | None = None
-        self.verdict: Verdict | None = None
+        self.decision: str | None = None  # set when the call is closed
+        self.sorted_failures: list[Failure] = []
         # Each Python call on this path costs about as much as a check does (benchmarks/
         # overhead.py), so the hot path reads the context variable and the flags directly.
         traj = trajectory
@@ -144,15 +146,22 @@ class PendingCall:
             )
 
     def __repr__(self) -> str:
-        if self.verdict is not None:
-            state = f"closed, {self.verdict.decision}"
+        if self.decision is not None:
+            state = f"closed, {self.decision}"
         else:
             state = "admitted, running"
         return f"PendingCall({self.name!r}, step={self.step}, call_id={self.call_id!r}, {state})"
 
     @property
     def done(self) -> bool:
-        return self.verdict is not None
+        return self.decision is not None
+
+    @property
+    def verdict(self) -> Verdict | None:
+        """The call's verdict once it is closed (built on demand: most callers never ask)."""
+        if self.decision is None:
+            return None
+        return Verdict.of(self.name, self.step, self.call_id, self.decision, self.sorted_failures)
 
     # -- before execution -------------------------------------------------------------------
     def run_checks(self, raw: dict[str, Any]) -> None:
@@ -185,6 +194,7 @@ class PendingCall:
                 self.guard.fail_open,
                 block,
                 unvalidated=failure is not None,
+                record_content=self.guard.record_content,
             )
             if found:
                 self.failures.extend(found)
@@ -248,7 +258,7 @@ class PendingCall:
         tb: TracebackType | None,
     ) -> None:
         self.leave()
-        if self.verdict is not None:
+        if self.decision is not None:
             return
         if exc is not None:
             self.fail(exc)
@@ -274,7 +284,7 @@ class PendingCall:
 
     def __del__(self) -> None:
         try:
-            if self.verdict is None and self.rejection is None and hasattr(self, "failures"):
+            if self.decision is None and hasattr(self, "failures"):
                 logger.warning(
                     "toolguard: %s (step %s) was dropped without finish(), fail() or "
                     "cancel(); recorded as cancelled",
@@ -310,6 +320,7 @@ class PendingCall:
                         "the error_result predicate",
                         exc,
                         fail_open,
+                        self.guard.record_content,
                     )
                     if failure is not None:
                         self.failures.append(failure)
@@ -326,6 +337,7 @@ class PendingCall:
                     self.arguments,
                     fail_open,
                     False,
+                    record_content=self.guard.record_content,
                 )
             )
         traj = self.traj
@@ -338,8 +350,9 @@ class PendingCall:
         if self.guard.record_content and self.recording:
             tel.set_attributes(self.span, {contract.GEN_AI_TOOL_CALL_RESULT: tel.content(result)})
         self._close(executed=True)
-        assert self.verdict is not None
-        return self.verdict
+        verdict = self.verdict
+        assert verdict is not None
+        return verdict
 
     def fail(self, exc: BaseException) -> Rejection:
         """The tool raised ``exc``: the environment rejected the call (``state_consistency``).
@@ -354,10 +367,8 @@ class PendingCall:
             self.failures.append(exception_failure(self.name, exc))
             self._close(executed=True)
         failures = self._sorted() or [exception_failure(self.name, exc)]
-        assert self.verdict is not None
-        return Rejection.from_failures(
-            self.name, self.step, self.call_id, self.verdict.decision, failures
-        )
+        assert self.decision is not None
+        return Rejection.from_failures(self.name, self.step, self.call_id, self.decision, failures)
 
     def cancel(self) -> Verdict:
         """The caller gave up on the call (a timeout, a cancelled task): decision
@@ -365,18 +376,19 @@ class PendingCall:
         self._open_or_raise("cancel")
         self.leave()
         self._close(executed=False, cancelled=True)
-        assert self.verdict is not None
-        return self.verdict
+        verdict = self.verdict
+        assert verdict is not None
+        return verdict
 
     def _open_or_raise(self, what: str) -> None:
         if self.rejection is not None:
             raise UsageError(
                 f"{what}() on a rejected call to {self.name!r}: it was blocked and must not run"
             )
-        if self.verdict is not None:
+        if self.decision is not None:
             raise UsageError(
                 f"{what}() on a call to {self.name!r} (step {self.step}) that is already "
-                f"closed ({self.verdict.decision}); a call is closed exactly once"
+                f"closed ({self.decision}); a call is closed exactly once"
             )
 
     def _update_trajectory(self, traj: Trajectory, tool: Tool, result: Any) -> None:
@@ -408,7 +420,8 @@ class PendingCall:
             decision = contract.LOGGED
         else:
             decision = contract.ALLOWED
-        self.verdict = Verdict.of(self.name, self.step, self.call_id, decision, failures)
+        self.decision = decision
+        self.sorted_failures = failures
         traj = self.traj
         if traj is not None and self.step is not None:
             if traj.ended:
@@ -423,15 +436,17 @@ class PendingCall:
                 traj.record(self.step, self.name, decision, failures, self.call_id)
         span = self.span
         if self.recording:
-            tel.set_attributes(span, tel.verdict_attributes(decision, failures))
+            content = self.guard.record_content
+            tel.set_attributes(span, tel.verdict_attributes(decision, failures, content))
             if decision == contract.BLOCKED or any(
                 f.cause == contract.STATE_CONSISTENCY for f in failures
             ):
-                tel.set_error(span, failures[0].message[:256])
+                first = failures[0]
+                tel.set_error(span, (first.message if content else first.telemetry_message)[:256])
         if self.owns_span and span is not INVALID_SPAN:  # tracing off skips the call
             tel.end_span(span)
         if failures and decision != contract.BLOCKED:
-            logger.info(
-                "toolguard: %s step %s %s: %s", self.name, self.step, decision, failures[0].message
-            )
+            first = failures[0]
+            text = first.message if self.guard.record_content else first.telemetry_message
+            logger.info("toolguard: %s step %s %s: %s", self.name, self.step, decision, text)
         return failures

@@ -91,7 +91,9 @@ def _dependency(tool: str, traj: Trajectory, arg: str, kind: str, value: Any) ->
     if binding is not None and binding.live:
         return None
     shown = shorten(value)
-    candidates = traj.live_values(kind)
+    # Only values the model has seen: never ids the application bound without showing them
+    # (another user's, say: `traj.bind(..., shown=False)`).
+    candidates = traj.live_values(kind, shown_only=True)
     offer = (
         f"Use one of the {kind} values you have: {', '.join(shorten(c) for c in candidates[:8])}."
         if candidates
@@ -104,6 +106,7 @@ def _dependency(tool: str, traj: Trajectory, arg: str, kind: str, value: Any) ->
             f"dependency.{arg}",
             f"{arg}={shown} is a stale {kind}: invalidated by {by}",
             f"`{arg}` refers to {kind} {shown}, which {by} invalidated. {offer}",
+            telemetry_message=f"{arg} is a stale {kind}: invalidated by {by}",
         )
     other = traj.kinds_of(value)
     if other:
@@ -112,12 +115,14 @@ def _dependency(tool: str, traj: Trajectory, arg: str, kind: str, value: Any) ->
             f"dependency.{arg}",
             f"{arg}={shown} is a {other[0]}, not a {kind}",
             f"`{arg}` needs a {kind}, but {shown} is a {other[0]}. {offer}",
+            telemetry_message=f"{arg} is a {other[0]}, not a {kind}",
         )
     return Failure(
         contract.DEPENDENCY,
         f"dependency.{arg}",
         f"{arg}={shown} is no {kind} produced earlier in trajectory {traj.id}",
         f"`{arg}` must be a {kind} taken from an earlier tool result; {shown} is not one. {offer}",
+        telemetry_message=f"{arg} is no {kind} produced earlier in trajectory {traj.id}",
     )
 
 
@@ -131,6 +136,7 @@ def check_conditions(
     stop_at_first: bool,
     *,
     unvalidated: bool = False,
+    record_content: bool = False,
 ) -> list[Failure]:
     failures = []
     for condition in conditions:
@@ -143,7 +149,9 @@ def check_conditions(
                 # exception says nothing about the guard; the schema failure already counts.
                 logger.debug("toolguard: %s raised on arguments that failed the schema", check)
                 continue
-            failure = guard_error(check, cause, f"condition {condition.id!r}", exc, fail_open)
+            failure = guard_error(
+                check, cause, f"condition {condition.id!r}", exc, fail_open, record_content
+            )
             if failure is None:
                 continue
             failures.append(failure)
@@ -158,6 +166,8 @@ def check_conditions(
                     f"{check} failed: {text}",
                     f"Condition `{condition.id}` is not met: {text}. "
                     "Change the arguments or first bring the state to where it holds.",
+                    telemetry_message=f"{check} failed: "
+                    + (condition.message or f"condition {condition.id!r} does not hold"),
                 )
             )
         if stop_at_first:
@@ -187,25 +197,32 @@ def check_grounded(tool: Tool, traj: Trajectory | None, values: Mapping[str, Any
                 f"{arg}={shorten(value)} is {what}",
                 f"`{arg}`={shorten(value)} is {what}: do not guess it. "
                 "Ask the user for it or look it up with a tool first.",
+                telemetry_message=f"{arg} is {what}",
             )
         )
     return failures
 
 
 def guard_error(
-    check: str, cause: str, what: str, exc: Exception, fail_open: bool
+    check: str, cause: str, what: str, exc: Exception, fail_open: bool, record_content: bool
 ) -> Failure | None:
-    """A check that raised: a failure of that check (fail closed), or a loud pass."""
+    """A check that raised: a failure of that check (fail closed), or a loud pass.
+
+    The log names the check and the exception's type; its text and traceback (which may
+    hold argument values) only with ``record_content``.
+    """
     detail = f"{type(exc).__name__}: {shorten(str(exc))}"
+    logged = detail if record_content else type(exc).__name__
+    trace = exc if record_content else None
     if fail_open:
         logger.warning(
             "toolguard: %s raised %s; failing open (the check counts as passed)",
             what,
-            detail,
-            exc_info=exc,
+            logged,
+            exc_info=trace,
         )
         return None
-    logger.error("toolguard: %s raised %s; failing closed", what, detail, exc_info=exc)
+    logger.error("toolguard: %s raised %s; failing closed", what, logged, exc_info=trace)
     return Failure(
         cause,
         check,
@@ -213,6 +230,7 @@ def guard_error(
         f"This call could not be verified ({what} could not be evaluated), so it was not "
         "accepted. Try a different call.",
         guard_error=True,
+        telemetry_message=f"guard error: {what} raised {type(exc).__name__} (fail closed)",
     )
 
 
@@ -221,8 +239,9 @@ def exception_failure(tool: str, exc: BaseException) -> Failure:
     return Failure(
         contract.STATE_CONSISTENCY,
         "state.exception",
-        f"{tool} raised {type(exc).__name__}: {exc}"[:1024],
-        f"`{tool}` failed: {type(exc).__name__}: {str(exc)[:300]}",
+        f"{tool} raised {type(exc).__name__}: {_text(exc)}",
+        f"`{tool}` failed: {type(exc).__name__}: {_text(exc)[:300]}",
+        telemetry_message=f"{tool} raised {type(exc).__name__}",
     )
 
 
@@ -233,8 +252,17 @@ def error_result_failure(tool: str, result: Any) -> Failure:
         contract.STATE_CONSISTENCY,
         "state.error_result",
         f"the environment rejected the call: {shown}",
-        f"`{tool}` was rejected by the environment: {str(result)[:300]}",
+        f"`{tool}` was rejected by the environment: {_text(result)[:300]}",
+        telemetry_message="the environment rejected the call (an error result)",
     )
+
+
+def _text(value: Any) -> str:
+    """str() of a value whose __str__ may raise or run on (a hostile exception or result)."""
+    try:
+        return str(value)[:2000]
+    except Exception:
+        return f"<{type(value).__name__}>"
 
 
 def default_error_result(result: Any) -> bool:

@@ -25,9 +25,10 @@ def shorten(value: Any) -> str:
         return f"<{type(value).__name__}>"
 
 
-# Names a predicate may ask for besides the tool's own arguments. A tool with conditions may
-# not have an argument of one of these names: which of the two would the predicate get?
-CONTEXT_NAMES = frozenset({"state", "instance", "args", "result"})
+# Names a predicate may ask for besides the tool's own arguments. A predicate that asks for
+# one the tool also has as an argument is a definition error (which would it get?);
+# `guard_state` is the guard's state under a name no tool argument takes in practice.
+CONTEXT_NAMES = frozenset({"state", "guard_state", "instance", "args", "result"})
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,8 @@ class _Condition:
                 given[name] = dict(args)
             elif name in context:
                 given[name] = context[name]
+            elif name == "guard_state":
+                given[name] = context.get("state")
             else:
                 given[name] = args.get(name)
         if self._takes_kwargs:
@@ -87,7 +90,9 @@ class _Condition:
 
     def describe(self, given: Mapping[str, Any]) -> str:
         shown = ", ".join(
-            f"{k}={shorten(v)}" for k, v in given.items() if k not in ("state", "instance")
+            f"{k}={shorten(v)}"
+            for k, v in given.items()
+            if k not in ("state", "guard_state", "instance")
         )
         text = self.message or f"condition {self.id!r} does not hold"
         return f"{text} ({shown})" if shown else text

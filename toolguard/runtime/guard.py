@@ -41,7 +41,9 @@ class Guard:
     ``None`` reads no result as an error. ``reuse_framework_spans``: where the framework
     already opened the ``execute_tool`` span of a call, the guard's attributes go on it.
     ``max_live_trajectories`` / ``trajectory_idle_timeout`` bound the trajectories kept by
-    key (:meth:`trajectory` with ``key=``).
+    key (:meth:`trajectory` with ``key=``). ``strict`` (the default) judges arguments by the
+    JSON Schema the model was shown: ``true``, ``"42"`` and ``4.0`` are no integer and an
+    undeclared argument is unknown; ``strict=False`` lets pydantic coerce (its lax mode).
     """
 
     def __init__(
@@ -56,6 +58,7 @@ class Guard:
         reuse_framework_spans: bool = True,
         max_live_trajectories: int = 10_000,
         trajectory_idle_timeout: float | None = 3600.0,
+        strict: bool = True,
     ) -> None:
         if mode not in ("block", "log"):
             raise ValueError(f"mode must be 'block' or 'log', not {mode!r}")
@@ -66,6 +69,7 @@ class Guard:
         if error_result is not None and not callable(error_result):
             raise ValueError("error_result must be a callable result -> bool, or None")
         self.mode: Mode = mode
+        self.strict = strict
         self.state = state
         self.fail_open = on_guard_error == "fail_open"
         self.record_content = record_content
@@ -114,7 +118,7 @@ class Guard:
         if not callable(fn):
             raise ToolDefinitionError(f"register() needs a callable, got {type(fn).__name__}")
         spec = _spec(spec, options)
-        tool = spec.compile(fn)
+        tool = spec.compile(fn, strict=self.strict)
         # A bound method keeps its object: predicates asking for `instance` get it also when
         # the tool is dispatched by name (guard.call), not only when called directly.
         bound_to = fn.__self__ if isinstance(fn, types.MethodType) else None
@@ -137,7 +141,7 @@ class Guard:
         spec = _spec(spec, {**options, "name": name} if spec is None else options)
         if spec.name is None:
             spec.name = name
-        tool = spec.compile(None)
+        tool = spec.compile(None, strict=self.strict)
         self._add(tool, None, replace)
         return tool
 
@@ -163,7 +167,7 @@ class Guard:
             if not callable(method):
                 raise ToolDefinitionError(f"proxy of {type(obj).__name__}: no method {name!r}")
             spec = spec or ToolSpec()
-            tool = spec.compile(method, default_name=name)
+            tool = spec.compile(method, default_name=name, strict=self.strict)
             wrapper = GuardedTool(method, self, tool, instance=obj)
             self._add(tool, wrapper, replace=True)
             guarded[name] = wrapper

@@ -29,8 +29,14 @@ class SchemaFailure(Exception):
         self.failure = failure
 
 
-def schema_failure(check: str, message: str, model_message: str) -> SchemaFailure:
-    return SchemaFailure(Failure("schema", check, message, model_message))
+def schema_failure(
+    check: str, message: str, model_message: str, telemetry_message: str | None = None
+) -> SchemaFailure:
+    return SchemaFailure(
+        Failure(
+            "schema", check, message, model_message, telemetry_message=telemetry_message or message
+        )
+    )
 
 
 def parse_arguments(tool: str, raw: str | bytes | Mapping[str, Any] | None) -> dict[str, Any]:
@@ -50,7 +56,7 @@ def parse_arguments(tool: str, raw: str | bytes | Mapping[str, Any] | None) -> d
         )
     try:
         value = json.loads(raw) if raw.strip() else {}
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, RecursionError) as exc:  # nested past the parser's depth
         raise schema_failure(
             "schema.json",
             f"arguments of {tool!r} are not valid JSON: {exc}",
@@ -103,7 +109,7 @@ def signature_parameters(fn: Callable[..., Any]) -> list[inspect.Parameter]:
     return _skip_first(list(inspect.signature(fn).parameters.values()))
 
 
-def from_signature(tool: str, fn: Callable[..., Any]) -> ArgumentSchema:
+def from_signature(tool: str, fn: Callable[..., Any], *, strict: bool = True) -> ArgumentSchema:
     try:
         params = signature_parameters(fn)
         hints = _resolved_hints(fn)
@@ -128,7 +134,7 @@ def from_signature(tool: str, fn: Callable[..., Any]) -> ArgumentSchema:
         raise ToolDefinitionError(
             f"tool {tool!r}: cannot build its argument schema: {exc}"
         ) from exc
-    return from_model(tool, model, keep_extra=extra == "allow")
+    return from_model(tool, model, keep_extra=extra == "allow", strict=strict)
 
 
 def _resolved_hints(fn: Callable[..., Any]) -> dict[str, Any]:
@@ -142,7 +148,12 @@ def _resolved_hints(fn: Callable[..., Any]) -> dict[str, Any]:
         return dict(getattr(target, "__annotations__", {}))
 
 
-def from_model(tool: str, model: type[BaseModel], *, keep_extra: bool = False) -> ArgumentSchema:
+def from_model(
+    tool: str, model: type[BaseModel], *, keep_extra: bool = False, strict: bool = True
+) -> ArgumentSchema:
+    """Validation by the model. ``strict``: by the meaning of the JSON Schema the model was
+    shown: ``true``, ``"42"`` and ``4.0`` are no integer, and an argument the model does not
+    declare is unknown even where the model itself would ignore it."""
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         raise ToolDefinitionError(f"tool {tool!r}: args_model must be a pydantic model class")
     try:
@@ -162,12 +173,32 @@ def from_model(tool: str, model: type[BaseModel], *, keep_extra: bool = False) -
         ) from exc
     validator = model.__pydantic_validator__
     names = tuple(model.model_fields)
+    extra_mode = model.model_config.get("extra")
+    keep_extra = keep_extra or extra_mode == "allow"
+    accepted = frozenset(names) | {
+        a for f in model.model_fields.values() for a in (f.alias, f.validation_alias) if a
+    }
+    check_unknown = strict and extra_mode in (None, "ignore")
 
     def validate(args: dict[str, Any]) -> dict[str, Any]:
+        if check_unknown:
+            unknown = [k for k in args if k not in accepted]
+            if unknown:
+                problems = [f"{shorten_text(k)}: unknown argument" for k in unknown]
+                raise _schema_error(tool, problems, problems, hint)
         try:
-            instance = validator.validate_python(args)
+            instance = validator.validate_python(args, strict=strict)
         except pydantic.ValidationError as exc:
-            raise _from_pydantic(tool, exc, hint) from None
+            if not strict:
+                raise _from_pydantic(tool, exc, hint) from None
+            # Strict Python mode also refuses what JSON carries legitimately (a date as a
+            # string, an enum by value, a list for a tuple): judge those as the JSON they were.
+            try:
+                instance = validator.validate_json(json.dumps(args), strict=True)
+            except pydantic.ValidationError as json_exc:
+                raise _from_pydantic(tool, json_exc, hint) from None
+            except (TypeError, ValueError, RecursionError):
+                raise _from_pydantic(tool, exc, hint) from None
         # A validated model's __dict__ holds exactly its fields, in order (extras live in
         # __pydantic_extra__): copying it is 3-4x cheaper than a getattr per field.
         values = dict(instance.__dict__)
@@ -182,7 +213,11 @@ def from_model(tool: str, model: type[BaseModel], *, keep_extra: bool = False) -
     return ArgumentSchema(tool, names, validate, hint, metadata)
 
 
-def from_json_schema(tool: str, schema: Mapping[str, Any]) -> ArgumentSchema:
+def from_json_schema(
+    tool: str, schema: Mapping[str, Any], *, strict: bool = True
+) -> ArgumentSchema:
+    """Validation by a JSON Schema. ``strict``: an argument the schema does not list is
+    unknown even without ``"additionalProperties": false`` (the model was shown the list)."""
     from jsonschema import exceptions, validators
 
     if not isinstance(schema, Mapping):
@@ -195,16 +230,22 @@ def from_json_schema(tool: str, schema: Mapping[str, Any]) -> ArgumentSchema:
         raise ToolDefinitionError(
             f"tool {tool!r}: its JSON Schema is invalid at {path}: {exc.message}"
         ) from None
-    validator = cls(schema)
     props = schema.get("properties")
+    if strict and isinstance(props, Mapping) and "additionalProperties" not in schema:
+        schema = {**schema, "additionalProperties": False}
+    validator = cls(schema)
     names = tuple(props) if isinstance(props, Mapping) else None
     hint = _hint_from_json_schema(tool, schema)
 
     def validate(args: dict[str, Any]) -> dict[str, Any]:
         errors = sorted(validator.iter_errors(args), key=lambda e: list(map(str, e.path)))
         if errors:
-            problems = [f"{_json_path(e.path)}: {e.message}" for e in errors]
-            raise _schema_error(tool, problems, hint)
+            problems = [f"{_json_path(e.path)}: {shorten_text(e.message)}" for e in errors]
+            safe = [
+                f"{_json_path(e.path)}: fails {e.validator!r} ({shorten(e.validator_value)})"
+                for e in errors
+            ]
+            raise _schema_error(tool, problems, safe, hint)
         return args
 
     return ArgumentSchema(tool, names, validate, hint)
@@ -215,29 +256,39 @@ def _json_path(path: Any) -> str:
 
 
 def _from_pydantic(tool: str, exc: pydantic.ValidationError, hint: str) -> SchemaFailure:
-    problems = []
+    problems, safe = [], []
     for error in exc.errors(include_url=False):
-        where = ".".join(str(p) for p in error["loc"]) or "arguments"
+        where = shorten_text(".".join(str(p) for p in error["loc"]) or "arguments")
         kind = error["type"]
         if kind == "missing":
             problems.append(f"{where}: missing required argument")
+            safe.append(problems[-1])
         elif kind == "extra_forbidden":
             problems.append(f"{where}: unknown argument")
+            safe.append(problems[-1])
         else:
-            problems.append(f"{where}: {error['msg']} (got {shorten(error.get('input'))})")
-    return _schema_error(tool, problems, hint)
+            msg = shorten_text(error["msg"])
+            problems.append(f"{where}: {msg} (got {shorten(error.get('input'))})")
+            safe.append(f"{where}: {kind}")
+    return _schema_error(tool, problems, safe, hint)
 
 
-def _schema_error(tool: str, problems: list[str], hint: str) -> SchemaFailure:
-    shown = problems[:_MAX_ERRORS_SHOWN]
-    more = len(problems) - len(shown)
-    listing = "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+def _schema_error(tool: str, problems: list[str], safe: list[str], hint: str) -> SchemaFailure:
+    def listing(items: list[str]) -> str:
+        more = len(items) - _MAX_ERRORS_SHOWN
+        return "; ".join(items[:_MAX_ERRORS_SHOWN]) + (f"; and {more} more" if more > 0 else "")
+
     return schema_failure(
         "schema.args",
-        f"invalid arguments for {tool!r}: {listing}",
-        f"The arguments for `{tool}` are invalid: {listing}. "
+        f"invalid arguments for {tool!r}: {listing(problems)}",
+        f"The arguments for `{tool}` are invalid: {listing(problems)}. "
         f"Call it again with arguments matching {hint}.",
+        f"invalid arguments for {tool!r}: {listing(safe)}",
     )
+
+
+def shorten_text(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _hint_from_json_schema(tool: str, schema: Mapping[str, Any]) -> str:

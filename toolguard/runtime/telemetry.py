@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import reprlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -125,11 +126,15 @@ def detach(token: object | None) -> None:
 
 
 def content(value: Any) -> str:
-    """JSON text of an opt-in argument or result value, truncated."""
+    """JSON text of an opt-in argument or result value, truncated. Never raises: a value nested
+    too deep, or whose repr raises, is described by its type."""
     try:
         text = json.dumps(value, default=_fallback, ensure_ascii=False)
-    except Exception:
-        text = repr(value)
+    except Exception:  # RecursionError included: too deep, or not serialisable
+        try:
+            text = reprlib.repr(value)
+        except Exception:
+            text = f"<unrepresentable {type(value).__name__}>"
     if len(text) > CONTENT_LIMIT:
         return text[:CONTENT_LIMIT] + "…"
     return text
@@ -165,16 +170,20 @@ def call_attributes(
     return attributes
 
 
-def verdict_attributes(decision: str, failures: Sequence[Any]) -> dict[str, Any]:
+def verdict_attributes(
+    decision: str, failures: Sequence[Any], record_content: bool = False
+) -> dict[str, Any]:
     if not failures:
         return {contract.VALID: True, contract.DECISION: decision}
     first = failures[0]
+    # Argument and result values reach telemetry only when the user opted in.
+    message = first.message if record_content else first.telemetry_message
     return {
         contract.VALID: False,
         contract.DECISION: decision,
         contract.CAUSE: first.cause,
         contract.CHECK: first.check,
-        contract.MESSAGE: first.message[:1024],
+        contract.MESSAGE: message[:1024],
         contract.FAILED_CHECKS: [f.check for f in failures],
         contract.ERROR_TYPE: contract.error_type(first.cause),
     }

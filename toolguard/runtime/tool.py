@@ -56,6 +56,8 @@ class ToolSpec:
       ``None`` (the default) uses the guard's, ``False`` never reads a result as an error.
     - ``args_model`` or ``json_schema``: the schema, instead of the function's type hints.
     - ``mode``: ``"block"`` or ``"log"`` for this tool, overriding the guard's.
+    - ``strict``: judge arguments by the JSON Schema's meaning (no ``"42"`` for an integer,
+      no unknown argument); ``None`` uses the guard's (strict unless ``Guard(strict=False)``).
     """
 
     name: str | None = None
@@ -70,15 +72,20 @@ class ToolSpec:
     grounded: Sequence[str] = ()
     error_result: ErrorResult = None
     mode: Mode | None = None
+    strict: bool | None = None
     # Compiled schemas, keyed by function: a proxy over a fresh object of the same class
     # (one per benchmark task, say) reuses them instead of rebuilding validators.
     _compiled: dict[Any, Tool] = field(default_factory=dict, init=False, repr=False)
 
-    def compile(self, fn: Callable[..., Any] | None, default_name: str | None = None) -> Tool:
-        key = getattr(fn, "__func__", fn)
+    def compile(
+        self, fn: Callable[..., Any] | None, default_name: str | None = None, strict: bool = True
+    ) -> Tool:
+        if self.strict is not None:
+            strict = self.strict
+        key = (getattr(fn, "__func__", fn), default_name, strict)
         tool = self._compiled.get(key)
         if tool is None:
-            tool = Tool(self, fn, default_name)
+            tool = Tool(self, fn, default_name, strict)
             self._compiled[key] = tool
         return tool
 
@@ -87,7 +94,11 @@ class Tool:
     """The compiled tool: validators built once, declarations checked against arguments."""
 
     def __init__(
-        self, spec: ToolSpec, fn: Callable[..., Any] | None, default_name: str | None = None
+        self,
+        spec: ToolSpec,
+        fn: Callable[..., Any] | None,
+        default_name: str | None = None,
+        strict: bool = True,
     ) -> None:
         name = spec.name or default_name or getattr(fn, "__name__", None)
         if not name or not isinstance(name, str):
@@ -102,11 +113,11 @@ class Tool:
         if spec.json_schema is not None and spec.args_model is not None:
             raise ToolDefinitionError(f"tool {name!r}: give args_model or json_schema, not both")
         if spec.json_schema is not None:
-            self.schema = _schema.from_json_schema(name, spec.json_schema)
+            self.schema = _schema.from_json_schema(name, spec.json_schema, strict=strict)
         elif spec.args_model is not None:
-            self.schema = _schema.from_model(name, spec.args_model)
+            self.schema = _schema.from_model(name, spec.args_model, strict=strict)
         elif fn is not None:
-            self.schema = _schema.from_signature(name, fn)
+            self.schema = _schema.from_signature(name, fn, strict=strict)
         else:
             raise ToolDefinitionError(
                 f"tool {name!r}: declared without a function, it needs args_model or json_schema"
@@ -165,14 +176,15 @@ class Tool:
                     f"which is not an argument (arguments: {', '.join(sorted(names))})"
                 )
         conditions = (*self.preconditions, *self.postconditions)
-        if conditions and names:
-            clash = sorted(names & CONTEXT_NAMES)
+        for condition in conditions:
+            asked = set(getattr(condition, "_params", ()))
+            clash = sorted(asked & CONTEXT_NAMES & (names or set()))
             if clash:
                 raise ToolDefinitionError(
-                    f"tool {self.name!r}: argument {', '.join(map(repr, clash))} has the name "
-                    "of a value its conditions receive from the guard "
-                    f"({', '.join(sorted(CONTEXT_NAMES))}); rename the argument, or read it "
-                    "from `args` in a tool without such a clash"
+                    f"tool {self.name!r}: condition {condition.id!r} asks for "
+                    f"{', '.join(map(repr, clash))}, which is both an argument of the tool and "
+                    "a value the guard hands to conditions; ask for `guard_state` (the "
+                    "guard's state) or `args` (all arguments by name) instead"
                 )
         for condition in conditions:
             if not isinstance(condition, Precondition | Postcondition):

@@ -41,6 +41,7 @@ class _Binding:
     produced_by: str
     step: int | None
     invalidated_by: str | None = None
+    shown: bool = True  # the model has seen it: it may be offered in a rejection's message
 
 
 def _key(value: Any) -> Any:
@@ -182,10 +183,15 @@ class Trajectory:
         return self._first_error[1] if self._first_error else None
 
     # -- bound variables ---------------------------------------------------------------------
-    def bind(self, kind: str, value: Any, *, source: str = "user") -> None:
-        """Make ``value`` a usable value of ``kind`` (an id the user typed, say)."""
-        self._produce(kind, value, source, None)
-        self.observe(value)
+    def bind(self, kind: str, value: Any, *, source: str = "user", shown: bool = True) -> None:
+        """Make ``value`` a usable value of ``kind`` (an id the user typed, say).
+
+        ``shown=False``: the application makes the value valid without the model having seen
+        it; it is then neither offered in a rejection's message nor counted as seen.
+        """
+        self._produce(kind, value, source, None, shown)
+        if shown:
+            self.observe(value)
 
     def bind_result(self, tool: Any, result: Any) -> None:
         """Bind what ``tool`` (a :class:`Tool`, e.g. ``guard.get_tool(name)``) would produce
@@ -194,11 +200,13 @@ class Trajectory:
             self.bind(kind, value, source=f"{tool.name} (context)")
         self.observe(result)
 
-    def _produce(self, kind: str, value: Any, source: str, step: int | None) -> None:
+    def _produce(
+        self, kind: str, value: Any, source: str, step: int | None, shown: bool = True
+    ) -> None:
         key = _key(value)
         if key is None:
             return
-        self._bindings.setdefault(kind, {})[key] = _Binding(True, source, step)
+        self._bindings.setdefault(kind, {})[key] = _Binding(True, source, step, None, shown)
 
     def _invalidate(self, kind: str, value: Any, by: str) -> None:
         binding = self._bindings.get(kind, {}).get(_key(value))
@@ -214,8 +222,13 @@ class Trajectory:
         key = _key(value)
         return [k for k, values in self._bindings.items() if key in values]
 
-    def live_values(self, kind: str) -> list[Any]:
-        return [v for v, b in self._bindings.get(kind, {}).items() if b.live]
+    def live_values(self, kind: str, *, shown_only: bool = False) -> list[Any]:
+        """Values of ``kind`` usable now; ``shown_only``: only those the model has seen."""
+        return [
+            v
+            for v, b in self._bindings.get(kind, {}).items()
+            if b.live and (b.shown or not shown_only)
+        ]
 
     # -- what the agent has seen (the information check) -------------------------------------
     def observe(self, value: Any) -> None:

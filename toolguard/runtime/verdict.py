@@ -14,15 +14,41 @@ from .. import _contract as contract
 _RANK = {cause: i for i, cause in enumerate(contract.CAUSES)}
 
 
+MESSAGE_LIMIT = 1024  # characters of a developer or telemetry message
+MODEL_MESSAGE_LIMIT = 2000  # characters of the text handed back to the model
+
+
 @dataclass(frozen=True, slots=True)
 class Failure:
-    """One failed check: its cause, stable id, developer message and model-facing text."""
+    """One failed check: its cause and stable id, and three texts.
+
+    ``message`` is for the developer in process (it shows the values that broke the check,
+    shortened); ``model_message`` is for the model (what was wrong and how to fix the call);
+    ``telemetry_message`` says the same as ``message`` without any argument or result value,
+    for spans and logs (the values go there only with ``record_content=True``).
+    """
 
     cause: str
     check: str
     message: str
     model_message: str
     guard_error: bool = False
+    telemetry_message: str = ""
+
+    def __post_init__(self) -> None:
+        # Bounded whatever the input (a 10 MB argument, a giant exception text).
+        if len(self.message) > MESSAGE_LIMIT:
+            object.__setattr__(self, "message", self.message[:MESSAGE_LIMIT] + "…")
+        if len(self.model_message) > MODEL_MESSAGE_LIMIT:
+            object.__setattr__(
+                self, "model_message", self.model_message[:MODEL_MESSAGE_LIMIT] + "…"
+            )
+        if not self.telemetry_message:
+            object.__setattr__(self, "telemetry_message", f"check {self.check} failed")
+        elif len(self.telemetry_message) > MESSAGE_LIMIT:
+            object.__setattr__(
+                self, "telemetry_message", self.telemetry_message[:MESSAGE_LIMIT] + "…"
+            )
 
 
 def in_precedence_order(failures: list[Failure]) -> list[Failure]:
