@@ -10,6 +10,7 @@ entry point of the guard goes through here, so they all produce the same spans a
 from __future__ import annotations
 
 import logging
+import threading
 from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ from .checks import (
     guard_error,
 )
 from .tool import Tool
-from .trajectory import Trajectory, _current
+from .trajectory import Trajectory, _current, open_trajectories
 from .verdict import Failure, Rejection, Verdict, in_precedence_order
 
 if TYPE_CHECKING:
@@ -38,6 +39,25 @@ if TYPE_CHECKING:
 logger = logging.getLogger("toolguard")
 
 _inside_tool: ContextVar[bool] = ContextVar("toolguard_inside_tool", default=False)
+
+
+_warned = threading.local()  # per thread (a thread id may be reused by a later thread)
+
+
+def _warn_outside(tool: str) -> None:
+    """A call with no trajectory while one is open elsewhere: most likely code that lost the
+    context (``loop.run_in_executor``, a new thread), whose call would count nowhere and skip
+    the dependency check. Said once per thread."""
+    if getattr(_warned, "done", False):
+        return
+    _warned.done = True
+    logger.warning(
+        "toolguard: %s runs outside any trajectory while %d trajectory(ies) are open in other "
+        "contexts (code run by loop.run_in_executor or a new thread does not see them): it is "
+        "no step and skips the dependency check; pass trajectory= or use traj.activate()",
+        tool,
+        open_trajectories(),
+    )
 
 
 class PendingCall:
@@ -56,6 +76,7 @@ class PendingCall:
         "arguments",
         "blocked",
         "call_id",
+        "decision",
         "failures",
         "guard",
         "instance",
@@ -65,13 +86,12 @@ class PendingCall:
         "owns_span",
         "recording",
         "rejection",
+        "sorted_failures",
         "span",
         "step",
         "token",
         "tool",
         "traj",
-        "decision",
-        "sorted_failures",
     )
 
     def __init__(
@@ -102,6 +122,8 @@ class PendingCall:
                 # A guarded tool calling another: the agent emitted only the outer call, so
                 # the inner one is checked and traced (below the outer span) but is no step.
                 traj = None
+            elif traj is None and open_trajectories():
+                _warn_outside(name)
         if traj is not None:
             if traj.ended:
                 logger.warning(
@@ -146,10 +168,7 @@ class PendingCall:
             )
 
     def __repr__(self) -> str:
-        if self.decision is not None:
-            state = f"closed, {self.decision}"
-        else:
-            state = "admitted, running"
+        state = f"closed, {self.decision}" if self.decision is not None else "admitted, running"
         return f"PendingCall({self.name!r}, step={self.step}, call_id={self.call_id!r}, {state})"
 
     @property

@@ -265,7 +265,12 @@ class Guard:
         except SchemaFailure as exc:
             pending.reject(exc.failure)
             return pending
-        pending.run_checks(raw)
+        try:
+            pending.run_checks(raw)
+        except BaseException:  # Ctrl-C inside a predicate: the span ends, the call is cancelled
+            if not pending.done:
+                pending.cancel()
+            raise
         return pending
 
     def record_rejection(
@@ -313,7 +318,10 @@ class Guard:
         trajectory: Trajectory | None,
         step: int | None,
     ) -> Any:
-        pending = self._check(name, arguments, call_id, trajectory, None, step)
+        return self._run_checked(self._check(name, arguments, call_id, trajectory, None, step))
+
+    def _run_checked(self, pending: PendingCall) -> Any:
+        name = pending.name
         if pending.rejection is not None:
             if pending.tool is not None and pending.tool.is_async:
                 return _value(pending.rejection)
@@ -350,12 +358,21 @@ class Guard:
         """Parallel tool calls of one model turn: steps in list order, run concurrently."""
         traj = trajectory or current_trajectory()
         steps = [traj.next_step() if traj is not None else None for _ in calls]
-        results = [
-            self._dispatch(c[0], c[1], c[2] if len(c) > 2 else None, traj, s)
+        pendings = [
+            self._check(c[0], c[1], c[2] if len(c) > 2 else None, traj, None, s)
             for c, s in zip(calls, steps, strict=True)
         ]
-        # Like acall: a rejection comes back as a value; a BaseException propagates.
-        return list(await asyncio.gather(*(_awaitable(r) for r in results)))
+        try:
+            results = [self._run_checked(p) for p in pendings]
+            # Like acall: a rejection comes back as a value; a BaseException propagates.
+            return list(await asyncio.gather(*(_awaitable(r) for r in results)))
+        except BaseException:
+            # Cancelled before some calls ran their first step: they end as cancelled now,
+            # not whenever their never-started coroutines are garbage-collected.
+            for pending in pendings:
+                if not pending.done:
+                    pending.cancel()
+            raise
 
     def _unknown_tool(self, name: str) -> Failure:
         # Only the closest few names, never the whole tool set (it may hold tools this agent

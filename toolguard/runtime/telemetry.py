@@ -32,6 +32,7 @@ logger = logging.getLogger("toolguard")
 _SCOPE = "toolguard"
 _VERSION = "0.1.0"
 CONTENT_LIMIT = 4096  # characters kept of opt-in argument and result values
+NAME_LIMIT = 256  # characters of a tool name in a span (a model may send a 10 MB one)
 
 
 def get_tracer(provider: trace.TracerProvider | None = None) -> Tracer:
@@ -71,7 +72,7 @@ def start_call_span(tracer: Tracer, tool: str, reuse_framework_span: bool = Fals
         kind = type(getattr(tracer, "_tracer", None))
     if kind is NoOpTracer:
         return INVALID_SPAN
-    name = contract.call_span_name(tool)
+    name = contract.call_span_name(tool if len(tool) <= NAME_LIMIT else tool[:NAME_LIMIT] + "…")
     if reuse_framework_span:
         current = current_span()
         if current.is_recording() and getattr(current, "name", None) == name:
@@ -154,6 +155,8 @@ def call_attributes(
     call_id: str | None,
     conversation_id: str | None,
 ) -> dict[str, Any]:
+    if len(tool) > NAME_LIMIT:
+        tool = tool[:NAME_LIMIT] + "…"
     attributes: dict[str, Any] = {
         contract.GEN_AI_OPERATION_NAME: contract.OPERATION_EXECUTE_TOOL,
         contract.GEN_AI_TOOL_NAME: tool,
@@ -164,7 +167,7 @@ def call_attributes(
     if step is not None:
         attributes[contract.STEP] = step
     if call_id is not None:
-        attributes[contract.GEN_AI_TOOL_CALL_ID] = call_id
+        attributes[contract.GEN_AI_TOOL_CALL_ID] = call_id[:NAME_LIMIT]
     if conversation_id is not None:
         attributes[contract.GEN_AI_CONVERSATION_ID] = conversation_id
     return attributes

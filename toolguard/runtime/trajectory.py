@@ -35,6 +35,20 @@ def current_trajectory() -> Trajectory | None:
     return _current.get()
 
 
+_open = [0]
+_open_lock = threading.Lock()
+
+
+def _open_count(delta: int) -> None:
+    with _open_lock:
+        _open[0] += delta
+
+
+def open_trajectories() -> int:
+    """How many trajectories are started and not ended in this process (in any context)."""
+    return _open[0]
+
+
 @dataclass(slots=True)
 class _Binding:
     live: bool
@@ -254,6 +268,7 @@ class Trajectory:
         if self._started:
             raise UsageError(f"trajectory {self.id!r} was already started")
         self._started = True
+        _open_count(+1)
         self._span = tel.start_span(self._tracer, contract.SUMMARY_SPAN_NAME)
         if self._join is not None:
             registry, key = self._join
@@ -265,6 +280,8 @@ class Trajectory:
         if self.ended:
             return
         self.ended = True
+        if self._started:
+            _open_count(-1)
         if self._registry is not None:
             self._registry._forget(self)
         span = self._span
@@ -273,11 +290,8 @@ class Trajectory:
         if span.is_recording():
             tel.set_attributes(span, self.summary_attributes())
             if exc is not None:
+                # The type only: an exception's text may hold argument values (privacy).
                 tel.set_error(span, f"trajectory ended by {type(exc).__name__}")
-                try:
-                    span.record_exception(exc)
-                except Exception:
-                    tel.logger.exception("toolguard: could not record the exception")
         tel.end_span(span)
 
     @contextmanager

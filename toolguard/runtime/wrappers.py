@@ -57,7 +57,12 @@ def _make_wrapper(guard: Guard, tool: Tool, fixed_instance: Any) -> Callable[...
         except TypeError as exc:
             pending.reject(_bind_failure(tool, exc))
         else:
-            pending.run_checks(raw)
+            try:
+                pending.run_checks(raw)
+            except BaseException:  # Ctrl-C inside a predicate: the call is cancelled
+                if not pending.done:
+                    pending.cancel()
+                raise
         if pending.rejection is not None:
             if tool.is_async:
                 return _raise_async(pending.rejection)
