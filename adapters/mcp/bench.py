@@ -1,0 +1,120 @@
+"""Latency ``toolguard mcp-proxy`` adds to a ``tools/call`` round trip over stdio.
+
+The same server twice, from one ``mcp`` client process: once directly, once behind the proxy
+(with the shipped git contract and its span file, as a user runs it). Calls alternate between
+the two in every round (the order flips each round), all in one run, after a warm-up. Prints
+the medians, the added latency (median with minus median without) and the ratio, for
+mcp-server-git's ``git_status`` (the target: < 1 ms added, <= 10% of the server's own round
+trip) and for an ``echo`` tool that does nothing, which shows the relay's own cost.
+
+    .venv/bin/python adapters/mcp/bench.py [--rounds 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+HERE = Path(__file__).parent
+PROXY = Path(sys.executable).parent / "toolguard-mcp-proxy"
+ECHO_SERVER = """
+import anyio
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("echo")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    return text
+
+
+anyio.run(server.run_stdio_async)
+"""
+
+
+def make_repo(root: Path) -> Path:
+    repo = root / "repo"
+    repo.mkdir()
+    for args in (["init", "-q", "-b", "main"], ["config", "user.email", "b@example.com"],
+                 ["config", "user.name", "Bench"]):  # fmt: skip
+        subprocess.run(["git", *args], cwd=repo, check=True)
+    for name in ("a.txt", "b.txt"):
+        (repo / name).write_text(name)
+        subprocess.run(["git", "add", name], cwd=repo, check=True)
+        subprocess.run(["git", "commit", "-q", "-m", name], cwd=repo, check=True)
+    return repo
+
+
+async def measure(
+    server: list[str], proxy_args: list[str], tool: str, args: dict[str, Any], rounds: int
+) -> tuple[list[float], list[float]]:
+    from mcp import Client, StdioServerParameters
+
+    direct = StdioServerParameters(command=server[0], args=server[1:])
+    proxied = StdioServerParameters(command=str(PROXY), args=[*proxy_args, "--", *server])
+    async with Client(direct, cache=None) as a, Client(proxied, cache=None) as b:
+        for client in (a, b):
+            for _ in range(30):  # warm-up: imports, caches, the guard's first declarations
+                result = await client.call_tool(tool, args)
+                assert not result.is_error, result
+        without: list[float] = []
+        with_proxy: list[float] = []
+        for i in range(rounds):
+            order = ((a, without), (b, with_proxy)) if i % 2 else ((b, with_proxy), (a, without))
+            for client, times in order:
+                start = time.perf_counter()
+                await client.call_tool(tool, args)
+                times.append(time.perf_counter() - start)
+    return without, with_proxy
+
+
+def summary(name: str, without: list[float], with_proxy: list[float]) -> tuple[float, float]:
+    m0, m1 = statistics.median(without) * 1e3, statistics.median(with_proxy) * 1e3
+    added, ratio = m1 - m0, m1 / m0
+    paired = statistics.median(b - a for a, b in zip(without, with_proxy, strict=True)) * 1e3
+    print(
+        f"{name:<11} without {m0:7.3f} ms   with proxy {m1:7.3f} ms   added {added:+.3f} ms "
+        f"(paired median {paired:+.3f} ms)   ratio {ratio:.3f}   n={len(without)}"
+    )
+    return added, ratio
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=400)
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        repo = make_repo(root)
+        echo = root / "echo_server.py"
+        echo.write_text(ECHO_SERVER)
+        proxy_args = ["--contract", str(HERE / "examples" / "git.toml"),
+                      "--spans", str(root / "spans.jsonl")]  # fmt: skip
+        git_server = [sys.executable, "-m", "mcp_server_git", "--repository", str(repo)]
+        g0, g1 = anyio.run(
+            measure, git_server, proxy_args, "git_status", {"repo_path": str(repo)},
+            options.rounds,
+        )  # fmt: skip
+        e0, e1 = anyio.run(
+            measure, [sys.executable, str(echo)], ["--spans", str(root / "echo-spans.jsonl")],
+            "echo", {"text": "x"}, options.rounds,
+        )  # fmt: skip
+        print(f"tools/call round trip over stdio, {options.rounds} interleaved rounds each")
+        added, ratio = summary("git_status", g0, g1)
+        summary("echo", e0, e1)
+    met = added < 1.0 and ratio <= 1.10
+    print(f"target (git_status: < 1 ms added, ratio <= 1.10): {'met' if met else 'MISSED'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

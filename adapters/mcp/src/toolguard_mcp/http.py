@@ -1,0 +1,135 @@
+"""The proxy over streamable HTTP, bound to the loopback interface.
+
+Unlike stdio, one HTTP endpoint serves many host sessions, so this side runs the SDK on
+both ends: an MCP ``Server`` (the SDK's streamable-HTTP app, DNS-rebinding protection on)
+whose handlers forward to one ``Client`` session with the server subprocess, guarded by
+:class:`~toolguard_mcp.server.GuardMiddleware`. The tool list served is the server's.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from . import _sdk  # noqa: F401  (the SDK, or an ImportError naming the extra)
+from ._meta import RESERVED_PREFIX
+from .calls import CallGuard
+from .server import GuardMiddleware, UpstreamTimeout
+
+logger = logging.getLogger("toolguard.mcp")
+
+# Request _meta keys the proxy's own client session sets itself for the server.
+_OWN_META = frozenset({"progressToken", "traceparent", "tracestate"})
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _ignore(signum: int, frame: Any) -> None:
+    return None
+
+
+def forwarded_meta(meta: Any) -> dict[str, Any] | None:
+    """The host's ``_meta`` minus what the transport and the client session own."""
+    if not isinstance(meta, Mapping):
+        return None
+    out = {
+        k: v
+        for k, v in meta.items()
+        if isinstance(k, str) and k not in _OWN_META and not k.startswith(RESERVED_PREFIX)
+    }
+    return out or None
+
+
+async def serve_http(
+    calls: CallGuard,
+    command: Sequence[str],
+    *,
+    host: str,
+    port: int,
+    timeout: float | None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+) -> int:
+    """Serve ``command``'s tools at ``http://host:port/mcp`` until stopped (SIGINT, SIGTERM)
+    or the server exits; returns the exit status. Announces the address on the log once
+    listening."""
+    import uvicorn
+    from mcp import Client, StdioServerParameters
+    from mcp.server import Server
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+    params = StdioServerParameters(
+        command=command[0], args=list(command[1:]), env=dict(env or {}), cwd=cwd
+    )
+    status = 0
+    async with Client(params, cache=None) as upstream:
+        tools: list[Any] = []
+        cursor = None
+        while True:
+            page = await upstream.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        calls.declare_tools(tools)
+        http: uvicorn.Server | None = None
+
+        async def list_tools(ctx: Any, request: Any) -> Any:
+            return await upstream.session.list_tools(params=request)
+
+        async def call_tool(ctx: Any, request: Any) -> Any:
+            nonlocal status
+            raw = ctx.params.get("_meta") if isinstance(ctx.params, Mapping) else None
+            try:
+                return await upstream.session.call_tool(
+                    request.name,
+                    request.arguments,
+                    read_timeout_seconds=timeout,
+                    meta=forwarded_meta(raw),  # type: ignore[arg-type]  # a JSON object
+                )
+            except MCPError as exc:
+                if exc.code == REQUEST_TIMEOUT:
+                    raise UpstreamTimeout(
+                        f"The tool `{request.name}` did not answer within {timeout:g} s; "
+                        "toolguard-mcp-proxy cancelled the call."
+                    ) from exc
+                if exc.code == CONNECTION_CLOSED and http is not None:
+                    logger.error("toolguard-mcp-proxy: the MCP server exited; stopping")
+                    status = 1
+                    http.should_exit = True
+                raise
+
+        info = upstream.server_info
+        server: Server[Any] = Server(
+            info.name if info is not None else "toolguard-mcp-proxy",
+            version=info.version if info is not None else "",
+            instructions=upstream.instructions,
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+        )
+        server.middleware.append(GuardMiddleware(calls, server=server))
+        app = server.streamable_http_app(host=host)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        http = uvicorn.Server(config)
+        # Bound here, so the address is known (port 0 picks a free one) and connections made
+        # as soon as it is announced wait in the backlog.
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+        bound = sock.getsockname()[1]
+        where = f"[{host}]" if ":" in host else host
+        logger.warning("toolguard-mcp-proxy: serving http://%s:%d/mcp", where, bound)
+        # uvicorn shuts down gracefully on SIGINT / SIGTERM, then raises the signal again
+        # under the handlers it found: these let the proxy stop the server and write the
+        # trajectories' summaries instead of dying there.
+        previous = {sig: signal.signal(sig, _ignore) for sig in _STOP_SIGNALS}
+        try:
+            await http.serve(sockets=[sock])
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    return status

@@ -1,0 +1,215 @@
+"""``toolguard mcp-proxy``: guard any MCP server without touching its code.
+
+    toolguard mcp-proxy --contract git.toml -- python -m mcp_server_git --repository .
+
+Starts the server as a subprocess and serves its tools to the host, over stdio (default) or
+streamable HTTP bound to the loopback interface (``--http 127.0.0.1:8765``), checking every
+``tools/call`` against the contract file before it reaches the server. Spans go to
+``--spans`` (OTLP JSON Lines, none lost), or wherever the standard ``OTEL_*`` variables say.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import toolguard as tg
+
+from .calls import CallGuard
+
+logger = logging.getLogger("toolguard.mcp")
+
+DEFAULT_TIMEOUT = 300.0
+
+
+def build_parser(prog: str = "toolguard mcp-proxy") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Run an MCP server behind toolguard: every tools/call is checked against "
+        "a contract file before it reaches the server, and traced.",
+        epilog="example: %(prog)s --contract git.toml -- python -m mcp_server_git --repository .",
+    )
+    parser.add_argument(
+        "--contract",
+        metavar="FILE",
+        help="TOML contract file (per tool: "
+        "refs, produces, invalidates, grounded, preconditions, mode)",
+    )
+    parser.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve streamable HTTP at "
+        "http://HOST:PORT/mcp instead of stdio (loopback addresses only)",
+    )
+    parser.add_argument(
+        "--spans",
+        metavar="FILE",
+        default="toolguard-spans.jsonl",
+        help="span file (OTLP JSON Lines; default %(default)s); "
+        "OTEL_TRACES_EXPORTER selects other exporters instead",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help="a tools/call the server has not answered after this long is "
+        "cancelled and answered with an error (default %(default)g; 0: never)",
+    )
+    parser.add_argument(
+        "--mode", choices=("block", "log"), help="override the contract's default mode"
+    )
+    parser.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="label on every trajectory (repeatable), e.g. --label model=gpt",
+    )
+    parser.add_argument(
+        "--max-trajectories",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="live trajectories kept at most (default %(default)s)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="a trajectory without a call this long is ended (default %(default)g)",
+    )
+    parser.add_argument(
+        "--record-content",
+        action="store_true",
+        help="record argument and result values on spans (off by default)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log each verdict")
+    parser.add_argument(
+        "command", nargs=argparse.REMAINDER, help="-- then the server's command line"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "toolguard mcp-proxy") -> int:
+    parser = build_parser(prog)
+    args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        parser.error("no server command: put it after --, e.g. -- python -m mcp_server_git")
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(message)s",
+    )
+    labels = {}
+    for item in args.label:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--label takes KEY=VALUE, not {item!r}")
+        labels[key] = value
+    address = None
+    if args.http:
+        try:
+            address = _loopback(args.http)
+        except ValueError as exc:
+            parser.error(str(exc))
+    try:
+        contract = _load(args.contract) if args.contract else None
+    except tg.ContractFileError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    mode: Literal["block", "log"] = args.mode or (
+        "log" if contract is not None and contract.mode == "log" else "block"
+    )
+    service = None if "OTEL_SERVICE_NAME" in os.environ else "toolguard-mcp-proxy"
+    provider = tg.setup_file_export(args.spans, service_name=service)
+    guard = tg.Guard(
+        mode=mode,
+        record_content=args.record_content,
+        max_live_trajectories=args.max_trajectories,
+        trajectory_idle_timeout=args.idle_timeout or None,
+    )
+    calls = CallGuard(guard, contract, labels=labels)
+    timeout = args.timeout or None
+    try:
+        if address is None:
+            status = _serve_stdio(calls, command, timeout)
+        else:
+            from .http import serve_http
+
+            status = asyncio.run(
+                serve_http(
+                    calls,
+                    command,
+                    host=address[0],
+                    port=address[1],
+                    timeout=timeout,
+                    env=os.environ,
+                )
+            )
+    finally:
+        calls.close()  # summaries of the trajectories still open
+        provider.force_flush()
+    return status
+
+
+def _serve_stdio(calls: CallGuard, command: list[str], timeout: float | None) -> int:
+    from .relay import StdioRelay
+
+    # The protocol gets private copies of stdin and stdout; fd 0 then reads nothing and fd 1
+    # writes to stderr, so a stray print() in a predicate cannot corrupt the JSON-RPC stream.
+    host_in, host_out = os.dup(0), os.dup(1)
+    saved_in, saved_out = os.dup(0), os.dup(1)
+    sys.stdout.flush()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    try:
+        relay = StdioRelay(
+            calls, command, host_in=host_in, host_out=host_out, timeout=timeout, env=os.environ
+        )
+        return asyncio.run(relay.run())
+    finally:
+        os.dup2(saved_in, 0)
+        os.dup2(saved_out, 1)
+        os.close(saved_in)
+        os.close(saved_out)
+
+
+def _load(path: str) -> tg.Contract:
+    # Predicates named `module:function` are most often a module beside the contract.
+    folder = str(Path(path).resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return tg.load_contract(path)
+
+
+def _loopback(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"--http takes HOST:PORT, e.g. 127.0.0.1:8765, not {value!r}")
+    host = host.strip("[]") or "127.0.0.1"
+    if host != "localhost":
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise ValueError(f"--http binds loopback addresses only (127.0.0.1, ::1), not {host}")
+    return host, int(port)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

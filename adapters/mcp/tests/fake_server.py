@@ -1,0 +1,35 @@
+"""A small MCP server that misbehaves on request, for the proxy's bad-input tests.
+
+``echo`` answers; ``crash`` kills the process in the middle of the call; ``hang`` never
+answers: it waits on an event nobody sets (no sleep anywhere).
+"""
+
+import os
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("fake")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Say it back."""
+    return text
+
+
+@server.tool()
+def crash() -> str:
+    """Die without answering."""
+    os._exit(3)
+
+
+@server.tool()
+async def hang() -> str:
+    """Wait forever."""
+    await anyio.Event().wait()
+    return "unreachable"
+
+
+if __name__ == "__main__":
+    anyio.run(server.run_stdio_async)
