@@ -1,13 +1,14 @@
 """Load BFCL multi-turn tasks, ground truth and function docs from the installed package.
 
-Call strings are parsed with ``ast`` and every argument with ``ast.literal_eval``: BFCL's
-ground truth only holds literals, and anything else (a nested call, a name) is refused
-rather than evaluated.
+Call strings are parsed by ``toolguard.replay.bfcl.parse_call`` (``ast`` and
+``ast.literal_eval``): BFCL's ground truth only holds literals, and anything else (a nested
+call, a name) is refused rather than evaluated. ``Call``, ``CallParseError`` and
+``parse_call`` live there (``toolguard replay bfcl`` reads result files with them) and are
+re-exported here for the harness.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 from dataclasses import dataclass, field
 from functools import cache
@@ -16,19 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bfcl import CATEGORIES
+from toolguard.replay.bfcl import Call, CallParseError, parse_call
 
-
-@dataclass(frozen=True)
-class Call:
-    """One decoded call: the tool name, positional and keyword literal arguments."""
-
-    name: str
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-    def render(self) -> str:
-        parts = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
-        return f"{self.name}({', '.join(parts)})"
+__all__ = [
+    "Call",
+    "CallParseError",
+    "Task",
+    "function_docs",
+    "load_category",
+    "load_tasks",
+    "package_root",
+    "parse_call",
+]
 
 
 @dataclass
@@ -50,38 +50,6 @@ class Task:
 
     def flat_calls(self) -> list[tuple[int, Call]]:
         return [(t, c) for t, turn in enumerate(self.ground_truth) for c in turn]
-
-
-class CallParseError(ValueError):
-    pass
-
-
-def parse_call(text: str) -> Call:
-    """Parse ``f(a, b=1)`` into a Call; arguments must be Python literals."""
-    try:
-        node = ast.parse(text.strip(), mode="eval").body
-    except SyntaxError as exc:
-        raise CallParseError(f"not a call: {text!r}") from exc
-    if not isinstance(node, ast.Call):
-        raise CallParseError(f"not a call: {text!r}")
-    func = node.func
-    # BFCL results sometimes carry a class prefix (Class.method); the method name is what runs.
-    if isinstance(func, ast.Attribute):
-        name = func.attr
-    elif isinstance(func, ast.Name):
-        name = func.id
-    else:
-        raise CallParseError(f"unsupported callee in {text!r}")
-    try:
-        args = tuple(ast.literal_eval(a) for a in node.args)
-        kwargs = {}
-        for kw in node.keywords:
-            if kw.arg is None:
-                raise CallParseError(f"**kwargs not supported in {text!r}")
-            kwargs[kw.arg] = ast.literal_eval(kw.value)
-    except ValueError as exc:
-        raise CallParseError(f"non-literal argument in {text!r}") from exc
-    return Call(name, args, kwargs)
 
 
 def package_root() -> Path:

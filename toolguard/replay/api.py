@@ -1,0 +1,117 @@
+"""``replay_files``: recorded runs in, a span file that ``toolguard report`` reads out."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from typing import TextIO
+
+from ..runtime.contract_file import Contract, load_contract
+from .engine import Replayer
+from .model import RecordedRun, ReplayInputError
+from .sources import ReplayStats, read_runs
+
+# A batch processor drops spans once its queue is full: the replay flushes every FLUSH_EVERY
+# spans, so the queue never holds more than that.
+FLUSH_EVERY = 4096
+QUEUE_SIZE = 4 * FLUSH_EVERY
+
+
+def replay_files(
+    format: str,
+    files: Iterable[str | os.PathLike[str]],
+    out: str | os.PathLike[str],
+    *,
+    contract: str | os.PathLike[str] | Contract | None = None,
+    labels: Mapping[str, str] | None = None,
+    skip_invalid: bool = False,
+    append: bool = False,
+    progress: bool | None = False,
+) -> ReplayStats:
+    """Replay every run of ``files`` (``format``: ``openai``, ``tau2`` or ``bfcl``) through a
+    guard and write the spans to ``out`` (OTLP JSON Lines; replaced unless ``append``).
+
+    Each run becomes trajectory ``environment/<run id>`` (label ``replay=environment``);
+    with ``contract`` (a contract file or a loaded :class:`Contract`) also
+    ``with_contract/<run id>`` (``replay=with_contract``), labelled ``run=<run id>`` and
+    ``task=<task id>`` so ``toolguard compare --by replay --task-label run`` pairs them.
+    ``labels`` are added to every trajectory. ``progress``: a line on standard error (None:
+    when it is a terminal). Returns what was read and written."""
+    from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    loaded = load_contract(contract) if isinstance(contract, str | os.PathLike) else contract
+    out = os.fspath(out)
+    stats = ReplayStats()
+    runs = read_runs(format, files, skip_invalid=skip_invalid, stats=stats)
+    first = next(runs, None)  # read before the output is touched: bad input leaves it alone
+    if first is None:
+        what = f"no valid run ({stats.skipped} skipped)" if stats.skipped else "no run"
+        raise ReplayInputError(f"{', '.join(stats.files) or 'no input files'}: {what}")
+    directory = os.path.dirname(os.path.abspath(out))
+    os.makedirs(directory, exist_ok=True)
+    if not append:
+        open(out, "w").close()
+    provider = TracerProvider(resource=Resource.create({"service.name": "toolguard-replay"}))
+    provider.add_span_processor(
+        BatchSpanProcessor(
+            FileSpanExporter(out), max_queue_size=QUEUE_SIZE, max_export_batch_size=2048
+        )
+    )
+    replayer = Replayer(provider, contract=loaded, labels=labels, flush_every=FLUSH_EVERY)
+    meter = _Progress(progress)
+    failed = False
+    try:
+        run: RecordedRun | None = first
+        while run is not None:
+            for cohort in replayer.cohorts:
+                replayer.replay(run, cohort)
+                stats.trajectories += 1
+            meter.update(stats)
+            run = next(runs, None)
+    except ReplayInputError:
+        failed = True
+        raise
+    finally:
+        meter.done()
+        provider.shutdown()  # exports what is queued, closes the file
+        if failed and not append:  # input found bad half-way leaves no half span file
+            with contextlib.suppress(OSError):
+                os.unlink(out)
+    return stats
+
+
+class _Progress:
+    """One line on standard error, rewritten at most five times a second."""
+
+    def __init__(self, enabled: bool | None, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self._next = time.monotonic() + 0.5  # short inputs show nothing
+        self._shown = False
+
+    def update(self, stats: ReplayStats) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now < self._next:
+            return
+        self._next = now + 0.2
+        self._shown = True
+        where = stats.files[-1] if stats.files else ""
+        self.stream.write(
+            f"\rreplaying {where}: {stats.runs:,} runs, {stats.calls:,} calls"
+            + (f", {stats.skipped:,} skipped" if stats.skipped else "")
+            + " "
+        )
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self._shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()

@@ -1,0 +1,206 @@
+"""BFCL multi-turn result files: calls parsed as literals (never evaluated), entries as runs.
+
+BFCL writes one JSON object per line, ``{"id": "multi_turn_base_0", "result": [...]}``, with
+one list per user turn and one item per model step. An item is whatever the model handler
+produced: a prompting model's text (``"[cd(folder='x'), ls()]"``), a function-calling model's
+list of ``{name: arguments}`` (arguments as JSON text or an object), or an already decoded
+list of call strings. Like BFCL's checker, a step that does not decode (the model's closing
+chatter) is no call. A line that is not such an entry is an error, and so is a file none of
+whose entries decodes to a single call (a single-turn file, a handler's unknown output): it
+is not a set of runs that made no error.
+
+Call strings are parsed with ``ast`` and every argument with ``ast.literal_eval``: anything
+that is not a literal (a nested call, a name) is refused rather than evaluated.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .model import ReplayInputError
+
+
+@dataclass(frozen=True)
+class Call:
+    """One decoded call: the tool name, positional and keyword literal arguments."""
+
+    name: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def render(self) -> str:
+        parts = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return f"{self.name}({', '.join(parts)})"
+
+
+class CallParseError(ValueError):
+    """A text that is not a call of literal arguments."""
+
+
+def parse_call(text: str) -> Call:
+    """Parse ``f(a, b=1)`` into a Call; arguments must be Python literals."""
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as exc:
+        raise CallParseError(f"not a call: {text!r}") from exc
+    if not isinstance(node, ast.Call):
+        raise CallParseError(f"not a call: {text!r}")
+    func = node.func
+    # BFCL results sometimes carry a class prefix (Class.method); the method name is what runs.
+    if isinstance(func, ast.Attribute):
+        name = func.attr
+    elif isinstance(func, ast.Name):
+        name = func.id
+    else:
+        raise CallParseError(f"unsupported callee in {text!r}")
+    try:
+        args = tuple(ast.literal_eval(a) for a in node.args)
+        kwargs = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise CallParseError(f"**kwargs not supported in {text!r}")
+            kwargs[kw.arg] = ast.literal_eval(kw.value)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
+        raise CallParseError(f"non-literal argument in {text!r}") from exc
+    return Call(name, args, kwargs)
+
+
+def decode_step(item: Any) -> list[Call]:
+    """One model step -> its calls; raises CallParseError when it is not a call list."""
+    if isinstance(item, str):
+        text = item.strip("`\n ")
+        if not text.startswith("["):
+            text = f"[{text}]"
+        try:
+            node = ast.parse(text, mode="eval").body
+        except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
+            raise CallParseError(f"not a call list: {item[:80]!r}") from exc
+        if not isinstance(node, ast.List):
+            raise CallParseError(f"not a call list: {item[:80]!r}")
+        return [parse_call(ast.unparse(element)) for element in node.elts]
+    if isinstance(item, list):
+        calls = []
+        for element in item:
+            if isinstance(element, str):
+                calls.append(parse_call(element))
+            elif isinstance(element, dict) and len(element) == 1:
+                ((name, args),) = element.items()
+                try:
+                    kwargs = json.loads(args) if isinstance(args, str) else dict(args)
+                except (ValueError, TypeError) as exc:
+                    raise CallParseError(f"arguments of {name!r} are not an object") from exc
+                if not isinstance(kwargs, dict):
+                    raise CallParseError(f"arguments of {name!r} are not an object")
+                calls.append(Call(str(name), (), kwargs))
+            else:
+                raise CallParseError(f"not a call: {element!r}")
+        return calls
+    raise CallParseError(f"not a call list: {item!r}")
+
+
+def decode_steps(result: Any, where: str = "result") -> list[tuple[int, list[Call]]]:
+    """Each decodable model step of one entry as (turn index, its calls), in order. Raises
+    ReplayInputError when ``result`` is not a list of turns, each a list of steps."""
+    if not isinstance(result, list) or not all(isinstance(turn, list) for turn in result):
+        shown = repr(result)[:80]
+        raise ReplayInputError(f"{where}: 'result' must be a list of turns (lists), not {shown}")
+    out: list[tuple[int, list[Call]]] = []
+    for turn, steps in enumerate(result):
+        for item in steps:
+            try:
+                calls = decode_step(item)
+            except (CallParseError, ValueError, TypeError):
+                continue  # chatter or an undecodable step: not a call the environment ran
+            if calls:
+                out.append((turn, calls))
+    return out
+
+
+def decode_entry(result: Any) -> list[tuple[int, Call]]:
+    """All turns of one task, flattened in emission order, each call with its turn index."""
+    return [(turn, c) for turn, calls in decode_steps(result) for c in calls]
+
+
+@dataclass
+class Entry:
+    """One line of a result file: the task id, its turns, its decoded steps."""
+
+    id: str
+    n_turns: int
+    steps: list[tuple[int, list[Call]]]
+    where: str
+
+
+def iter_entries(
+    path: str | os.PathLike[str], *, skip_invalid: bool = False, skipped: list[str] | None = None
+) -> Iterator[Entry]:
+    """The entries of one result file, one line at a time. A malformed line raises
+    ReplayInputError (``file:line: why``) or, with ``skip_invalid``, is appended to
+    ``skipped`` and passed over; a file whose entries decode to no call at all raises."""
+    name = os.fspath(path)
+    entries = calls = 0
+    try:
+        fh = open(name, encoding="utf-8")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise ReplayInputError(f"{name}: cannot open: {exc.strerror or exc}") from None
+    with fh:
+        try:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                where = f"{name}:{lineno}"
+                try:
+                    entry = _entry(line, where)
+                except ReplayInputError as exc:
+                    if not skip_invalid:
+                        raise
+                    if skipped is not None:
+                        skipped.append(str(exc))
+                    continue
+                entries += 1
+                calls += sum(len(c) for _, c in entry.steps)
+                yield entry
+        except UnicodeDecodeError as exc:
+            raise ReplayInputError(f"{name}: not UTF-8 text: {exc}") from None
+    if entries and not calls:
+        raise ReplayInputError(
+            f"{name}: none of its {entries} entries decodes to a tool call: not a BFCL "
+            "multi-turn result file this reader understands (a single-turn category, or a "
+            "model handler's output in another shape)"
+        )
+    if not entries:
+        raise ReplayInputError(f"{name}: no BFCL result entry in the file")
+
+
+def _entry(line: str, where: str) -> Entry:
+    try:
+        obj = json.loads(line)
+    except ValueError as exc:
+        raise ReplayInputError(f"{where}: not valid JSON ({exc})") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("id"), str) or "result" not in obj:
+        raise ReplayInputError(f"{where}: a BFCL result line is an object with 'id' and 'result'")
+    result = obj["result"]
+    n_turns = len(result) if isinstance(result, list) else 0
+    return Entry(obj["id"], n_turns, decode_steps(result, where), where)
+
+
+def read_result_file(path: Path | str) -> dict[str, list[tuple[int, Call]]]:
+    """Task id -> its calls (turn index, call) in emission order; strict (see iter_entries)."""
+    return {e.id: [(turn, c) for turn, calls in e.steps for c in calls] for e in iter_entries(path)}
+
+
+def model_name(path: Path | str) -> str:
+    """BFCL lays results out as ``<model>/multi_turn/<file>`` (or ``<model>/<file>``)."""
+    parent = Path(path).parent
+    return parent.parent.name if parent.name == "multi_turn" else parent.name
+
+
+def category_of(task_id: str) -> str:
+    """``multi_turn_miss_param_12`` -> ``miss_param``."""
+    return task_id.removeprefix("multi_turn_").rsplit("_", 1)[0]

@@ -1,0 +1,128 @@
+"""``toolguard replay FORMAT FILE... --out spans.jsonl``: the metrics of recorded runs.
+
+Errors print one line on standard error and exit with status 2, as ``toolguard report``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from .._errors import ToolGuardError
+from .sources import FORMATS
+
+EXIT_ERROR = 2
+
+EPILOG = """\
+formats:
+  openai  OpenAI chat messages: JSON Lines (one run per line) or a JSON list of runs; a run
+          is a list of messages or an object with messages/traj (tau-bench's shape) and
+          optional id, task_id, trial, reward, success/outcome, labels, tools.
+  tau2    a tau2 results file (its simulations), or a list / JSON Lines of simulations.
+  bfcl    BFCL multi-turn result files; with bfcl-eval installed each call runs on BFCL's
+          own backends, which give the answers the files do not record.
+
+validity without --contract: the environment's recorded answer (tau2's error flag, an
+{"error": ...} result, an "Error:" text; BFCL: the backend's). With --contract FILE every run
+is also replayed through that contract (label replay=with_contract): compare the two with
+  toolguard compare OUT --by replay --a environment --b with_contract --task-label run
+"""
+
+
+class _Args(argparse.Namespace):
+    format: str
+    files: list[str]
+    out: str
+    contract: str | None
+    labels: dict[str, str]
+    skip_invalid: bool
+    append: bool
+    quiet: bool
+
+
+def _labels(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise argparse.ArgumentTypeError(f"expected key=value, got {part.strip()!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="toolguard replay",
+        description="Replay recorded agent runs through the guard and write the spans that "
+        "`toolguard report` reads: TER, FED, AUC-PEC and RR without re-running the agent.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("format", choices=FORMATS, metavar="FORMAT", help=", ".join(FORMATS))
+    p.add_argument("files", nargs="+", metavar="FILE", help="recorded runs ('-': stdin)")
+    p.add_argument("--out", required=True, metavar="SPANS", help="span file to write (JSONL)")
+    p.add_argument("--contract", metavar="FILE", help="a contract file (TOML): the what-if")
+    p.add_argument(
+        "--labels", type=_labels, default={}, metavar="KEY=VALUE,...", help="added to every run"
+    )
+    p.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="skip malformed runs (counted, the first one named) instead of stopping",
+    )
+    p.add_argument("--append", action="store_true", help="append to SPANS instead of replacing")
+    p.add_argument("--quiet", action="store_true", help="no progress line on standard error")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``toolguard replay``; ``argv`` are the arguments after ``replay``. Returns the exit
+    status."""
+    try:
+        args = _parser().parse_args(argv, namespace=_Args())
+    except SystemExit as exc:  # argparse printed its message already
+        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    from .api import replay_files  # the SDK and exporter load only for a real run
+
+    try:
+        stats = replay_files(
+            args.format,
+            args.files,
+            args.out,
+            contract=args.contract,
+            labels=args.labels,
+            skip_invalid=args.skip_invalid,
+            append=args.append,
+            progress=False if args.quiet else None,
+        )
+    except ToolGuardError as exc:
+        print(f"toolguard: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("toolguard: interrupted", file=sys.stderr)
+        return 130
+    print(
+        f"replayed {stats.runs} runs ({stats.calls} tool calls) from {len(stats.files)} "
+        f"file(s): {stats.trajectories} trajectories written to {args.out}"
+    )
+    if stats.skipped:
+        print(
+            f"toolguard: warning: skipped {stats.skipped} invalid run(s); first: "
+            f"{stats.first_skipped}",
+            file=sys.stderr,
+        )
+    if stats.without_environment:
+        print(
+            f"toolguard: warning: {stats.without_environment} BFCL run(s) had no backend to "
+            "answer their calls (bfcl-eval not installed, or a task it does not know): only "
+            "a contract's checks can fail them",
+            file=sys.stderr,
+        )
+    if not args.quiet:
+        by = " --by replay" if args.contract else ""
+        print(f"next: toolguard report {os.fspath(args.out)}{by}", file=sys.stderr)
+    return 0

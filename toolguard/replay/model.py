@@ -1,0 +1,87 @@
+"""A recorded run once read, the same for every format: what the agent was told, and each
+model turn's tool calls with the environment's recorded answers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import ToolGuardError
+
+
+class ReplayInputError(ToolGuardError, ValueError):
+    """Recorded runs that cannot be read: the message names the file and line (or the file
+    and the run's index) and what was wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The environment's answer to one call: the result the agent saw, and whether the
+    environment said the call failed."""
+
+    result: Any
+    error: bool
+
+
+@dataclass(slots=True)
+class RecordedCall:
+    """One tool call as the model emitted it. ``arguments``: a mapping, or the model's JSON
+    text as recorded (text that does not parse fails the schema check: it could not have
+    run). ``answer``: the recorded answer; None when the log holds none (the call is then
+    counted, and closed as cancelled) or when a live environment computes it."""
+
+    name: str
+    arguments: Any
+    call_id: str | None = None
+    answer: Answer | None = None
+
+
+@dataclass(slots=True)
+class Turn:
+    """One model message's tool calls, in the order the model emitted them."""
+
+    calls: list[RecordedCall]
+
+
+@dataclass(slots=True)
+class Said:
+    """Text the agent was given (a user or system message): what the information check may
+    find grounded arguments in."""
+
+    text: str
+
+
+Event = Turn | Said
+Executor = Callable[[RecordedCall], Answer]
+"""A live environment: runs a call and returns its answer (BFCL's backends)."""
+
+
+@dataclass(slots=True)
+class RecordedRun:
+    """One recorded agent episode.
+
+    ``id`` is unique within one replay; ``task`` names the task (runs of one task pair up in
+    ``toolguard compare``); ``success`` is the recorded outcome (None: unknown). ``tools``:
+    the offered tools and their parameter schemas, when the format records them (a call of
+    any other tool is then unknown to a contract replay). ``environment``: a factory of a
+    fresh live environment, for formats whose files hold no answers."""
+
+    id: str
+    events: list[Event]
+    where: str
+    success: bool | None = None
+    task: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    tools: Mapping[str, Mapping[str, Any] | None] | None = None
+    environment: Callable[[], Executor] | None = None
+
+    def calls(self) -> Iterator[RecordedCall]:
+        for event in self.events:
+            if isinstance(event, Turn):
+                yield from event.calls
+
+    @property
+    def length(self) -> int:
+        """T: the number of tool calls the agent emitted."""
+        return sum(len(e.calls) for e in self.events if isinstance(e, Turn))

@@ -1,0 +1,135 @@
+"""Recorded runs from files, one at a time, whatever the format."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from . import bfcl, bfcl_env, chat
+from .model import Answer, RecordedCall, RecordedRun, ReplayInputError, Said, Turn
+
+FORMATS = ("openai", "tau2", "bfcl")
+
+
+@dataclass
+class ReplayStats:
+    """What a replay went through."""
+
+    files: list[str] = field(default_factory=list)
+    runs: int = 0
+    calls: int = 0
+    trajectories: int = 0
+    skipped: int = 0
+    first_skipped: str | None = None
+    without_environment: int = 0  # BFCL runs replayed with no backend to answer their calls
+
+    def skip(self, why: str) -> None:
+        self.skipped += 1
+        if self.first_skipped is None:
+            self.first_skipped = why
+
+
+def read_runs(
+    format: str,
+    files: Iterable[str | os.PathLike[str]],
+    *,
+    skip_invalid: bool = False,
+    stats: ReplayStats | None = None,
+) -> Iterator[RecordedRun]:
+    """The runs of ``files`` in ``format`` (one of :data:`FORMATS`), in file order.
+
+    A malformed run raises :class:`ReplayInputError` naming its file and line (and run
+    index), or with ``skip_invalid`` is counted in ``stats`` and passed over. Run ids are
+    made unique across the files (a repeat gets ``~2``, ``~3``...)."""
+    if format not in FORMATS:
+        raise ReplayInputError(f"unknown format {format!r} (known: {', '.join(FORMATS)})")
+    stats = stats if stats is not None else ReplayStats()
+    seen: dict[str, int] = {}
+    for name in files:
+        path = os.fspath(name)
+        stats.files.append(path)
+        if format == "bfcl":
+            runs = _bfcl_runs(path, skip_invalid, stats)
+        else:
+            runs = _chat_runs(format, path, skip_invalid, stats)
+        for run in runs:
+            count = seen.get(run.id, 0) + 1
+            seen[run.id] = count
+            if count > 1:
+                run.id = f"{run.id}~{count}"
+            stats.runs += 1
+            stats.calls += run.length
+            yield run
+
+
+def _chat_runs(
+    format: str, path: str, skip_invalid: bool, stats: ReplayStats
+) -> Iterator[RecordedRun]:
+    if format == "tau2":
+        values = chat.grouped(path, stream_key="simulations", keep=frozenset({"info"}))
+    else:
+        values = chat.grouped(path)
+    for index, item in enumerate(values):
+        where = f"{item.where} (run {index + 1})"
+        try:
+            if item.error is not None:
+                raise ReplayInputError(f"{where}: {item.error}")
+            if format == "tau2":
+                yield chat.tau2_run(item.value, where, item.header, path, index)
+            else:
+                yield chat.openai_run(item.value, where, path, index)
+        except ReplayInputError as exc:
+            if not skip_invalid:
+                raise
+            stats.skip(str(exc))
+
+
+def _bfcl_runs(path: str, skip_invalid: bool, stats: ReplayStats) -> Iterator[RecordedRun]:
+    """BFCL entries as runs. With bfcl-eval installed and the task known to it, the task's
+    user turns are the run's ``Said`` events, BFCL's backends its live environment and its
+    function docs the offered tools; otherwise the calls are replayed with no answer to
+    read (valid unless a contract says otherwise)."""
+    model = bfcl.model_name(path)
+    live = bfcl_env.available()
+    skipped: list[str] = []
+    for entry in bfcl.iter_entries(path, skip_invalid=skip_invalid, skipped=skipped):
+        while skipped:
+            stats.skip(skipped.pop(0))
+        known = bfcl_env.task(entry.id) if live else None
+        classes = tuple(known.get("involved_classes", ())) if known else ()
+        by_turn: dict[int, list[list[bfcl.Call]]] = {}
+        for turn, calls in entry.steps:
+            by_turn.setdefault(turn, []).append(calls)
+        questions = known.get("question", []) if known else []
+        events: list[Said | Turn] = []
+        for turn in range(max(entry.n_turns, len(questions))):
+            if turn < len(questions):
+                for message in questions[turn]:
+                    if isinstance(message, dict) and isinstance(message.get("content"), str):
+                        events.append(Said(message["content"]))
+            for calls in by_turn.get(turn, ()):
+                events.append(Turn([_recorded(c, classes, known is not None) for c in calls]))
+        if known is None:
+            stats.without_environment += 1
+        yield RecordedRun(
+            f"{model}/{entry.id}",
+            events,
+            entry.where,
+            task=entry.id,
+            labels={"model": model, "category": bfcl.category_of(entry.id)},
+            tools=bfcl_env.tool_schemas(classes) if known else None,
+            environment=bfcl_env.environment(known) if known else None,
+        )
+    while skipped:
+        stats.skip(skipped.pop(0))
+
+
+def _recorded(call: bfcl.Call, classes: tuple[str, ...], live: bool) -> RecordedCall:
+    arguments = (
+        bfcl_env.keyword_arguments(call, classes)
+        if live
+        else {**{f"_{i}": a for i, a in enumerate(call.args)}, **call.kwargs}
+    )
+    # Without a backend the environment's answer is unknown: read as no error.
+    return RecordedCall(call.name, arguments, None, None if live else Answer(None, False))
