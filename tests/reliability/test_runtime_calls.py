@@ -286,7 +286,7 @@ def test_undeclared_arguments_are_unknown_whatever_the_source(otel) -> None:
     guard = otel.guard()
     guard.register(lambda **kw: kw, name="by_schema",
                    json_schema={"type": "object", "properties": {"a": {"type": "string"}}})
-    guard.register(lambda order_id, quantity: order_id, name="by_model", args_model=Order)  # fmt: skip
+    guard.register(lambda order_id, quantity: order_id, name="by_model", args_model=Order)
     assert guard.call("by_schema", {"a": "x", "b": 1}).check == "schema.args"
     rejected = guard.call("by_model", {"order_id": "o", "quantity": 1, "coupon": "FREE"})
     assert rejected.check == "schema.args" and "coupon" in rejected.message
@@ -303,9 +303,8 @@ def test_json_carried_values_pass_strict_mode(otel) -> None:
     def book(day: datetime.date, size: Size, seats: tuple[int, ...], price: float) -> str:
         return f"{day} {size.value} {seats} {price}"
 
-    assert guard.call("book", '{"day": "2026-11-30", "size": "s", "seats": [1, 2], "price": 3}') == (
-        "2026-11-30 s (1, 2) 3.0"
-    )
+    text = '{"day": "2026-11-30", "size": "s", "seats": [1, 2], "price": 3}'
+    assert guard.call("book", text) == "2026-11-30 s (1, 2) 3.0"
 
 
 def test_lax_coercion_is_a_switch(otel) -> None:
@@ -353,8 +352,8 @@ def test_no_argument_or_result_value_reaches_spans_or_logs(otel, caplog) -> None
         guard.call("boom", {"x": SECRET})  # the tool raised, its text holds the argument
         guard.call("buggy", {"x": SECRET})  # a predicate that raised (guard error)
         log_guard = otel.guard(mode="log")
-        log_guard.register(use.__wrapped__, name="use", grounded=["note"],
-                           postconditions=[tg.Postcondition("ok", lambda result: False)])  # fmt: skip
+        never = tg.Postcondition("ok", lambda result: False)
+        log_guard.register(use.__wrapped__, name="use", grounded=["note"], postconditions=[never])
         log_guard.call("use", {"item_id": "a", "note": SECRET})  # logged: information etc.
     telemetry = [json.dumps(dict(s.attributes), default=str) + (s.status.description or "")
                  + json.dumps([dict(e.attributes or {}) for e in s.events], default=str)

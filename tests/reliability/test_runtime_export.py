@@ -14,6 +14,7 @@ import textwrap
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -177,8 +178,8 @@ def test_a_provider_shut_down_mid_run_is_reported(tmp_path: Path) -> None:
 
 
 class _Collector(BaseHTTPRequestHandler):
-    bodies: list[bytes] = []
-    paths: list[str] = []
+    bodies: ClassVar[list[bytes]] = []
+    paths: ClassVar[list[str]] = []
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", 0))
