@@ -34,6 +34,10 @@ if TYPE_CHECKING:  # what the lazy loader below provides, visible to type checke
     from .report.outcomes import join_outcomes, load_outcomes
     from .report.plot import plot_report
     from .report.reader import ReportInputError
+    from .replay.api import replay_files
+    from .replay.engine import Replayer
+    from .replay.model import ReplayInputError
+    from .replay.sources import read_runs
 
 __version__ = "0.1.0"
 
@@ -48,6 +52,11 @@ _LAZY = {
     "load_outcomes": ".report.outcomes",
     "plot_report": ".report.plot",
     "read_records": ".report.collect",
+    # Replay of recorded runs: its own wing over the runtime's public API.
+    "ReplayInputError": ".replay.model",
+    "Replayer": ".replay.engine",
+    "read_runs": ".replay.sources",
+    "replay_files": ".replay.api",
 }
 
 
@@ -78,6 +87,8 @@ __all__ = [
     "Precondition",
     "Ref",
     "Rejection",
+    "ReplayInputError",
+    "Replayer",
     "ReportInputError",
     "Tool",
     "ToolCallRejected",
@@ -102,6 +113,8 @@ __all__ = [
     "load_outcomes",
     "plot_report",
     "read_records",
+    "read_runs",
+    "replay_files",
     "run_anthropic_tool_uses",
     "run_openai_response_calls",
     "run_openai_tool_calls",
