@@ -99,7 +99,11 @@ def build_parser(prog: str = "toolguard mcp-proxy") -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "toolguard mcp-proxy") -> int:
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    """``toolguard mcp-proxy ARGS`` (the core CLI passes ``argv`` without the subcommand);
+    run as the ``toolguard-mcp-proxy`` console script, ``argv`` is ``sys.argv[1:]``."""
+    if prog is None:
+        prog = "toolguard mcp-proxy" if argv is not None else Path(sys.argv[0]).name
     parser = build_parser(prog)
     args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
     command = list(args.command)
