@@ -1,0 +1,147 @@
+"""The episode boundary: one trajectory per ``Runner.run`` / ``Runner.run_sync``.
+
+The trajectory is made current around the run, in the caller's context. The SDK creates its
+tool tasks (and ``run_sync`` its whole run) from there, and a task starts with a copy of its
+creator's context, so every tool call and hook of the run finds the trajectory without any
+registry. ``Runner.run_streamed`` works the same way as long as the stream is consumed
+inside the block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import Any
+
+import toolguard as tg
+
+from ._sdk import Agent, Runner, RunResult
+
+
+# Lower case: it reads like a function call, `with guarded_run(guard) as traj:`.
+class guarded_run:
+    """``with`` / ``async with``: a trajectory open for the runs inside the block.
+
+    Opens ``guard.trajectory(id, labels=..., user_input=..., key=...)`` and ends it (its
+    summary span goes to the guard's provider) when the block ends, also by an exception.
+    Yields the :class:`toolguard.Trajectory`: set ``traj.success`` inside the block. With
+    ``trajectory=`` the given trajectory is made current instead, and its owner ends it.
+    """
+
+    def __init__(
+        self,
+        guard: tg.Guard,
+        id: str | None = None,
+        *,
+        labels: Mapping[str, Any] | None = None,
+        user_input: str | Iterable[str] | None = None,
+        key: str | None = None,
+        conversation_id: str | None = None,
+        trajectory: tg.Trajectory | None = None,
+    ) -> None:
+        options = (id, labels, user_input, key, conversation_id)
+        if trajectory is not None and any(o is not None for o in options):
+            raise ValueError("pass either trajectory= or the options of a new trajectory")
+        self._guard = guard
+        self._options = options
+        self._given = trajectory
+        self._active: AbstractContextManager[tg.Trajectory] | None = None
+
+    def __enter__(self) -> tg.Trajectory:
+        if self._active is not None:
+            raise RuntimeError("guarded_run is not reentrant: open one per run")
+        if self._given is not None:
+            self._active = self._given.activate()
+        else:
+            id, labels, user_input, key, conversation_id = self._options
+            self._active = self._guard.trajectory(
+                id,
+                labels=labels,
+                user_input=user_input,
+                key=key,
+                conversation_id=conversation_id,
+            )
+        return self._active.__enter__()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        active, self._active = self._active, None
+        if active is not None:
+            active.__exit__(exc_type, exc, tb)
+
+    async def __aenter__(self) -> tg.Trajectory:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+
+Success = Callable[[RunResult], bool | None]
+
+
+async def run(
+    guard: tg.Guard,
+    agent: Agent[Any],
+    input: Any,
+    *,
+    trajectory_id: str | None = None,
+    labels: Mapping[str, Any] | None = None,
+    trajectory: tg.Trajectory | None = None,
+    success: Success | None = None,
+    **runner_options: Any,
+) -> RunResult:
+    """``await Runner.run(agent, input, **runner_options)`` as one trajectory.
+
+    ``agent`` should come from :func:`guard_agent`. ``success(result)`` sets the outcome Y;
+    a run that raises ends the trajectory with Y unknown. A text ``input`` is what the agent
+    has seen (the information check).
+    """
+    with _episode(guard, input, trajectory_id, labels, trajectory) as traj:
+        result = await Runner.run(agent, input, **runner_options)
+        if success is not None:
+            traj.success = success(result)
+    return result
+
+
+def run_sync(
+    guard: tg.Guard,
+    agent: Agent[Any],
+    input: Any,
+    *,
+    trajectory_id: str | None = None,
+    labels: Mapping[str, Any] | None = None,
+    trajectory: tg.Trajectory | None = None,
+    success: Success | None = None,
+    **runner_options: Any,
+) -> RunResult:
+    """:func:`run` for ``Runner.run_sync``."""
+    with _episode(guard, input, trajectory_id, labels, trajectory) as traj:
+        result = Runner.run_sync(agent, input, **runner_options)
+        if success is not None:
+            traj.success = success(result)
+    return result
+
+
+def _episode(
+    guard: tg.Guard,
+    input: Any,
+    trajectory_id: str | None,
+    labels: Mapping[str, Any] | None,
+    trajectory: tg.Trajectory | None,
+) -> guarded_run:
+    if trajectory is not None:
+        if trajectory_id is not None or labels is not None:
+            raise ValueError("pass either trajectory= or trajectory_id=/labels=")
+        return guarded_run(guard, trajectory=trajectory)
+    user_input = input if isinstance(input, str) else None
+    return guarded_run(guard, trajectory_id, labels=labels, user_input=user_input)
