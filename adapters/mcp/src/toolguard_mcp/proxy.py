@@ -56,6 +56,11 @@ def build_parser(prog: str = "toolguard mcp-proxy") -> argparse.ArgumentParser:
         "OTEL_TRACES_EXPORTER selects other exporters instead",
     )
     parser.add_argument(
+        "--no-spans",
+        action="store_true",
+        help="check calls but install no span export (tracing off)",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=DEFAULT_TIMEOUT,
@@ -137,7 +142,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         "log" if contract is not None and contract.mode == "log" else "block"
     )
     service = None if "OTEL_SERVICE_NAME" in os.environ else "toolguard-mcp-proxy"
-    provider = tg.setup_file_export(args.spans, service_name=service)
+    provider = None if args.no_spans else tg.setup_file_export(args.spans, service_name=service)
     guard = tg.Guard(
         mode=mode,
         record_content=args.record_content,
@@ -164,7 +169,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
             )
     finally:
         calls.close()  # summaries of the trajectories still open
-        provider.force_flush()
+        if provider is not None:
+            provider.force_flush()
     return status
 
 
