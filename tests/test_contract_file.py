@@ -113,3 +113,19 @@ def test_a_malformed_contract_file_names_file_tool_and_key(
 def test_a_missing_contract_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(tg.ContractFileError, match="no such contract file"):
         tg.load_contract(tmp_path / "absent.toml")
+
+
+def test_predicates_may_live_beside_the_contract_file(otel, tmp_path: Path) -> None:
+    (tmp_path / "beside_rules.py").write_text("def never(x):\n    return False\n")
+    contract = tg.load_contract(write(tmp_path, """
+[tools.t]
+strict = false
+preconditions = [{ id = "never", predicate = "beside_rules:never" }]
+"""))
+    guard = otel.guard()
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    guard.declare("t", contract.spec_for("t", schema))
+    assert guard.get_tool("t").spec.strict is False
+    # Not strict: the schema as written, which lets an undeclared argument through.
+    rejection = guard.check("t", {"x": 3, "extra": 1}).rejection
+    assert rejection is not None and rejection.check == "precondition.never"

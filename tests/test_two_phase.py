@@ -525,3 +525,25 @@ def test_steps_assigned_by_another_process_are_kept(otel) -> None:
         with pytest.raises(tg.UsageError, match="int >= 1"):
             traj.reserve({"c0": 0})
     assert traj.length == 7
+
+
+def test_a_continued_trajectory_can_leave_its_summary_to_the_host(otel) -> None:
+    guard = otel.guard()
+    guard.declare("op", json_schema={"type": "object"})
+    with guard.trajectory("shared", key="shared", summary=False) as traj:
+        assert guard.find_trajectory("shared") is traj
+        guard.check("op", {}).finish(1)
+    assert otel.summary_spans() == []
+    assert [s.attributes["toolguard.trajectory.id"] for s in otel.call_spans()] == ["shared"]
+
+
+def test_a_framework_span_is_recognised_by_its_genai_attributes(otel) -> None:
+    guard = otel.guard()
+    guard.declare("op", json_schema={"type": "object"})
+    tracer = otel.provider.get_tracer("mcp.server")
+    with tracer.start_as_current_span("tools/call op") as span:
+        span.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "op"})
+        guard.check("op", {}).finish(1)
+    assert [s.name for s in otel.spans()] == ["tools/call op"]
+    assert otel.spans()[0].attributes["toolguard.valid"] is True
+    assert guard.has_tool("op") and not guard.has_tool("nope")

@@ -30,6 +30,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import sys
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ _TOOL_KEYS = frozenset(
         "preconditions",
         "postconditions",
         "mode",
+        "strict",
     }
 )
 _TOP_KEYS = frozenset({"mode", "tools"})
@@ -85,6 +87,7 @@ class Contract:
             preconditions=list(base.preconditions),
             postconditions=list(base.postconditions),
             mode=base.mode,
+            strict=base.strict,
         )
 
     def unknown_tools(self, offered: Iterable[str]) -> list[str]:
@@ -141,6 +144,9 @@ def _tool_spec(where: str, name: str, table: Any) -> ToolSpec:
     mode = table.get("mode")
     if mode not in (None, "block", "log"):
         raise fail("mode", f"must be 'block' or 'log', not {mode!r}")
+    strict = table.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        raise fail("strict", "must be true or false")
     schema = table.get("json_schema")
     if schema is not None and not isinstance(schema, dict):
         raise fail("json_schema", "must be a table (a JSON Schema object)")
@@ -162,14 +168,15 @@ def _tool_spec(where: str, name: str, table: Any) -> ToolSpec:
         invalidates=dict(table.get("invalidates", {})),
         grounded=list(grounded),
         preconditions=[
-            Precondition(*_condition(c, fail, "preconditions"))
+            Precondition(*_condition(c, fail, "preconditions", where))
             for c in _conditions(table, "preconditions", fail)
         ],
         postconditions=[
-            Postcondition(*_condition(c, fail, "postconditions"))
+            Postcondition(*_condition(c, fail, "postconditions", where))
             for c in _conditions(table, "postconditions", fail)
         ],
         mode=mode,
+        strict=strict,
     )
 
 
@@ -183,7 +190,10 @@ def _conditions(
 
 
 def _condition(
-    item: Mapping[str, Any], fail: Callable[[str, str], ContractFileError], key: str
+    item: Mapping[str, Any],
+    fail: Callable[[str, str], ContractFileError],
+    key: str,
+    where: str,
 ) -> tuple[str, Callable[..., Any], str]:
     """(id, predicate, message) of one condition table."""
     extra = sorted(set(item) - {"id", "predicate", "message"})
@@ -196,12 +206,26 @@ def _condition(
         raise fail(key, f"condition {cid!r}: predicate must be 'module:function', not {target!r}")
     module_name, _, attr = target.partition(":")
     try:
-        predicate = getattr(importlib.import_module(module_name), attr)
+        predicate = getattr(_import_beside(module_name, where), attr)
     except (ImportError, AttributeError) as exc:
         raise fail(key, f"condition {cid!r}: cannot import {target!r}: {exc}") from None
     if not callable(predicate):
         raise fail(key, f"condition {cid!r}: {target!r} is not callable")
     return cid, predicate, str(message)
+
+
+def _import_beside(module_name: str, where: str) -> Any:
+    """Import a predicate's module from the path, or else from the contract file's folder
+    (rules kept next to the file they belong to)."""
+    try:
+        return importlib.import_module(module_name)
+    except ImportError:
+        folder = os.path.dirname(os.path.abspath(where))
+        sys.path.insert(0, folder)
+        try:
+            return importlib.import_module(module_name)
+        finally:
+            sys.path.remove(folder)
 
 
 def _regex_finder(pattern: str) -> Callable[[Any], list[str]]:

@@ -87,7 +87,9 @@ def setup_file_export(
 
 def _exporters(path: str | os.PathLike[str]) -> list[Any]:
     names = [n.strip() for n in os.environ.get("OTEL_TRACES_EXPORTER", "").split(",")]
-    names = [n for n in names if n and n != "none"]
+    names = [n for n in names if n]
+    if "none" in names:  # the standard meaning: export nothing
+        return []
     if not names:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         return [SpanFileExporter(path)]

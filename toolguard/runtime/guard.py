@@ -187,6 +187,9 @@ class Guard:
     def tool_names(self) -> list[str]:
         return sorted(self._tools)
 
+    def has_tool(self, name: str) -> bool:
+        return name in self._tools
+
     def get_tool(self, name: str) -> Tool:
         return self._tools[name][0]
 
@@ -199,9 +202,12 @@ class Guard:
         labels: Mapping[str, Any] | None = None,
         user_input: str | Iterable[str] | None = None,
         conversation_id: str | None = None,
+        summary: bool = True,
     ) -> Trajectory:
         """A trajectory whose summary span goes to this guard's tracer provider. With
-        ``key`` (a session or thread id), :meth:`find_trajectory` finds it while it is open."""
+        ``key`` (a session or thread id), :meth:`find_trajectory` finds it while it is open.
+        ``summary=False``: another process writes this trajectory's summary (a proxy or MCP
+        server continuing a host's trajectory); this one writes its call spans only."""
         return Trajectory(
             id,
             labels=labels,
@@ -210,6 +216,7 @@ class Guard:
             tracer=self.tracer,
             registry=self.trajectories if key is not None else None,
             key=key,
+            summary=summary,
         )
 
     def find_trajectory(self, key: str) -> Trajectory | None:

@@ -75,9 +75,21 @@ def start_call_span(tracer: Tracer, tool: str, reuse_framework_span: bool = Fals
     name = contract.call_span_name(tool if len(tool) <= NAME_LIMIT else tool[:NAME_LIMIT] + "…")
     if reuse_framework_span:
         current = current_span()
-        if current.is_recording() and getattr(current, "name", None) == name:
+        if current.is_recording() and _is_call_span(current, tool, name):
             return REUSED
     return start_span(tracer, name)
+
+
+def _is_call_span(span: Span, tool: str, name: str) -> bool:
+    """The framework's own span for this call: named ``execute_tool {tool}``, or carrying the
+    GenAI attributes of one under another name (the MCP SDK's ``tools/call {tool}``)."""
+    if getattr(span, "name", None) == name:
+        return True
+    attributes = getattr(span, "attributes", None) or {}
+    return bool(
+        attributes.get(contract.GEN_AI_OPERATION_NAME) == contract.OPERATION_EXECUTE_TOOL
+        and attributes.get(contract.GEN_AI_TOOL_NAME) == tool
+    )
 
 
 def current_span() -> Span:

@@ -82,6 +82,7 @@ class Trajectory:
         tracer: Tracer | None = None,
         registry: TrajectoryRegistry | None = None,
         key: str | None = None,
+        summary: bool = True,
     ) -> None:
         if id is not None and not isinstance(id, str):
             raise UsageError(f"a trajectory id must be a string, got {type(id).__name__}")
@@ -108,6 +109,9 @@ class Trajectory:
         self._registry: TrajectoryRegistry | None = None
         self._key: str | None = None
         self._join = (registry, key) if registry is not None and key is not None else None
+        # False: another process owns this trajectory's summary (a proxy continuing a host's
+        # trajectory), so this one writes call spans only; two summaries would disagree.
+        self.writes_summary = summary
         if user_input is not None:
             for text in [user_input] if isinstance(user_input, str) else user_input:
                 self.observe(text)
@@ -269,7 +273,8 @@ class Trajectory:
             raise UsageError(f"trajectory {self.id!r} was already started")
         self._started = True
         _open_count(+1)
-        self._span = tel.start_span(self._tracer, contract.SUMMARY_SPAN_NAME)
+        if self.writes_summary:
+            self._span = tel.start_span(self._tracer, contract.SUMMARY_SPAN_NAME)
         if self._join is not None:
             registry, key = self._join
             registry.add(key, self)
@@ -309,7 +314,8 @@ class Trajectory:
     def __enter__(self) -> Trajectory:
         if not self._started:
             self.start()
-        self._span_token = tel.attach(self._span)
+        if self._span is not None:
+            self._span_token = tel.attach(self._span)
         self._var_token = _current.set(self)
         return self
 
