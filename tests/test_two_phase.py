@@ -547,3 +547,10 @@ def test_a_framework_span_is_recognised_by_its_genai_attributes(otel) -> None:
     assert [s.name for s in otel.spans()] == ["tools/call op"]
     assert otel.spans()[0].attributes["toolguard.valid"] is True
     assert guard.has_tool("op") and not guard.has_tool("nope")
+
+
+def test_declare_uses_its_name_and_leaves_the_callers_spec_alone(otel) -> None:
+    guard = otel.guard()
+    spec = tg.ToolSpec(name="other", json_schema={"type": "object"})
+    tool = guard.declare("mine", spec)
+    assert (tool.name, spec.name) == ("mine", "other") and guard.has_tool("mine")

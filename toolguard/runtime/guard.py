@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import difflib
 import types
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -139,8 +140,9 @@ class Guard:
         conditions...): the framework owns and runs the function; :meth:`check` judges its
         calls."""
         spec = _spec(spec, {**options, "name": name} if spec is None else options)
-        if spec.name is None:
-            spec.name = name
+        if spec.name != name:
+            # The tool is known by the name given here; the caller's spec is left as it was.
+            spec = dataclasses.replace(spec, name=name)
         tool = spec.compile(None, strict=self.strict)
         self._add(tool, None, replace)
         return tool
