@@ -1,0 +1,166 @@
+"""One tool call through the guard: declare its tool, check it, run it, deliver a rejection."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal
+
+import pydantic
+import toolguard as tg
+from opentelemetry import trace
+from opentelemetry.trace import NoOpTracer, Span
+from pydantic import ValidationError
+from pydantic_ai import RunContext
+from pydantic_ai.exceptions import (
+    AgentRunError,
+    ApprovalRequired,
+    CallDeferred,
+    ModelRetry,
+    RunCancelled,
+    SkipToolExecution,
+    ToolFailed,
+    ToolFailedError,
+    ToolRetryError,
+    UserError,
+)
+from pydantic_ai.messages import ToolReturn
+from pydantic_ai.tools import ToolDefinition
+
+Delivery = Literal["failed", "return", "retry"]
+ToolErrors = Literal["deliver", "raise"]
+
+# What the framework raises through a tool's handler to steer the run: the call's outcome is
+# recorded, and the exception goes on to Pydantic AI unchanged.
+_FRAMEWORK_SIGNALS = (
+    ToolRetryError,
+    ToolFailedError,
+    ModelRetry,
+    ToolFailed,
+    AgentRunError,
+    UserError,
+)
+# The call did not finish: it will be resumed (a deferral) or the run is going away.
+_NOT_FINISHED = (CallDeferred, ApprovalRequired, RunCancelled)
+_TOOL_CALL_ID = "gen_ai.tool.call.id"
+_ANY_ARGUMENTS = pydantic.ConfigDict(
+    extra="ignore", arbitrary_types_allowed=True, protected_namespaces=()
+)
+
+
+def declare(
+    guard: tg.Guard,
+    name: str,
+    tool_def: ToolDefinition,
+    contracts: Mapping[str, Mapping[str, Any]],
+) -> None:
+    """Make the tool known to the guard: the user's own declaration of that name if there is
+    one, else its contract from ``contracts`` over the tool's argument names."""
+    if guard.has_tool(name):
+        return
+    contract = dict(contracts.get(name, {}))
+    if "json_schema" not in contract and "args_model" not in contract:
+        # Pydantic AI has already validated the arguments with the tool's own pydantic schema
+        # (and reports failures itself, recorded by on_tool_validate_error): the guard gets the
+        # argument names only, never second-guessing pydantic's lax coercions ("5" -> 5).
+        contract.update(_names_only(name, tool_def.parameters_json_schema))
+    contract.setdefault("description", tool_def.description)
+    try:
+        guard.declare(name, **contract)
+    except tg.ToolDefinitionError:
+        # Another agent sharing this guard declared it in the meantime; otherwise the
+        # contract itself is wrong, and the error says how.
+        if not guard.has_tool(name):
+            raise
+
+
+def _names_only(name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A schema that accepts any value of each argument: a pydantic model of ``Any`` fields
+    (a few microseconds a call, where a JSON Schema validator takes tens)."""
+    props = schema.get("properties")
+    if not isinstance(props, Mapping):
+        return {"json_schema": {"type": "object"}}  # argument names unknown: nothing checked
+    fields: dict[str, Any] = {
+        key: (Any, spec.get("default") if isinstance(spec, Mapping) else None)
+        for key, spec in props.items()
+    }
+    try:
+        model = pydantic.create_model(f"{name}_arguments", __config__=_ANY_ARGUMENTS, **fields)
+    except Exception:  # a name pydantic cannot take as a field ("_private"): JSON Schema
+        return {"json_schema": {"type": "object", "properties": {key: {} for key in props}}}
+    return {"args_model": model}
+
+
+def framework_span(guard: tg.Guard, ctx: RunContext[Any], call_id: str) -> Span | None:
+    """Pydantic AI's own span of this call (its instrumentation's ``execute_tool``), when it
+    is the current span: the guard's attributes go on it instead of on a second span.
+    Matched by call id, so any instrumentation version's span name works."""
+    if isinstance(ctx.tracer, NoOpTracer) or not guard.reuse_framework_spans:
+        return None  # Pydantic AI's instrumentation is off: it opened no span
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return None
+    attributes = getattr(span, "attributes", None)
+    if attributes is not None and attributes.get(_TOOL_CALL_ID) == call_id:
+        return span
+    return None
+
+
+def deliver(rejection: tg.Rejection, how: Delivery) -> str:
+    """The rejection as Pydantic AI's answer to the call. ``failed``: a failed tool return
+    (``ToolFailed``: the provider's error channel, no retry budget used); ``return``: a plain
+    tool result; ``retry``: ``ModelRetry``, which counts against the tool's ``retries``."""
+    text = str(rejection)
+    if how == "failed":
+        raise ToolFailed(text)
+    if how == "retry":
+        raise ModelRetry(text)
+    return text
+
+
+async def run_checked(
+    pending: tg.PendingCall,
+    run: Callable[[], Awaitable[Any]],
+    how: Delivery,
+    tool_errors: ToolErrors,
+) -> Any:
+    """Run an admitted call and close ``pending`` with what happened."""
+    # `with`: the guard's own span (tracing without Pydantic AI's instrumentation) is current
+    # while the tool runs, and a BaseException (task cancelled) closes the call as cancelled.
+    with pending:
+        try:
+            result = await run()
+        except SkipToolExecution as skip:  # an inner hook answered for the tool
+            pending.finish(_value(skip.result))
+            raise
+        except _NOT_FINISHED:
+            pending.cancel()
+            raise
+        except _FRAMEWORK_SIGNALS as exc:
+            pending.fail(exc)
+            raise
+        except Exception as exc:
+            rejection = pending.fail(exc)
+            if tool_errors == "raise":
+                raise
+            return deliver(rejection, how)
+        pending.finish(_value(result))
+        return result
+
+
+def _value(result: Any) -> Any:
+    # A ToolReturn carries the tool's value beside extra content for the model: the contract
+    # (produces, postconditions, error results) reads the value.
+    return result.return_value if isinstance(result, ToolReturn) else result
+
+
+def validation_message(tool: str, error: BaseException) -> str:
+    """Why Pydantic AI refused the arguments, for the span: argument names and error types,
+    never the values (the model still gets Pydantic AI's own retry text)."""
+    if isinstance(error, ValidationError):
+        problems = [
+            f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['type']}"
+            for e in error.errors(include_url=False, include_input=False, include_context=False)
+        ]
+        shown = "; ".join(problems[:4]) + ("; ..." if len(problems) > 4 else "")
+        return f"Pydantic AI rejected the arguments of {tool!r}: {shown}"
+    return f"the argument validator of {tool!r} asked the model to retry (ModelRetry)"

@@ -1,0 +1,237 @@
+"""ToolGuard: the Pydantic AI capability that puts a toolguard Guard in front of every tool."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import toolguard as tg
+from pydantic import ValidationError
+from pydantic_ai import CallToolsNode, RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.capabilities.abstract import (
+    AgentNode,
+    NodeResult,
+    RawToolArgs,
+    ValidatedToolArgs,
+    WrapRunHandler,
+    WrapToolExecuteHandler,
+)
+from pydantic_ai.exceptions import ModelRetry
+from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.run import AgentRunResult
+from pydantic_ai.tools import ToolDefinition
+
+from . import _calls, _episode, _turns
+from ._calls import Delivery, ToolErrors
+
+_DELIVERIES = ("failed", "return", "retry")
+
+
+@dataclass(slots=True)
+class _Run:
+    """One agent run in progress: its trajectory, the calls of its running turn, and the call
+    ids a hook has recorded."""
+
+    traj: tg.Trajectory
+    settled: set[str] = field(default_factory=set)
+    turn: list[ToolCallPart] = field(default_factory=list)  # the calls of the running turn
+
+
+class ToolGuard(AbstractCapability[Any]):
+    """Checks every tool call of an agent with ``guard``, one trajectory per agent run.
+
+    ``Agent(model, tools=[...], capabilities=[ToolGuard(guard)])``. The agent's tools are
+    declared to the guard on their first call, with their contract from ``contracts``
+    (tool name -> ``guard.declare`` options: ``refs``, ``produces``, ``invalidates``,
+    ``preconditions``, ...), unless the guard already knows a tool of that name.
+
+    ``rejection``: how a blocked call answers the model. ``"failed"`` (default): a failed
+    tool return (``ToolFailed``: the provider's error channel; no retry budget used);
+    ``"return"``: the message as a plain tool result; ``"retry"``: ``ModelRetry``, which
+    counts against the tool's ``retries`` like any retry. ``tool_errors``: a tool that
+    raises is recorded (``state_consistency``) and its rejection delivered the same way
+    (``"deliver"``, default), or its exception propagates as Pydantic AI would let it
+    (``"raise"``).
+
+    Trajectories: ``trajectory`` (a :class:`toolguard.Trajectory`, or ``ctx -> Trajectory``)
+    is used as given, started and ended by the adapter only if it was not started; else the
+    trajectory current where the run starts; else a new one per run, with id
+    ``trajectory_id(ctx)`` (default the run id), ``labels`` (a mapping or ``ctx -> mapping``),
+    the prompt observed for the information check, and ``success(result)`` as its outcome.
+    """
+
+    def __init__(
+        self,
+        guard: tg.Guard,
+        *,
+        contracts: Mapping[str, Mapping[str, Any]] | None = None,
+        rejection: Delivery = "failed",
+        tool_errors: ToolErrors = "deliver",
+        trajectory: _episode.TrajectorySource = None,
+        trajectory_id: _episode.TrajectoryId = None,
+        labels: _episode.Labels = None,
+        success: Callable[[AgentRunResult[Any]], bool | None] | None = None,
+        observe_prompt: bool = True,
+    ) -> None:
+        if not isinstance(guard, tg.Guard):
+            raise TypeError(f"ToolGuard needs a toolguard.Guard, got {type(guard).__name__}")
+        if rejection not in _DELIVERIES:
+            raise ValueError(f"rejection must be one of {_DELIVERIES}, not {rejection!r}")
+        if tool_errors not in ("deliver", "raise"):
+            raise ValueError(f"tool_errors must be 'deliver' or 'raise', not {tool_errors!r}")
+        self.guard = guard
+        self.contracts: Mapping[str, Mapping[str, Any]] = dict(contracts or {})
+        self.rejection: Delivery = rejection
+        self.tool_errors: ToolErrors = tool_errors
+        self.trajectory = trajectory
+        self.trajectory_id = trajectory_id
+        self.labels = labels
+        self.success = success
+        self.observe_prompt = observe_prompt
+        # Names known to be declared on the guard: shared by every run of this capability.
+        self._declared: set[str] = set()
+        self._runs: dict[str, _Run] = {}  # the runs in progress, by run id
+
+    # The base is a dataclass comparing its fields: two guards must never compare equal.
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        return f"ToolGuard({self.guard!r}, rejection={self.rejection!r})"
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None  # holds a live Guard: not constructible from an agent spec
+
+    # -- the episode ---------------------------------------------------------------------------
+    async def wrap_run(self, ctx: RunContext[Any], *, handler: WrapRunHandler) -> Any:
+        traj, owned = _episode.begin(
+            self.guard, ctx, self.trajectory, self.trajectory_id, self.labels, self.observe_prompt
+        )
+        # Per-run state by run id rather than on a for_run() copy: a copy makes Pydantic AI
+        # rebuild the agent's capability chain for every run, which costs more than the guard.
+        run = _Run(traj)
+        key = ctx.run_id
+        if key is not None:
+            self._runs[key] = run
+        try:
+            if not owned:
+                # The user's trajectory: current for the run (call spans nest below its summary
+                # span), ended by its owner.
+                with traj.activate():
+                    return await handler()
+            with traj:  # an exception or cancellation ends it too, recorded on the summary
+                result = await handler()
+                if self.success is not None:
+                    traj.success = self.success(result)
+                return result
+        finally:
+            if key is not None:
+                self._runs.pop(key, None)
+
+    # -- a model turn --------------------------------------------------------------------------
+    # before/after_node_run rather than wrap_node_run: Pydantic AI calls these for every
+    # capability anyway, while one wrap_node_run anywhere puts every node of every run through
+    # its wrapping machinery.
+    async def before_node_run(
+        self, ctx: RunContext[Any], *, node: AgentNode[Any]
+    ) -> AgentNode[Any]:
+        if isinstance(node, CallToolsNode) and (run := self._run(ctx)) is not None:
+            run.turn = _turns.turn_calls(ctx, node)
+            if len(run.turn) > 1:
+                # Steps by call id in emission order, whatever order the tasks run in (a lone
+                # call takes the next step when it is checked, which is the same one).
+                run.traj.reserve([call.tool_call_id for call in run.turn])
+        return node
+
+    async def after_node_run(
+        self, ctx: RunContext[Any], *, node: AgentNode[Any], result: NodeResult[Any]
+    ) -> NodeResult[Any]:
+        if isinstance(node, CallToolsNode):
+            self._settle_turn(ctx, result)
+        return result
+
+    async def on_node_run_error(
+        self, ctx: RunContext[Any], *, node: AgentNode[Any], error: Exception
+    ) -> NodeResult[Any]:
+        if isinstance(node, CallToolsNode):
+            self._settle_turn(ctx, None)  # e.g. a tool refused once too often ended the run
+        raise error
+
+    def _settle_turn(self, ctx: RunContext[Any], result: NodeResult[Any] | None) -> None:
+        """Record the turn's calls Pydantic AI answered before any hook of the guard saw them."""
+        run = self._run(ctx)
+        if run is None or not run.turn:
+            return
+        unseen = [c for c in run.turn if c.tool_call_id not in run.settled]
+        run.turn = []
+        for call, check, message in _turns.refused(ctx, result, unseen) if unseen else ():
+            self.guard.record_rejection(
+                call.tool_name, message, check=check, call_id=call.tool_call_id, trajectory=run.traj
+            )
+
+    # -- one call ------------------------------------------------------------------------------
+    async def on_tool_validate_error(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: RawToolArgs,
+        error: ValidationError | ModelRetry,
+    ) -> ValidatedToolArgs:
+        # Pydantic AI refused the arguments and answers the model itself (a retry): the call
+        # is still a step, with cause schema. Only failures reach this hook (capabilities
+        # listed after this one have declined to recover), so the happy path pays nothing.
+        run = self._run(ctx)
+        if run is None or call.tool_call_id not in run.settled:
+            if run is not None:
+                run.settled.add(call.tool_call_id)
+            self._declare(call.tool_name, tool_def)
+            self.guard.record_rejection(
+                call.tool_name,
+                _calls.validation_message(call.tool_name, error),
+                check="schema.args",
+                call_id=call.tool_call_id,
+                trajectory=run.traj if run is not None else None,
+            )
+        raise error
+
+    async def wrap_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: ValidatedToolArgs,
+        handler: WrapToolExecuteHandler,
+    ) -> Any:
+        guard = self.guard
+        name = call.tool_name
+        if name not in self._declared:
+            self._declare(name, tool_def)
+        call_id = call.tool_call_id
+        run = self._run(ctx)
+        if run is not None:
+            run.settled.add(call_id)
+        pending = guard.check(
+            name,
+            args,
+            call_id=call_id,
+            trajectory=run.traj if run is not None else None,
+            span=_calls.framework_span(guard, ctx, call_id),
+        )
+        if pending.rejection is not None:
+            return _calls.deliver(pending.rejection, self.rejection)
+        return await _calls.run_checked(
+            pending, lambda: handler(args), self.rejection, self.tool_errors
+        )
+
+    def _run(self, ctx: RunContext[Any]) -> _Run | None:
+        return self._runs.get(ctx.run_id) if ctx.run_id is not None else None
+
+    def _declare(self, name: str, tool_def: ToolDefinition) -> None:
+        _calls.declare(self.guard, name, tool_def, self.contracts)
+        self._declared.add(name)
