@@ -6,6 +6,7 @@ Errors print one line on stderr and exit with status 2; a traceback means a bug 
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import json
 import os
@@ -14,12 +15,13 @@ from collections.abc import Sequence
 
 from ._errors import ToolGuardError
 from .report.build import Report, build_report, outcome_warnings, read_warnings
-from .report.collect import read_records
+from .report.collect import DEFAULT_MAX_LENGTH, read_records
 from .report.compare import DEFAULT_TASK_LABEL, compare, render_compare
+from .report.escape import printable
 from .report.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, TrajectoryRecord
 from .report.outcomes import join_outcomes, load_outcomes
 from .report.plot import PLOT_EXTRA_HINT
-from .report.reader import ReadStats
+from .report.reader import DEFAULT_MAX_LINE_BYTES, ReadStats
 from .report.render import DEFAULT_DEPTHS, render_csv, render_markdown, render_text
 
 EXIT_ERROR = 2
@@ -36,6 +38,8 @@ class _Args(argparse.Namespace):
     seed: int
     resamples: int
     quiet: bool
+    max_line_bytes: int
+    max_length: int
     by: list[str]
     format: str
     plot: str | None
@@ -50,6 +54,16 @@ def _keys(text: str) -> list[str]:
     if not keys:
         raise argparse.ArgumentTypeError("expected one or more label keys, comma-separated")
     return keys
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
 
 
 def _input_args(p: argparse.ArgumentParser) -> None:
@@ -75,6 +89,21 @@ def _input_args(p: argparse.ArgumentParser) -> None:
         "--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples (%(default)s)"
     )
     p.add_argument("--quiet", action="store_true", help="no progress line on standard error")
+    p.add_argument(
+        "--max-line-bytes",
+        type=_positive,
+        default=DEFAULT_MAX_LINE_BYTES,
+        metavar="N",
+        help="longest input line read, in bytes (%(default)s); a longer line is an input error",
+    )
+    p.add_argument(
+        "--max-length",
+        type=_positive,
+        default=DEFAULT_MAX_LENGTH,
+        metavar="N",
+        help="longest trajectory accepted (%(default)s): a step, T or FED beyond it is an input "
+        "error",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -121,11 +150,27 @@ def _parser() -> argparse.ArgumentParser:
 def _read(args: _Args) -> tuple[list[TrajectoryRecord], list[str]]:
     if args.resamples < 0:
         raise ToolGuardError("--resamples must be >= 0")
+    if args.seed < 0:
+        raise ToolGuardError("--seed must be >= 0")
     outcomes = load_outcomes(args.outcomes) if args.outcomes else None
     stats: ReadStats
-    records, stats = read_records(
-        args.files, skip_invalid=args.skip_invalid, progress=False if args.quiet else None
-    )
+    # Each parsed line is thousands of short-lived containers, freed by reference counting
+    # alone (nothing the read keeps makes a cycle); the cyclic collector would only walk them
+    # again and again. The command owns its process, so it turns the collector off for the
+    # read (the library call leaves it alone) and restores it whatever happens.
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        records, stats = read_records(
+            args.files,
+            skip_invalid=args.skip_invalid,
+            progress=False if args.quiet else None,
+            max_line_bytes=args.max_line_bytes,
+            max_length=args.max_length,
+        )
+    finally:
+        if gc_was_on:
+            gc.enable()
     warnings = read_warnings(stats)
     if outcomes is not None and args.outcomes:  # outcomes were read from args.outcomes
         records, used, unmatched = join_outcomes(records, outcomes)
@@ -186,7 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(out)
         sys.stdout.flush()
     except ToolGuardError as exc:
-        print(f"toolguard: error: {exc}", file=sys.stderr)
+        # Messages may quote what the input held: no control character reaches the terminal.
+        print(f"toolguard: error: {printable(str(exc))}", file=sys.stderr)
         return EXIT_ERROR
     except BrokenPipeError:  # `toolguard report ... | head` is not an error
         # Point stdout at /dev/null so the interpreter's final flush does not complain.

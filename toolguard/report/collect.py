@@ -1,21 +1,38 @@
 """Fold spans into one record per trajectory (the reading rules of PROTOCOL.md section 4).
 
 State is O(1) per trajectory whatever the number of spans: the largest step seen, the smallest
-invalid step and its cause, the summary span. Every update is a min, a max or a deterministic
-choice between summaries, so a span read twice (the same trace and span id, e.g. two exports
-of one batch) cannot change any figure, and no set of span ids has to be kept.
+invalid step and its cause, the summary span, and a count of call spans. Every update is a
+min, a max or a deterministic choice between summaries, so a span read twice (the same trace
+and span id, e.g. two exports of one batch) cannot change any figure, and no set of call span
+ids has to be kept. (The count of call spans is the one thing a repeated span changes: it only
+feeds the "fewer call spans than their length" warning. The ids of a trajectory's summary spans
+are kept only when it has more than one: runs appended to one file.)
+
+Every value read is checked against the contract's types and bounds before anything is kept
+(docs/report-limits.md): a span that breaks them makes its line a ``file:line`` input error.
 """
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterable
 from typing import Any
 
 from .. import _contract as A
+from .escape import short, short_id
 from .metrics import TrajectoryRecord
-from .reader import ExportRequest, ReadStats, ReportInputError, iter_exports
+from .reader import (
+    DEFAULT_MAX_LINE_BYTES,
+    ExportRequest,
+    ReadStats,
+    ReportInputError,
+    iter_exports,
+)
 
+DEFAULT_MAX_LENGTH = 100_000
+"""The longest trajectory read (docs/report-limits.md): a step, T or FED beyond it is an input
+error. The per-depth lists of the report (PEC, PEC-eligible, trajectories at depth) hold one
+value per depth up to the largest T, so this bounds their size: a hostile or garbled
+``T = 10**12`` is a clear ``file:line`` error, not gigabytes of lists."""
 _NO_STEP = 1 << 62  # "no invalid step seen": larger than any real step, so min() needs no None
 _RANK = {c: i for i, c in enumerate(A.CAUSES)}
 _LABEL_CUT = len(A.LABEL_PREFIX)
@@ -26,6 +43,9 @@ _TID, _STEP, _VALID, _CAUSE, _LEN = (
     A.CAUSE,
     A.TRAJECTORY_LENGTH,
 )
+_INT_DIGITS = 400  # a longer decimal string is not even parsed (int() costs grow with length)
+_BOOL_STRINGS = {"true": True, "false": False}  # 1.1: booleans stored as strings
+MORE_THAN_ONE_SUMMARY = "more than one summary span"
 
 _AnyValue = dict[str, Any]
 """An OTLP ``AnyValue`` as parsed from JSON (``{"stringValue": ...}``, ``{"intValue": ...}``,
@@ -44,14 +64,26 @@ class _Malformed(Exception):
 
 
 class _Traj:
-    __slots__ = ("bad_cause", "bad_step", "max_step", "problems", "summary", "summary_id")
+    __slots__ = (
+        "bad_cause",
+        "bad_step",
+        "calls",
+        "max_step",
+        "problems",
+        "summary",
+        "summary_id",
+        "summary_ids",
+    )
 
     def __init__(self) -> None:
         self.max_step = 0
         self.bad_step = _NO_STEP
         self.bad_cause: str | None = None
+        self.calls = 0  # call spans read (not de-duplicated: see docs/report-limits.md)
         self.summary: _Summary | None = None
         self.summary_id: _SpanId = ("", "")
+        # Every distinct summary span id, kept only once a second one turns up (appended runs).
+        self.summary_ids: set[_SpanId] | None = None
         self.problems: set[str] | None = None  # disagreements found while reading
 
     def problem(self, text: str) -> None:
@@ -61,90 +93,127 @@ class _Traj:
 
 
 def _int(value: _AnyValue, key: str) -> int:
-    # OTLP JSON writes 64-bit integers as decimal strings; some writers use plain numbers.
+    """An int attribute: ``intValue`` as a number or a decimal string (the OTLP JSON mapping),
+    or (1.1) a decimal ``stringValue``. Booleans, fractions and anything else are errors."""
     raw = value.get("intValue")
-    try:
-        if raw is None or isinstance(raw, bool):
-            raise ValueError
+    if raw is None:
+        raw = value.get("stringValue")
+    if raw.__class__ is int:
         return int(raw)
-    except (TypeError, ValueError):
-        raise _Malformed(f"{key} is not an integer: {value!r}") from None
+    if raw.__class__ is str and len(raw) <= _INT_DIGITS:
+        try:
+            return int(raw)
+        except ValueError:
+            pass
+    elif raw.__class__ is float and raw.is_integer():
+        return int(raw)  # 3.0 from a writer that only has floats; range-checked by the caller
+    raise _Malformed(f"{key} is not an integer: {short(value)}")
 
 
 def _bool(value: _AnyValue, key: str) -> bool:
+    """A bool attribute: ``boolValue``, or (1.1) the ``stringValue`` "true" or "false"."""
     raw = value.get("boolValue")
-    if not isinstance(raw, bool):
-        raise _Malformed(f"{key} is not a boolean: {value!r}")
-    return raw
-
-
-def _str(value: _AnyValue) -> str | None:
-    raw: str | None = value.get("stringValue")
+    if raw is True or raw is False:
+        return raw
     if raw is None:
-        for other in ("intValue", "doubleValue", "boolValue"):
-            if other in value:
-                return str(value[other])
-    return raw
+        text = value.get("stringValue")
+        if text.__class__ is str and text in _BOOL_STRINGS:
+            return _BOOL_STRINGS[text]
+    raise _Malformed(f"{key} is not a boolean: {short(value)}")
+
+
+def _str(value: _AnyValue, key: str) -> str:
+    """A string attribute: ``stringValue`` holding a string, nothing else (an id that is an
+    int here and a string there would not even sort)."""
+    raw = value.get("stringValue")
+    if raw.__class__ is not str:
+        raise _Malformed(f"{short_id(key)} is not a string: {short(value)}")
+    return str(raw)
 
 
 def _tid(value: _AnyValue) -> str:
-    tid = _str(value)
+    tid = _str(value, A.TRAJECTORY_ID)
     if not tid:
-        raise _Malformed(f"{A.TRAJECTORY_ID} is empty or not a string: {value!r}")
+        raise _Malformed(f"{A.TRAJECTORY_ID} is empty")
     return tid
 
 
-def _bad_call(tid: str, step: int, valid_v: _AnyValue | None) -> str:
+def _too_long(key: str, n: int, max_length: int, tid: str) -> str:
+    return (
+        f"{key} {n} exceeds the maximum trajectory length {max_length:,} "
+        f"(trajectory {short_id(tid)!r}; raise the limit with --max-length)"
+    )
+
+
+def _step(value: _AnyValue, tid: str, max_length: int) -> int:
+    step = _int(value, A.STEP)
     if step < 1:
-        return f"{A.STEP} must be >= 1, got {step} (trajectory {tid!r})"
-    if valid_v is None:
-        return f"call span of trajectory {tid!r} step {step} lacks {A.VALID}"
-    return f"{A.VALID} is not a boolean: {valid_v!r}"
+        raise _Malformed(f"{A.STEP} must be >= 1, got {step} (trajectory {short_id(tid)!r})")
+    if step > max_length:
+        raise _Malformed(_too_long(A.STEP, step, max_length, tid))
+    return step
 
 
 def _summary(
-    tid: str, d: dict[str, _AnyValue], span: dict[str, Any]
+    tid: str, d: dict[str, _AnyValue], span: dict[str, Any], max_length: int
 ) -> tuple[str, _Summary, _SpanId]:
     length = _int(d[A.TRAJECTORY_LENGTH], A.TRAJECTORY_LENGTH)
     fed_v = d.get(A.TRAJECTORY_FED)
     if fed_v is None:
-        raise _Malformed(f"summary span of trajectory {tid!r} lacks {A.TRAJECTORY_FED}")
+        raise _Malformed(f"summary span of trajectory {short_id(tid)!r} lacks {A.TRAJECTORY_FED}")
     fed = _int(fed_v, A.TRAJECTORY_FED)
     if length < 0:
         raise _Malformed(f"{A.TRAJECTORY_LENGTH} must be >= 0, got {length}")
+    if length > max_length:
+        raise _Malformed(_too_long(A.TRAJECTORY_LENGTH, length, max_length, tid))
+    if fed < 1:
+        raise _Malformed(f"{A.TRAJECTORY_FED} must be >= 1, got {fed}")
+    if fed > max_length + 1:
+        raise _Malformed(_too_long(A.TRAJECTORY_FED, fed, max_length, tid))
     cause_v = d.get(A.TRAJECTORY_FIRST_ERROR_CAUSE)
+    cause = None if cause_v is None else _str(cause_v, A.TRAJECTORY_FIRST_ERROR_CAUSE)
     success_v = d.get(A.TRAJECTORY_SUCCESS)
     success = None if success_v is None else _bool(success_v, A.TRAJECTORY_SUCCESS)
     labels = tuple(
         sorted(
-            (k[_LABEL_CUT:], _str(v) or "") for k, v in d.items() if k.startswith(A.LABEL_PREFIX)
+            (k[_LABEL_CUT:], _str(v, k))
+            for k, v in d.items()
+            if k.__class__ is str and k.startswith(A.LABEL_PREFIX)
         )
     )
     ident = (str(span.get("traceId", "")), str(span.get("spanId", "")))
-    cause = _str(cause_v) if cause_v is not None else None
     return (tid, (length, fed, cause, success, labels), ident)
 
 
 class Collector:
-    """Feed it export requests, then take the records."""
+    """Feed it export requests, then take the records.
 
-    def __init__(self) -> None:
+    ``max_length`` bounds every step, T and FED read (see DEFAULT_MAX_LENGTH)."""
+
+    def __init__(self, *, max_length: int = DEFAULT_MAX_LENGTH) -> None:
+        if max_length < 1:
+            raise ValueError(f"max_length must be >= 1, got {max_length}")
         self.trajs: dict[str, _Traj] = {}
         self.spans = 0
+        self.max_length = max_length
 
     def feed(self, request: ExportRequest) -> None:
         """Fold one export request. Raises _Malformed before changing anything when a span
         breaks the contract, so a skipped line leaves no trace."""
         # The hot loop: no object per span beyond one dict of its attributes and, for our
-        # call spans, one small tuple; constants are locals.
+        # call spans, one small tuple; constants are locals. The common encodings (a string
+        # id, an int as a decimal string or a number, a JSON boolean) take the fast path;
+        # anything else goes through the checked readers above.
         tid_key, step_key, valid_key, cause_key, len_key = _TID, _STEP, _VALID, _CAUSE, _LEN
-        calls: list[tuple[str, int, bool, _AnyValue | None]] = []
+        max_length = self.max_length
+        calls: list[tuple[str, int, bool, str | None]] = []
         summaries: list[tuple[str, _Summary, _SpanId]] = []
+        spans_seen = 0
         try:
             for rs in request["resourceSpans"]:
                 for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
                     spans = ss.get("spans") or ()
-                    self.spans += len(spans)
+                    spans_seen += len(spans)
                     for span in spans:
                         attrs = span.get("attributes")
                         if not attrs:
@@ -157,26 +226,40 @@ class Collector:
                         if tid.__class__ is not str or not tid:
                             tid = _tid(tv)
                         if len_key in d:
-                            summaries.append(_summary(tid, d, span))
+                            summaries.append(_summary(tid, d, span, max_length))
                             continue
                         sv = d.get(step_key)
                         if sv is None:
                             continue  # some other span of ours: no figure depends on it
+                        raw = sv.get("intValue")
                         try:
-                            step = int(sv["intValue"])
-                        except (KeyError, TypeError, ValueError):
-                            raise _Malformed(f"{step_key} is not an integer: {sv!r}") from None
+                            step = int(raw) if raw.__class__ is str else raw
+                        except ValueError:
+                            step = None
+                        if step.__class__ is not int or not 1 <= step <= max_length:
+                            step = _step(sv, tid, max_length)
                         vv = d.get(valid_key)
-                        valid = vv.get("boolValue") if vv is not None else None
-                        if (valid is not True and valid is not False) or step < 1:
-                            raise _Malformed(_bad_call(tid, step, vv))
-                        calls.append((tid, step, valid, None if valid else d.get(cause_key)))
+                        if vv is None:
+                            raise _Malformed(
+                                f"call span of trajectory {short_id(tid)!r} step {step} "
+                                f"lacks {valid_key}"
+                            )
+                        valid = vv.get("boolValue")
+                        if valid is not True and valid is not False:
+                            valid = _bool(vv, valid_key)
+                        if valid:
+                            calls.append((tid, step, True, None))
+                            continue
+                        cv = d.get(cause_key)
+                        cause = None if cv is None else _str(cv, cause_key)
+                        calls.append((tid, step, False, cause))
         except (AttributeError, KeyError, TypeError) as exc:
             raise _Malformed(
-                f"not a well-formed trace export ({type(exc).__name__}: {exc})"
+                f"not a well-formed trace export ({type(exc).__name__}: {short_id(str(exc))})"
             ) from None
-        for tid, step, valid, cause_v in calls:
-            self._call(tid, step, valid, cause_v)
+        self.spans += spans_seen
+        for tid, step, valid, cause in calls:
+            self._call(tid, step, valid, cause)
         for tid, summary, ident in summaries:
             self._summary(tid, summary, ident)
 
@@ -186,13 +269,13 @@ class Collector:
             t = self.trajs[tid] = _Traj()
         return t
 
-    def _call(self, tid: str, step: int, valid: bool, cause_v: _AnyValue | None) -> None:
+    def _call(self, tid: str, step: int, valid: bool, cause: str | None) -> None:
         t = self.trajs.get(tid) or self._traj(tid)
+        t.calls += 1
         if step > t.max_step:
             t.max_step = step
         if valid or step > t.bad_step:
             return
-        cause = None if cause_v is None else _str(cause_v)
         if step < t.bad_step or _rank(cause) < _rank(t.bad_cause):
             # Ties (one step, two causes) resolve by precedence: independent of order.
             t.bad_step, t.bad_cause = step, cause
@@ -206,7 +289,12 @@ class Collector:
             if summary != t.summary:
                 t.problem("two different summaries under one span id")
             return
-        t.problem("more than one summary span")
+        # Another summary span for the same trajectory id: usually a second run appended to
+        # the same file. Its id is kept, so that duplicates of either are not counted twice.
+        if t.summary_ids is None:
+            t.summary_ids = {t.summary_id}
+        t.summary_ids.add(ident)
+        t.problem(MORE_THAN_ONE_SUMMARY)
         # Keep the same one whatever the reading order: the smallest (trace id, span id).
         if ident < t.summary_id:
             t.summary, t.summary_id = summary, ident
@@ -224,7 +312,16 @@ def _record(tid: str, t: _Traj) -> TrajectoryRecord:
         length = t.max_step
         fed = length + 1 if bad is None else bad
         return TrajectoryRecord(
-            tid, length, fed, t.bad_cause if bad else None, None, {}, True, tuple(sorted(problems))
+            tid,
+            length,
+            fed,
+            t.bad_cause if bad else None,
+            None,
+            {},
+            True,
+            tuple(sorted(problems)),
+            call_spans=t.calls,
+            summary_spans=0,
         )
     length, fed, cause, success, labels = t.summary
     if not 1 <= fed <= length + 1:
@@ -242,7 +339,16 @@ def _record(tid: str, t: _Traj) -> TrajectoryRecord:
     if fed > length:
         cause = None
     return TrajectoryRecord(
-        tid, length, fed, cause, success, dict(labels), False, tuple(sorted(problems))
+        tid,
+        length,
+        fed,
+        cause,
+        success,
+        dict(labels),
+        False,
+        tuple(sorted(problems)),
+        call_spans=t.calls,
+        summary_spans=1 if t.summary_ids is None else len(t.summary_ids),
     )
 
 
@@ -251,31 +357,33 @@ def read_records(
     *,
     skip_invalid: bool = False,
     progress: bool | None = False,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    max_length: int = DEFAULT_MAX_LENGTH,
 ) -> tuple[list[TrajectoryRecord], ReadStats]:
     """Read OTLP JSON Lines files (globs, `-`, `.gz`) into trajectory records.
 
     Raises ReportInputError on a malformed line (unless ``skip_invalid``) and when the input
-    holds no toolguard trajectory at all."""
+    holds no toolguard trajectory at all. A line longer than ``max_line_bytes`` and a step, T
+    or FED beyond ``max_length`` are malformed lines (docs/report-limits.md).
+
+    The garbage collector is left as it is: this is a library call, and switching it off would
+    switch it off for every thread of the process. (The ``toolguard`` command, which owns its
+    process, turns it off for the read.)"""
     stats = ReadStats()
-    col = Collector()
-    # Each parsed line is tens of thousands of short-lived containers, freed by reference
-    # counting alone (nothing here makes a cycle); the cyclic collector would only walk them
-    # again and again, which costs about half of the parse time. Off for the read, restored.
-    gc_was_on = gc.isenabled()
-    gc.disable()
-    try:
-        for request, where in iter_exports(
-            patterns, stats, skip_invalid=skip_invalid, progress=progress
-        ):
-            try:
-                col.feed(request)
-            except _Malformed as exc:
-                if not skip_invalid:
-                    raise ReportInputError(f"{where}: {exc}") from None
-                stats.skip(where, str(exc))
-    finally:
-        if gc_was_on:
-            gc.enable()
+    col = Collector(max_length=max_length)
+    for request, where in iter_exports(
+        patterns,
+        stats,
+        skip_invalid=skip_invalid,
+        progress=progress,
+        max_line_bytes=max_line_bytes,
+    ):
+        try:
+            col.feed(request)
+        except _Malformed as exc:
+            if not skip_invalid:
+                raise ReportInputError(f"{where}: {exc}") from None
+            stats.skip(where, str(exc))
     stats.spans = col.spans
     if not col.trajs:
         files = ", ".join(stats.files)

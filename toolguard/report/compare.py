@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import TypedDict
 
+from .escape import printable, short_id
 from .metrics import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -85,8 +86,10 @@ def compare(
         chosen = _select(records, want)
         if not chosen:
             seen = sorted({str(r.labels.get(k)) for r in records for k in want})
+            more = f", ... ({len(seen) - 10} more)" if len(seen) > 10 else ""
             raise ReportInputError(
-                f"no trajectory has {group_name(want)} (values seen: {', '.join(seen)})"
+                f"no trajectory has {short_id(group_name(want))} (values seen: "
+                f"{', '.join(short_id(v, 40) for v in seen[:10])}{more})"
             )
         untasked = [r for r in chosen if task_label not in r.labels]
         if untasked:
@@ -145,9 +148,9 @@ def _signed(v: float | None) -> str:
 
 
 def render_compare(result: Comparison) -> str:
-    a, b = group_name(result["a"]), group_name(result["b"])
+    a, b = printable(group_name(result["a"])), printable(group_name(result["b"]))
     lines = [
-        f"A = {a}   B = {b}   paired on label '{result['task_label']}': "
+        f"A = {a}   B = {b}   paired on label '{printable(result['task_label'])}': "
         f"{result['n_paired']} tasks (A has {result['n_tasks_a']}, B has {result['n_tasks_b']})",
         "",
     ]
@@ -174,5 +177,5 @@ def render_compare(result: Comparison) -> str:
             )
         )
     if result["warnings"]:
-        lines += ["", "Warnings", *(f"- {w}" for w in result["warnings"])]
+        lines += ["", "Warnings", *(f"- {printable(w)}" for w in result["warnings"])]
     return "\n".join(lines) + "\n"

@@ -19,6 +19,7 @@ DEFAULT_SEED = 20261014
 DEFAULT_RESAMPLES = 1000
 UNKNOWN_CAUSE = "unknown"
 _Z95 = 1.959963984540054  # two-sided 95% normal quantile
+_BOOTSTRAP_CELLS = 1 << 20  # resampled counts held at once (8 MB), whatever the cohort
 
 Interval = list[float]
 """A 95% interval ``[lo, hi]`` (a list, as it is written to the JSON report)."""
@@ -67,7 +68,13 @@ class TrajectoryRecord:
     ``length`` is T (calls emitted, blocked ones included), ``fed`` the first-error depth
     (``length + 1`` when every call was valid), ``success`` the outcome Y (None = unknown).
     ``incomplete`` says T and FED came from call spans because no summary span was found;
-    ``disagreements`` lists where call spans and summary did not agree."""
+    ``disagreements`` lists where call spans and summary did not agree.
+
+    Two diagnostics of the reading, None when not known (records built by hand), and left out
+    of comparisons (they describe the input, not the trajectory's figures): ``call_spans``,
+    the call spans read for this trajectory (a span read twice counts twice), and
+    ``summary_spans``, the distinct summary spans read (more than one: runs appended to one
+    file under the same ids?)."""
 
     trajectory_id: str
     length: int
@@ -77,6 +84,8 @@ class TrajectoryRecord:
     labels: Mapping[str, str] = field(default_factory=dict)
     incomplete: bool = False
     disagreements: tuple[str, ...] = ()
+    call_spans: int | None = field(default=None, compare=False)
+    summary_spans: int | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.length < 0 or not 1 <= self.fed <= self.length + 1:
@@ -120,8 +129,14 @@ def bootstrap_mean_ci(
     # AUC terms take few distinct values, so this costs resamples x distinct, not
     # resamples x n (10,000 trajectories: milliseconds instead of a tenth of a second).
     distinct, freq = np.unique(arr, return_counts=True)
-    counts = rng.multinomial(n, freq / n, size=resamples)
-    means = counts @ distinct / n
+    # In blocks of rows: a cohort whose values are all distinct (a hostile file can make 10^5
+    # of them) would otherwise be a resamples x distinct matrix of counts, 800 MB. The rows are
+    # drawn in the same order either way, so the interval does not depend on the block size.
+    rows = max(1, _BOOTSTRAP_CELLS // len(distinct))
+    means = np.empty(resamples)
+    for start in range(0, resamples, rows):
+        stop = min(resamples, start + rows)
+        means[start:stop] = rng.multinomial(n, freq / n, size=stop - start) @ distinct / n
     lo, hi = np.quantile(means, [0.025, 0.975])
     return [float(lo), float(hi)]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._errors import ToolGuardError
+from .escape import mathtext_literal
 from .metrics import wilson_band
 from .render import group_name
 
@@ -37,7 +38,7 @@ def plot_report(report: Report, path: str) -> None:
             continue
         ks = list(range(1, len(pec) + 1))
         survivors = [round(p * n) for p in pec]  # pec = survivors / n exactly
-        name = group_name(g["labels"])
+        name = mathtext_literal(group_name(g["labels"]))  # shown as written, never as math
         for ax, vals, totals in ((axes[0], pec, [n] * len(pec)), (axes[1], elig, at)):
             band = wilson_band(survivors, totals)
             # b is None only where the total is 0, and there v is None too.

@@ -1,8 +1,11 @@
 """Streaming reader of OTLP JSON Lines: one ``ExportTraceServiceRequest`` object per line.
 
 It yields parsed lines one at a time and never keeps more than one in memory, so what the
-caller keeps is all that grows. It only parses JSON (orjson when importable, else the standard
-library): nothing read is ever evaluated.
+caller keeps is all that grows. A line is read with a bound (``max_line_bytes``, default
+``DEFAULT_MAX_LINE_BYTES``): a longer one is an error, or with ``skip_invalid`` is skipped
+without ever being held whole, so a gzip bomb of one endless line costs no more memory than
+the limit. It only parses JSON (orjson when importable, else the standard library): nothing
+read is ever evaluated.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from .._errors import ToolGuardError
+from .escape import printable, short_id
 
 try:
     import orjson
@@ -32,6 +36,10 @@ except ImportError:  # pragma: no cover - orjson is a dependency; the fallback k
     _DecodeError = ValueError
 
 STDIN = "-"
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+"""The longest line read, in bytes without its newline (64 MiB). An OTLP exporter's line is one
+batch of spans: a few MB even for thousands of spans with recorded content."""
+_SKIP_CHUNK = 1 << 20  # an over-long line being skipped is read and dropped 1 MiB at a time
 
 ExportRequest = dict[str, Any]
 """One ``ExportTraceServiceRequest`` as parsed from JSON. Only ``resourceSpans`` is known to be
@@ -94,7 +102,7 @@ def _describe(obj: object) -> str:
         for other in ("resourceMetrics", "resourceLogs"):
             if other in obj:
                 return f"an OTLP {other[8:].lower()} export, not a trace export"
-        keys = ", ".join(sorted(map(str, obj))[:5]) or "no keys"
+        keys = ", ".join(short_id(str(k), 40) for k in sorted(map(str, obj))[:5]) or "no keys"
         return f"a JSON object without 'resourceSpans' ({keys}), not a trace export"
     return f"a JSON {type(obj).__name__}, not a trace export object"
 
@@ -113,7 +121,9 @@ class _Progress:
             return
         self._next = now + 0.2
         self._shown = True
-        sys.stderr.write(f"\rreading {path}: {stats.lines:,} lines, {stats.spans:,} spans ")
+        sys.stderr.write(
+            f"\rreading {printable(path)}: {stats.lines:,} lines, {stats.spans:,} spans "
+        )
         sys.stderr.flush()
 
     def done(self) -> None:
@@ -128,12 +138,16 @@ def iter_exports(
     *,
     skip_invalid: bool = False,
     progress: bool | None = False,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> Iterator[tuple[ExportRequest, str]]:
     """Yield ``(export request, "file:line")`` for every non-blank line of every input.
 
-    A line that is not JSON, or JSON that is not a trace export, raises ReportInputError naming
-    the file and line, or with ``skip_invalid`` is counted in ``stats`` and passed over.
-    ``stats.spans`` is left to the caller, which walks the spans anyway."""
+    A line that is not JSON, JSON that is not a trace export, or a line longer than
+    ``max_line_bytes`` raises ReportInputError naming the file and line, or with
+    ``skip_invalid`` is counted in ``stats`` and passed over. ``stats.spans`` is left to the
+    caller, which walks the spans anyway."""
+    if max_line_bytes < 1:
+        raise ValueError(f"max_line_bytes must be >= 1, got {max_line_bytes}")
     paths = expand_paths(patterns)
     if not paths:
         raise ReportInputError("no input files")
@@ -147,7 +161,7 @@ def iter_exports(
             except OSError as exc:
                 raise ReportInputError(f"{name}: cannot open: {exc.strerror or exc}") from None
             try:
-                yield from _iter_file(stream, name, stats, skip_invalid, meter)
+                yield from _iter_file(stream, name, stats, skip_invalid, meter, max_line_bytes)
             finally:
                 if path != STDIN:
                     stream.close()
@@ -156,15 +170,36 @@ def iter_exports(
 
 
 def _iter_file(
-    stream: _Stream, name: str, stats: ReadStats, skip_invalid: bool, meter: _Progress
+    stream: _Stream,
+    name: str,
+    stats: ReadStats,
+    skip_invalid: bool,
+    meter: _Progress,
+    max_line_bytes: int,
 ) -> Iterator[tuple[ExportRequest, str]]:
     lineno = 0
+    readline = stream.readline
+    cap = max_line_bytes + 1  # room for the newline: a line of exactly the limit is fine
     try:
-        for lineno, line in enumerate(stream, 1):
+        while line := readline(cap):
+            lineno += 1
             stats.lines += 1
             if meter.enabled and not lineno & 255:
                 meter.update(name, stats)
-            if not line.strip():
+            if len(line) == cap and line[-1:] != b"\n":
+                # Longer than the limit: never hold it whole, whatever its length.
+                why = (
+                    f"line longer than {max_line_bytes:,} bytes (the line-length limit; "
+                    "raise it with --max-line-bytes)"
+                )
+                if not skip_invalid:
+                    raise ReportInputError(f"{name}:{lineno}: {why}")
+                stats.skip(f"{name}:{lineno}", why)
+                del line
+                while (rest := readline(_SKIP_CHUNK)) and rest[-1:] != b"\n":
+                    pass
+                continue
+            if line.isspace():
                 continue
             where = f"{name}:{lineno}"
             try:

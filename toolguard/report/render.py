@@ -1,4 +1,9 @@
-"""The report for people (a text table in the paper's shape, Markdown) and for sheets (CSV)."""
+"""The report for people (a text table in the paper's shape, Markdown) and for sheets (CSV).
+
+Label values and trajectory ids come from span files anyone could write: every one printed
+here goes through ``escape`` (no terminal escape sequence, no line break inside a row, no CSV
+formula, no Markdown or HTML); docs/report-limits.md.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from .._contract import CAUSES
+from .escape import csv_cell, markdown_cell, printable
 from .metrics import UNKNOWN_CAUSE
 
 if TYPE_CHECKING:
@@ -95,6 +101,8 @@ def _cause_table(rows: list[Row]) -> Table:
 
 
 def _text_table(head: list[str], body: list[list[str]]) -> str:
+    head = [printable(c) for c in head]
+    body = [[printable(c) for c in row] for row in body]
     widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
 
     def line(cells: list[str]) -> str:
@@ -107,7 +115,14 @@ def _text_table(head: list[str], body: list[list[str]]) -> str:
 
 def _md_table(head: list[str], body: list[list[str]]) -> str:
     def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+        # The first cell names the group (label values: escaped in full); the others are
+        # numbers and names of our own.
+        first, *rest = cells
+        return (
+            "| "
+            + " | ".join([markdown_cell(first), *(printable(c).replace("|", "\\|") for c in rest)])
+            + " |"
+        )
 
     sep = "| " + " | ".join(["---", *["---:"] * (len(head) - 1)]) + " |"
     return "\n".join([line(head), sep, *map(line, body)])
@@ -137,14 +152,16 @@ def _sections(report: Report, depths: int) -> list[tuple[str, Table]]:
 def render_text(report: Report, depths: int = DEFAULT_DEPTHS) -> str:
     parts = [f"{title}\n{_text_table(*table)}" for title, table in _sections(report, depths)]
     if report["warnings"]:
-        parts.append("Warnings\n" + "\n".join(f"- {w}" for w in report["warnings"]))
+        parts.append("Warnings\n" + "\n".join(f"- {printable(w)}" for w in report["warnings"]))
     return "\n\n".join(parts) + "\n"
 
 
 def render_markdown(report: Report, depths: int = DEFAULT_DEPTHS) -> str:
     parts = [f"**{title}**\n\n{_md_table(*table)}" for title, table in _sections(report, depths)]
     if report["warnings"]:
-        parts.append("**Warnings**\n\n" + "\n".join(f"- {w}" for w in report["warnings"]))
+        parts.append(
+            "**Warnings**\n\n" + "\n".join(f"- {markdown_cell(w)}" for w in report["warnings"])
+        )
     return "\n\n".join(parts) + "\n"
 
 
@@ -161,11 +178,12 @@ _PER_DEPTH: tuple[_PerDepth, ...] = ("pec", "pec_elig", "n_at_depth")
 
 def render_csv(report: Report) -> str:
     """One row per group (and an ``all`` row when there are several), wide: PEC per depth in
-    columns, blank past a group's largest T. Label values fill one column per label key."""
+    columns, blank past a group's largest T. Label values fill one column per label key,
+    escaped (``escape.csv_cell``): no cell starts a formula."""
     rows = _rows(report)
     label_keys = list(report["groups"][0]["labels"]) if report["groups"] else []
     k_max = max((len(g["pec"]) for _, g in rows), default=0)
-    head = [*label_keys, "n"]
+    head = [*map(csv_cell, label_keys), "n"]
     for m in _SCALARS:
         head += [m, f"{m}_lo", f"{m}_hi"]
     head += [*_COUNTS, *(f"cause_{c}" for c in (*CAUSES, UNKNOWN_CAUSE))]
@@ -186,5 +204,16 @@ def render_csv(report: Report) -> str:
         for key in _PER_DEPTH:
             vals: list[_Cell] = list(g[key])
             cells += vals + [None] * (k_max - len(vals))
-        w.writerow(["" if c is None else repr(c) if isinstance(c, float) else c for c in cells])
+        w.writerow(
+            [
+                ""
+                if c is None
+                else repr(c)
+                if isinstance(c, float)
+                else csv_cell(c)
+                if isinstance(c, str)
+                else c
+                for c in cells
+            ]
+        )
     return buf.getvalue()
