@@ -1,0 +1,193 @@
+"""One tool call through the guard: checked, run by the framework, finished with its answer.
+
+The framework owns the tool: the guard's ``check`` judges the call before the tool node's
+handler runs it, and the handler's ``ToolMessage`` (or the exception it raised) closes the
+pending call. A rejection is answered like any failed call, with an error ``ToolMessage``;
+the tool's own exception is re-raised unchanged, so ``handle_tool_errors``, an error or retry
+middleware and the graph decide about it exactly as they would without the guard.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import Any
+
+import toolguard as tg
+from opentelemetry import trace
+
+from ._contracts import KnownTools
+from ._framework import BaseTool, Command, GraphBubbleUp, GraphInterrupt, ToolCallRequest
+from ._results import is_error, outcome, rejection_message
+from ._turns import TurnLedger
+
+logger = logging.getLogger("toolguard")
+
+# True while the framework runs a guarded call's tool. An agent run inside it (a sub-agent
+# used as a tool) is part of that call: its calls are checked and traced below it, but the
+# agent emitted only the outer call, so they take no step and open no trajectory.
+_inside: ContextVar[bool] = ContextVar("toolguard_langchain_inside_call", default=False)
+
+
+def inside_guarded_call() -> bool:
+    return _inside.get()
+
+
+Answer = Any  # a ToolMessage, a Command, or a list of them
+Handler = Callable[[ToolCallRequest], Answer]
+AsyncHandler = Callable[[ToolCallRequest], Awaitable[Answer]]
+
+
+class GuardedCalls:
+    """The per-call half of the adapter, shared by the middleware and a plain ``ToolNode``."""
+
+    def __init__(self, guard: tg.Guard, known: KnownTools, ledger: TurnLedger) -> None:
+        self.guard = guard
+        self.known = known
+        self.ledger = ledger
+        self._warned: set[str] = set()
+        self._unwrapped: dict[int, tuple[BaseTool | None, BaseTool | None]] = {}
+
+    def run(self, request: ToolCallRequest, handler: Handler, traj: tg.Trajectory | None) -> Any:
+        call = request.tool_call
+        name, call_id = call["name"], call.get("id")
+        with active(self.guard, traj):
+            if traj is not None and call_id:
+                self.ledger.account(traj, request.state, call_id)
+            tool = request.tool
+            if tool is None and not self.known.knows(name):
+                answer = handler(request)
+                self._framework_answered(name, call_id, answer, traj)
+                return answer
+            if tool is not None:
+                self.known.ensure(tool)
+            pending = self.guard.check(name, call.get("args"), call_id=call_id, trajectory=traj)
+            if pending.rejection is not None:
+                return rejection_message(pending.rejection, call)
+            request = self._plain(request)
+            with pending:
+                inside = _inside.set(True)
+                try:
+                    answer = handler(request)
+                except GraphBubbleUp as exc:
+                    _bubbled(pending, exc, traj, call_id)
+                    raise
+                finally:
+                    _inside.reset(inside)
+                result, error = outcome(answer, call_id)
+                pending.finish(result, error=error)
+            return answer
+
+    async def arun(
+        self, request: ToolCallRequest, handler: AsyncHandler, traj: tg.Trajectory | None
+    ) -> Any:
+        call = request.tool_call
+        name, call_id = call["name"], call.get("id")
+        with active(self.guard, traj):
+            if traj is not None and call_id:
+                self.ledger.account(traj, request.state, call_id)
+            tool = request.tool
+            if tool is None and not self.known.knows(name):
+                answer = await handler(request)
+                self._framework_answered(name, call_id, answer, traj)
+                return answer
+            if tool is not None:
+                self.known.ensure(tool)
+            pending = self.guard.check(name, call.get("args"), call_id=call_id, trajectory=traj)
+            if pending.rejection is not None:
+                return rejection_message(pending.rejection, call)
+            request = self._plain(request)
+            async with pending:
+                inside = _inside.set(True)
+                try:
+                    answer = await handler(request)
+                except GraphBubbleUp as exc:
+                    _bubbled(pending, exc, traj, call_id)
+                    raise
+                finally:
+                    _inside.reset(inside)
+                result, error = outcome(answer, call_id)
+                pending.finish(result, error=error)
+            return answer
+
+    def _framework_answered(
+        self, name: str, call_id: str | None, answer: Any, traj: tg.Trajectory | None
+    ) -> None:
+        """A tool neither the tool node nor the guard knows: the framework answers it (its
+        "not a valid tool" message), and that refusal is a step like the guard's own."""
+        if is_error(answer, call_id):
+            self.guard.record_rejection(
+                name,
+                "no tool of that name among the agent's tools (refused by the framework)",
+                call_id=call_id,
+                trajectory=traj,
+            )
+        elif name not in self._warned:
+            # Another middleware ran a tool the guard was never told about.
+            self._warned.add(name)
+            logger.warning(
+                "toolguard: tool %r ran unchecked and uncounted: the guard does not know it "
+                "(declare it with guard.declare or toolguard_langchain.declare_tool)",
+                name,
+            )
+
+    def _plain(self, request: ToolCallRequest) -> ToolCallRequest:
+        """A tool made from a ``@guard.tool`` function would be checked a second time by its
+        own wrapper: the framework runs the plain function instead (the check is here)."""
+        tool = request.tool
+        entry = self._unwrapped.get(id(tool))
+        if entry is None or entry[0] is not tool:
+            entry = (tool, _unwrapped(tool))  # the original pins the id
+            self._unwrapped[id(tool)] = entry
+        plain = entry[1]
+        return request if plain is None else request.override(tool=plain)
+
+
+def _unwrapped(tool: BaseTool | None) -> BaseTool | None:
+    update: dict[str, Any] = {}
+    for attr in ("func", "coroutine"):
+        fn = getattr(tool, attr, None)
+        if fn is not None and _guarded(fn):
+            update[attr] = fn.__wrapped__
+    return tool.model_copy(update=update) if update and tool is not None else None
+
+
+def _guarded(fn: Any) -> bool:
+    return fn is not None and getattr(fn, "toolguard_tool", None) is not None
+
+
+def _bubbled(
+    pending: tg.PendingCall, exc: GraphBubbleUp, traj: tg.Trajectory | None, call_id: str | None
+) -> None:
+    """LangGraph's control flow passing through the tool, not a failure of it: an interrupt
+    pauses the call (this attempt is cancelled; the call runs again from the start when the
+    run resumes, and keeps its step), a command for the parent graph is the tool's answer."""
+    if isinstance(exc, GraphInterrupt) or not exc.args:
+        step = pending.cancel().step
+        if traj is not None and call_id and step is not None:
+            traj.reserve({call_id: step})
+        return
+    command = exc.args[0]
+    pending.finish(command.update if isinstance(command, Command) else command, error=False)
+
+
+_NOTHING = contextlib.nullcontext()
+
+
+def active(guard: tg.Guard, traj: tg.Trajectory | None) -> contextlib.AbstractContextManager[Any]:
+    """Make ``traj`` current for the call when its spans record: tool nodes run calls in
+    worker threads and tasks where the run's trajectory is not, and being current parents
+    the call's span on the trajectory's span. (The checks get the trajectory explicitly.)"""
+    if traj is None or not _traced(guard) or tg.current_trajectory() is traj:
+        return _NOTHING
+    return traj.activate()
+
+
+def _traced(guard: tg.Guard) -> bool:
+    # Asked per call: a provider installed later is picked up, as the guard itself does.
+    provider = guard.tracer_provider
+    if provider is None:
+        provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.NoOpTracerProvider | trace.ProxyTracerProvider)
