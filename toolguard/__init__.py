@@ -27,6 +27,10 @@ from .runtime.verdict import Failure, Rejection, Verdict
 from .runtime.wrappers import GuardedFunction
 
 if TYPE_CHECKING:  # what the lazy loader below provides, visible to type checkers
+    from .replay.api import replay_files
+    from .replay.engine import Replayer
+    from .replay.model import ReplayInputError
+    from .replay.sources import read_runs
     from .report.build import build_report
     from .report.collect import read_records
     from .report.compare import compare
@@ -34,10 +38,6 @@ if TYPE_CHECKING:  # what the lazy loader below provides, visible to type checke
     from .report.outcomes import join_outcomes, load_outcomes
     from .report.plot import plot_report
     from .report.reader import ReportInputError
-    from .replay.api import replay_files
-    from .replay.engine import Replayer
-    from .replay.model import ReplayInputError
-    from .replay.sources import read_runs
 
 __version__ = "0.1.0"
 
