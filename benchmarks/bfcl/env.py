@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.bfcl.data import Call, Task
+from toolguard.replay.bfcl_env import is_error_result  # the backends' rejection markers
 
 
 def backend_class(class_name: str) -> type:
@@ -63,29 +64,6 @@ class Environment:
         except TypeError:
             return {**{f"_{i}": a for i, a in enumerate(call.args)}, **call.kwargs}
         return dict(bound.arguments)
-
-
-def is_error_result(result: Any) -> bool:
-    """The environment's own rejection markers, as the BFCL backends return them.
-
-    Most methods return ``{"error": ...}``; a few list-returning ones wrap it
-    (``[{"error": ...}]``) and TradingBot.get_watchlist returns ``["Error: ..."]``; failed
-    logins return ``authentication_status`` / ``success`` / ``login_status`` false.
-    """
-    if isinstance(result, dict):
-        if "error" in result:
-            return True
-        # Failed logins answer with a false status instead of an error key.
-        if result.get("authentication_status") is False or result.get("success") is False:
-            return True
-        return result.get("login_status") is False and "message" in result
-    if isinstance(result, list) and len(result) == 1:
-        only = result[0]
-        if isinstance(only, dict):
-            return "error" in only
-        if isinstance(only, str):
-            return only.startswith("Error:")
-    return False
 
 
 @dataclass

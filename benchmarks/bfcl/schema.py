@@ -9,24 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-# BFCL type name -> JSON Schema type. ``float`` accepts integers, as Python's float params do
-# (the ground truth writes ``add(a=3, b=4)``); ``any`` is unconstrained.
-TYPE_MAP: dict[str, str | list[str] | None] = {
-    "dict": "object",
-    "object": "object",
-    "integer": "integer",
-    "int": "integer",
-    "float": "number",
-    "number": "number",
-    "string": "string",
-    "str": "string",
-    "array": "array",
-    "list": "array",
-    "tuple": "array",
-    "boolean": "boolean",
-    "bool": "boolean",
-    "any": None,
-}
+# BFCL type name -> JSON Schema type, shared with `toolguard replay bfcl`.
+from toolguard.replay.bfcl_env import TYPE_MAP
 
 
 class UnknownTypeError(ValueError):
