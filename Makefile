@@ -16,8 +16,12 @@ $(DEMO_STAMP): pyproject.toml Makefile | $(VENV)/bin/python
 	$(PY) -m pip install -q -e ".[plot]"
 	touch $(DEMO_STAMP)
 
-$(STAMP): pyproject.toml Makefile | $(VENV)/bin/python
-	$(PY) -m pip install -q -e ".[plot,dev,bench]"
+# The framework adapters: each its own distribution (adapters/<name>/pyproject.toml), installed
+# editable beside the core, each tested in its own pytest run (their conftests stand alone).
+ADAPTERS := langchain mcp openai_agents pydantic_ai
+
+$(STAMP): pyproject.toml Makefile $(ADAPTERS:%=adapters/%/pyproject.toml) | $(VENV)/bin/python
+	$(PY) -m pip install -q -e ".[plot,dev,bench]" $(ADAPTERS:%=-e adapters/%[test])
 	$(PY) -m pip install -q --no-deps bfcl-eval==2026.3.23 mpmath==1.4.1
 	$(PY) -m pip install -q --no-deps $(TAU2_PIP)
 	touch $(STAMP) $(DEMO_STAMP)
@@ -30,6 +34,7 @@ test: $(STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q
+	set -e; for a in $(ADAPTERS); do (cd adapters/$$a && ../../$(PY) -m pytest -q); done
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
