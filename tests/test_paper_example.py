@@ -1,4 +1,4 @@
-"""The paper's contact-removal example (PROTOCOL.md section 3) through the real guard.
+"""The paper's contact-removal example (docs/protocol.md section 3) through the real guard.
 
 Trajectory A: remove_contact("+1-555-0199") is rejected (a phone number is not a contact id),
 search_contact(phone) succeeds, remove_contact("id_8923") succeeds, Y = 1: T = 3, FED = 1.

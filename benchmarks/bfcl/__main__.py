@@ -51,7 +51,7 @@ def make_harness(spans: Path) -> tuple[Harness, Any]:
 
 
 def toolguard_report(spans: Path, by: str) -> dict[str, Any]:
-    """The teammates' aggregator, through its public CLI and JSON contract (PROTOCOL.md 5)."""
+    """The teammates' aggregator, through its public CLI and JSON contract (docs/protocol.md 5)."""
     proc = subprocess.run(
         [
             sys.executable,

@@ -33,7 +33,7 @@ _TOKEN = re.compile(r"\b[A-Za-z]*(?:\d|_)[\w-]*\b")
 
 def user_values(text: str) -> set[Any]:
     """Values the user gave explicitly in ``text``: they may be used wherever an id is required
-    (PROTOCOL.md: a bound variable is an earlier output or a value the user gave)."""
+    (docs/protocol.md: a bound variable is an earlier output or a value the user gave)."""
     found: set[Any] = {int(n) for n in _NUMBER.findall(text)}
     found.update(a or b for a, b in _QUOTED.findall(text))
     found.update(_TOKEN.findall(text))

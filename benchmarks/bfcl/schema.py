@@ -47,6 +47,6 @@ def to_json_schema(doc: dict[str, Any]) -> dict[str, Any]:
     schema = _convert(params)
     schema["type"] = "object"
     schema.setdefault("properties", {})
-    # Unknown argument names are a schema error (PROTOCOL.md section 2), so close the object.
+    # Unknown argument names are a schema error (docs/protocol.md section 2), so close the object.
     schema["additionalProperties"] = False
     return schema

@@ -1,4 +1,4 @@
-"""The cohort metrics against PROTOCOL.md section 3: the worked examples and the identities."""
+"""The cohort metrics against docs/protocol.md section 3: the worked examples and the identities."""
 
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def test_final_success_decomposes_into_ter_s_and_rr(cohort: list[TrajectoryRecor
 @settings(max_examples=200, deadline=None)
 @given(cohorts)
 def test_matches_the_definitions_computed_naively(cohort: list[TrajectoryRecord]) -> None:
-    """Every figure recomputed straight from PROTOCOL.md section 3, in exact fractions."""
+    """Every figure recomputed straight from docs/protocol.md section 3, in exact fractions."""
     m = compute_metrics(cohort, resamples=0)
     n = len(cohort)
     k_max = max(r.length for r in cohort)

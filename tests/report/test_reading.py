@@ -1,4 +1,4 @@
-"""The reading rules of PROTOCOL.md section 4, one by one, through files on disk."""
+"""The reading rules of docs/protocol.md section 4, one by one, through files on disk."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The report object of PROTOCOL.md section 5: groups on labels, overall, warnings."""
+"""The report object of docs/protocol.md section 5: groups on labels, overall, warnings."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ class GroupMetrics(Metrics):
 
 
 class Report(TypedDict):
-    """The report object of PROTOCOL.md section 5."""
+    """The report object of docs/protocol.md section 5."""
 
     groups: list[GroupMetrics]
     overall: GroupMetrics
@@ -61,7 +61,7 @@ def build_report(
     resamples: int = DEFAULT_RESAMPLES,
     warnings: Sequence[str] = (),
 ) -> Report:
-    """``{"groups": [...], "overall": {...}, "warnings": [...]}`` as PROTOCOL.md section 5."""
+    """``{"groups": [...], "overall": {...}, "warnings": [...]}`` as docs/protocol.md section 5."""
     groups: list[GroupMetrics] = []
     for labels, recs in group_records(records, by):
         groups.append({"labels": labels, **compute_metrics(recs, seed=seed, resamples=resamples)})

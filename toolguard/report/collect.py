@@ -1,4 +1,4 @@
-"""Fold spans into one record per trajectory (the reading rules of PROTOCOL.md section 4).
+"""Fold spans into one record per trajectory (the reading rules of docs/protocol.md section 4).
 
 State is O(1) per trajectory whatever the number of spans: the largest step seen, the smallest
 invalid step and its cause, the summary span, and a count of call spans. Every update is a

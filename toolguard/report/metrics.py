@@ -1,4 +1,4 @@
-"""Prefix-executability metrics over a cohort of trajectories (PROTOCOL.md sections 3 and 5).
+"""Prefix-executability metrics over a cohort of trajectories (docs/protocol.md sections 3 and 5).
 
 Records in, one plain dict out: the dict is exactly the per-group object of the JSON report,
 so notebooks, tests and the CLI all read the same figures.
@@ -37,7 +37,7 @@ class Intervals(TypedDict):
 
 
 class Metrics(TypedDict):
-    """The PROTOCOL.md section 5 fields of one cohort (a group without its ``labels``)."""
+    """The docs/protocol.md section 5 fields of one cohort (a group without its ``labels``)."""
 
     n: int
     ter: float | None
@@ -151,7 +151,7 @@ def compute_metrics(
     seed: int = DEFAULT_SEED,
     resamples: int = DEFAULT_RESAMPLES,
 ) -> Metrics:
-    """The PROTOCOL.md section 5 fields for one cohort (without ``labels``).
+    """The docs/protocol.md section 5 fields for one cohort (without ``labels``).
 
     Proportions get 95% Wilson intervals; ``auc_pec`` and ``mean_fed`` a percentile bootstrap
     over trajectories, seeded so the same input always prints the same interval."""
