@@ -11,7 +11,7 @@ from typing import Final, Literal
 
 CONTRACT_VERSION: Final = 1
 
-# The five causes, in precedence order (PROTOCOL.md section 2).
+# The five causes, in precedence order (docs/protocol.md).
 SCHEMA: Final = "schema"
 DEPENDENCY: Final = "dependency"
 PRECONDITION: Final = "precondition"
