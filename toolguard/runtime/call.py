@@ -188,6 +188,10 @@ class PendingCall:
         tool, traj = self.tool, self.traj
         assert tool is not None
         block = self.mode == "block"
+        if block and self.guard._compiled and not self.guard.record_content:
+            code = tool._compiled_code  # the same checks, compiled for this tool (compiled.py)
+            if code:
+                return code.run_checks(self, raw)  # type: ignore[no-any-return]
         if self.guard.record_content and self.recording:
             tel.set_attributes(self.span, {contract.GEN_AI_TOOL_CALL_ARGUMENTS: tel.content(raw)})
         values, failure = check_schema(tool, raw)

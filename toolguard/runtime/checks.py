@@ -72,18 +72,35 @@ def check_dependencies(tool: Tool, traj: Trajectory, values: Mapping[str, Any]) 
                 binding = None
             if binding is not None and binding.live:
                 continue
-        for item in value if isinstance(value, list | tuple | set | frozenset) else (value,):
-            failure = _dependency(tool.name, traj, arg, kind, item)
-            if failure is not None:
-                failures.append(failure)
-                break
+        failure = ref_failure(tool.name, traj, arg, kind, value)
+        if failure is not None:
+            failures.append(failure)
     for label, root, parts, kind in tool.ref_paths:
-        for item in resolve_path(values.get(root), parts):
-            failure = _dependency(tool.name, traj, label, kind, item)
-            if failure is not None:
-                failures.append(failure)
-                break
+        failure = path_failure(tool.name, traj, label, values.get(root), parts, kind)
+        if failure is not None:
+            failures.append(failure)
     return failures
+
+
+def ref_failure(tool: str, traj: Trajectory, arg: str, kind: str, value: Any) -> Failure | None:
+    """The first item of ``value`` (itself, or each item of a collection) that is no live
+    ``kind``: its failure, or None."""
+    for item in value if isinstance(value, list | tuple | set | frozenset) else (value,):
+        failure = _dependency(tool, traj, arg, kind, item)
+        if failure is not None:
+            return failure
+    return None
+
+
+def path_failure(
+    tool: str, traj: Trajectory, label: str, value: Any, parts: tuple[str, ...], kind: str
+) -> Failure | None:
+    """``ref_failure`` for the values a path (``arg[].field``) reaches inside ``value``."""
+    for item in resolve_path(value, parts):
+        failure = _dependency(tool, traj, label, kind, item)
+        if failure is not None:
+            return failure
+    return None
 
 
 def _dependency(tool: str, traj: Trajectory, arg: str, kind: str, value: Any) -> Failure | None:
@@ -149,30 +166,45 @@ def check_conditions(
                 # exception says nothing about the guard; the schema failure already counts.
                 logger.debug("toolguard: %s raised on arguments that failed the schema", check)
                 continue
-            failure = guard_error(
-                check, cause, f"condition {condition.id!r}", exc, fail_open, record_content
-            )
+            failure = condition_error(condition, check, cause, exc, fail_open, record_content)
             if failure is None:
                 continue
             failures.append(failure)
         else:
             if holds:
                 continue
-            text = condition.describe(given)
-            failures.append(
-                Failure(
-                    cause,
-                    check,
-                    f"{check} failed: {text}",
-                    f"Condition `{condition.id}` is not met: {text}. "
-                    "Change the arguments or first bring the state to where it holds.",
-                    telemetry_message=f"{check} failed: "
-                    + (condition.message or f"condition {condition.id!r} does not hold"),
-                )
-            )
+            failures.append(condition_failure(condition, check, cause, given))
         if stop_at_first:
             break
     return failures
+
+
+def condition_failure(
+    condition: _Condition, check: str, cause: str, given: Mapping[str, Any]
+) -> Failure:
+    """A condition that does not hold for the values it was ``given``."""
+    text = condition.describe(given)
+    return Failure(
+        cause,
+        check,
+        f"{check} failed: {text}",
+        f"Condition `{condition.id}` is not met: {text}. "
+        "Change the arguments or first bring the state to where it holds.",
+        telemetry_message=f"{check} failed: "
+        + (condition.message or f"condition {condition.id!r} does not hold"),
+    )
+
+
+def condition_error(
+    condition: _Condition,
+    check: str,
+    cause: str,
+    exc: Exception,
+    fail_open: bool,
+    record_content: bool,
+) -> Failure | None:
+    """A condition whose predicate raised: its failure (fail closed) or None (fail open)."""
+    return guard_error(check, cause, f"condition {condition.id!r}", exc, fail_open, record_content)
 
 
 def check_grounded(tool: Tool, traj: Trajectory | None, values: Mapping[str, Any]) -> list[Failure]:
@@ -181,26 +213,42 @@ def check_grounded(tool: Tool, traj: Trajectory | None, values: Mapping[str, Any
         if arg not in values:
             continue
         value = values[arg]
-        text = value if isinstance(value, str) else str(value)
-        placeholder = text.strip().lower() in _PLACEHOLDERS or (
-            len(text) > 1 and text[0] + text[-1] in ("<>", "{}", "[]")
-        )
+        placeholder = is_placeholder(value if isinstance(value, str) else str(value))
         if not placeholder and (traj is None or traj.has_seen(value)):
             continue
-        what = (
-            "a placeholder" if placeholder else "a value that appears nowhere in the conversation"
-        )
-        failures.append(
-            Failure(
-                contract.INFORMATION,
-                f"information.{arg}",
-                f"{arg}={shorten(value)} is {what}",
-                f"`{arg}`={shorten(value)} is {what}: do not guess it. "
-                "Ask the user for it or look it up with a tool first.",
-                telemetry_message=f"{arg} is {what}",
-            )
-        )
+        failures.append(grounded_failure(arg, value, placeholder))
     return failures
+
+
+def is_placeholder(text: str) -> bool:
+    """``"<unknown>"``, ``"TBD"``, ``"{id}"``...: a value the model made up to fill a slot."""
+    return text.strip().lower() in _PLACEHOLDERS or (
+        len(text) > 1 and text[0] + text[-1] in ("<>", "{}", "[]")
+    )
+
+
+def grounded_failure(arg: str, value: Any, placeholder: bool) -> Failure:
+    """A grounded argument holding a placeholder, or a value the trajectory never saw."""
+    what = "a placeholder" if placeholder else "a value that appears nowhere in the conversation"
+    return Failure(
+        contract.INFORMATION,
+        f"information.{arg}",
+        f"{arg}={shorten(value)} is {what}",
+        f"`{arg}`={shorten(value)} is {what}: do not guess it. "
+        "Ask the user for it or look it up with a tool first.",
+        telemetry_message=f"{arg} is {what}",
+    )
+
+
+def bind_failure(tool: Tool, exc: TypeError) -> Failure:
+    """Positional and keyword arguments that do not fit the function's signature."""
+    return Failure(
+        contract.SCHEMA,
+        "schema.args",
+        f"{tool.name}: {exc}",
+        f"The call to `{tool.name}` is malformed: {exc}. Call it with arguments matching "
+        f"{tool.schema.hint}.",
+    )
 
 
 def guard_error(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import difflib
 import types
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, ParamSpec, TypeVar, overload
@@ -14,10 +13,12 @@ from opentelemetry.trace import Span
 
 from .. import _contract as contract
 from .._errors import ToolDefinitionError, UsageError
+from . import compiled
 from . import telemetry as tel
 from .call import PendingCall
 from .checks import default_error_result
 from .schema import SchemaFailure, parse_arguments
+from .suggest import ToolNames
 from .tool import ErrorResult, Mode, Tool, ToolSpec
 from .trajectory import Trajectory, TrajectoryRegistry, current_trajectory
 from .verdict import Failure, Rejection
@@ -81,6 +82,11 @@ class Guard:
         self.observes_outputs = False  # turned on by the first tool with grounded arguments
         self.trajectories = TrajectoryRegistry(max_live_trajectories, trajectory_idle_timeout)
         self._tools: dict[str, tuple[Tool, GuardedTool | None]] = {}
+        # Each tool's compiled call path (compiled.py); False: every call takes the general
+        # path (the equivalence tests compare the two).
+        self._compiled = compiled.ENABLED
+        self._fast: dict[str, Callable[..., Any]] = {}  # dispatch by name, compiled
+        self._suggest = ToolNames()
 
     def __repr__(self) -> str:
         shown = ", ".join(self.tool_names[:5]) + (", ..." if len(self._tools) > 5 else "")
@@ -182,8 +188,30 @@ class Guard:
                 "(pass replace=True, or name=... to register it under another name)"
             )
         self._tools[tool.name] = (tool, wrapper)
+        self._suggest.add(tool.name)
         if tool.grounded:
             self.observes_outputs = True
+        self._fast.pop(tool.name, None)
+        code = compiled.compile_tool(tool) if self._compiled else None
+        if code is not None and wrapper is not None:
+            name = tool.name
+
+            def general(
+                arguments: Arguments,
+                call_id: str | None,
+                trajectory: Trajectory | None,
+                step: int | None,
+            ) -> Any:
+                return self._run_checked(
+                    self._check(name, arguments, call_id, trajectory, None, step)
+                )
+
+            def proceed(pending: PendingCall, arguments: Arguments) -> Any:
+                return self._run_checked(self._checked(pending, arguments))
+
+            self._fast[name] = code.make_dispatch(
+                self, wrapper.__wrapped__, wrapper._self_bound_to, general, proceed
+            )
 
     @property
     def tool_names(self) -> list[str]:
@@ -269,8 +297,12 @@ class Guard:
         tool, wrapper = entry
         instance = wrapper._self_bound_to if wrapper is not None else None
         pending = PendingCall(self, name, tool, instance, call_id, trajectory, span, step)
+        return self._checked(pending, arguments)
+
+    def _checked(self, pending: PendingCall, arguments: Arguments) -> PendingCall:
+        """Parse the arguments and run the pre-execution checks of a started call."""
         try:
-            raw = parse_arguments(name, arguments)
+            raw = parse_arguments(pending.name, arguments)
         except SchemaFailure as exc:
             pending.reject(exc.failure)
             return pending
@@ -327,6 +359,14 @@ class Guard:
         trajectory: Trajectory | None,
         step: int | None,
     ) -> Any:
+        if type(name) is str:
+            fast = self._fast.get(name)
+            if (
+                fast is not None
+                and (call_id is None or type(call_id) is str)
+                and (trajectory is None or isinstance(trajectory, Trajectory))
+            ):
+                return fast(arguments, call_id, trajectory, step)
         return self._run_checked(self._check(name, arguments, call_id, trajectory, None, step))
 
     def _run_checked(self, pending: PendingCall) -> Any:
@@ -386,9 +426,7 @@ class Guard:
     def _unknown_tool(self, name: str) -> Failure:
         # Only the closest few names, never the whole tool set (it may hold tools this agent
         # was not offered); a giant name is not compared at all.
-        close = (
-            difflib.get_close_matches(name, self._tools, n=3) if len(name) <= 128 else []
-        )
+        close = self._suggest.close(name) if len(name) <= 128 else []
         hint = f" Did you mean {', '.join(f'`{c}`' for c in close)}?" if close else ""
         shown = name if len(name) <= 128 else name[:128] + "…"
         return Failure(

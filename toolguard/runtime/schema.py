@@ -10,9 +10,10 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import pydantic
+import pydantic_core
 from pydantic import BaseModel, ConfigDict
 
 from .._errors import ToolDefinitionError
@@ -73,6 +74,24 @@ def parse_arguments(tool: str, raw: str | bytes | Mapping[str, Any] | None) -> d
     return value
 
 
+class ModelParts(NamedTuple):
+    """The steps of a pydantic schema's ``validate``, for the compiled call path (compiled.py)
+    to run inline: the same functions in the same order, without the calls around them."""
+
+    validate_python: Callable[..., Any]
+    # The model's own field validation without building the model (its fields dict, its
+    # extras, the fields set): None when the model has more than fields (a model validator,
+    # a custom __init__ or post-init, definitions).
+    validate_fields: Callable[..., tuple[dict[str, Any], dict[str, Any] | None, Any]] | None
+    strict: bool
+    accepted: frozenset[Any] | None  # None: unknown arguments are not checked
+    unknown_failure: Callable[[dict[str, Any]], SchemaFailure | None]
+    retry: Callable[[dict[str, Any], Any], Any]
+    values_of: Callable[[Any], dict[str, Any]]
+    field_count: int
+    keep_extra: bool
+
+
 class ArgumentSchema:
     """Validates a dict of named arguments; knows the argument names and how to call."""
 
@@ -91,6 +110,7 @@ class ArgumentSchema:
         # An attribute, not a method forwarding to it: one Python call less on every call.
         self.validate: Callable[[dict[str, Any]], dict[str, Any]] = validate
         self.hint = hint
+        self.model: ModelParts | None = None  # set by from_model
 
     @property
     def name_set(self) -> frozenset[str] | None:
@@ -180,25 +200,27 @@ def from_model(
     }
     check_unknown = strict and extra_mode in (None, "ignore")
 
-    def validate(args: dict[str, Any]) -> dict[str, Any]:
-        if check_unknown:
-            unknown = [k for k in args if k not in accepted]
-            if unknown:
-                problems = [f"{shorten_text(k)}: unknown argument" for k in unknown]
-                raise _schema_error(tool, problems, problems, hint)
+    def unknown_failure(args: dict[str, Any]) -> SchemaFailure | None:
+        unknown = [k for k in args if k not in accepted]
+        if not unknown:
+            return None
+        problems = [f"{shorten_text(k)}: unknown argument" for k in unknown]
+        return _schema_error(tool, problems, problems, hint)
+
+    def retry(args: dict[str, Any], exc: pydantic.ValidationError) -> Any:
+        """The instance after validate_python refused ``args``, or the schema failure."""
+        if not strict:
+            raise _from_pydantic(tool, exc, hint) from None
+        # Strict Python mode also refuses what JSON carries legitimately (a date as a
+        # string, an enum by value, a list for a tuple): judge those as the JSON they were.
         try:
-            instance = validator.validate_python(args, strict=strict)
-        except pydantic.ValidationError as exc:
-            if not strict:
-                raise _from_pydantic(tool, exc, hint) from None
-            # Strict Python mode also refuses what JSON carries legitimately (a date as a
-            # string, an enum by value, a list for a tuple): judge those as the JSON they were.
-            try:
-                instance = validator.validate_json(json.dumps(args), strict=True)
-            except pydantic.ValidationError as json_exc:
-                raise _from_pydantic(tool, json_exc, hint) from None
-            except (TypeError, ValueError, RecursionError):
-                raise _from_pydantic(tool, exc, hint) from None
+            return validator.validate_json(json.dumps(args), strict=True)
+        except pydantic.ValidationError as json_exc:
+            raise _from_pydantic(tool, json_exc, hint) from None
+        except (TypeError, ValueError, RecursionError):
+            raise _from_pydantic(tool, exc, hint) from None
+
+    def values_of(instance: Any) -> dict[str, Any]:
         # A validated model's __dict__ holds exactly its fields, in order (extras live in
         # __pydantic_extra__): copying it is 3-4x cheaper than a getattr per field.
         values = dict(instance.__dict__)
@@ -208,9 +230,51 @@ def from_model(
             values.update(instance.__pydantic_extra__)
         return values
 
+    def validate(args: dict[str, Any]) -> dict[str, Any]:
+        if check_unknown and not accepted.issuperset(args):
+            failure = unknown_failure(args)
+            if failure is not None:
+                raise failure
+        try:
+            instance = validator.validate_python(args, strict=strict)
+        except pydantic.ValidationError as exc:
+            instance = retry(args, exc)
+        return values_of(instance)
+
     hint = _hint_from_json_schema(tool, json_schema)
     metadata = {name: tuple(f.metadata) for name, f in model.model_fields.items() if f.metadata}
-    return ArgumentSchema(tool, names, validate, hint, metadata)
+    schema = ArgumentSchema(tool, names, validate, hint, metadata)
+    schema.model = ModelParts(
+        validator.validate_python,
+        _fields_validator(model),
+        strict,
+        accepted if check_unknown else None,
+        unknown_failure,
+        retry,
+        values_of,
+        len(names),
+        keep_extra,
+    )
+    return schema
+
+
+def _fields_validator(model: type[BaseModel]) -> Any:
+    """``validate_python`` of the model's ``model-fields`` core schema: the same field
+    validators, defaults, extra handling and errors as the model's, without the instance (its
+    fields dict is what the model would hold as ``__dict__``)."""
+    try:
+        core = model.__pydantic_core_schema__
+        if (
+            core.get("type") != "model"
+            or core.get("custom_init")
+            or core.get("root_model")
+            or core["schema"].get("type") != "model-fields"
+            or getattr(model, "__pydantic_post_init__", None) is not None
+        ):
+            return None
+        return pydantic_core.SchemaValidator(core["schema"], core.get("config")).validate_python
+    except Exception:  # a schema this does not understand: the model validates
+        return None
 
 
 def from_json_schema(

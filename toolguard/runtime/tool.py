@@ -143,6 +143,8 @@ class Tool:
         self.preconditions = tuple(spec.preconditions)
         self.postconditions = tuple(spec.postconditions)
         self._check_declarations()
+        # compiled.py's CompiledTool, made once on first use; None: not covered by it.
+        self._compiled_code: Any = False
 
     def __repr__(self) -> str:
         parts = [repr(self.name)]
@@ -299,6 +301,41 @@ def _find_key(value: Any, key: str, depth: int) -> Iterable[Any]:
     elif hasattr(value, "__pydantic_fields__") or hasattr(value, "__dataclass_fields__"):
         fields = getattr(value, "__pydantic_fields__", None) or value.__dataclass_fields__
         yield from _find_key({n: getattr(value, n, None) for n in fields}, key, depth + 1)
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None), bytes})  # _find_key finds nothing in
+_KEY_CONTAINERS = (Mapping, list, tuple)
+
+
+def find_key_into(value: Any, key: str, out: list[Any], depth: int = 0) -> None:
+    """``out.extend(_find_key(value, key, depth))`` without a generator per container:
+    exact dicts, lists and tuples and leaves of built-in types take direct branches; anything
+    else goes through ``_find_key`` itself. Values found before an exception stay in ``out``,
+    as they would have been consumed from the generator."""
+    if depth > 20:
+        return
+    kind = type(value)
+    if kind is dict:
+        depth += 1
+        for k, v in value.items():
+            if type(k) is not str:
+                out.extend(_find_key({k: v}, key, depth - 1))
+            elif k == key:
+                if type(v) in _LEAVES or not isinstance(v, _KEY_CONTAINERS):
+                    out.append(v)
+                elif isinstance(v, list | tuple):
+                    out.extend(x for x in v if not isinstance(x, _KEY_CONTAINERS))
+                else:
+                    find_key_into(v, key, out, depth)
+            elif type(v) not in _LEAVES:
+                find_key_into(v, key, out, depth)
+    elif kind is list or kind is tuple or kind is set or kind is frozenset:
+        depth += 1
+        for v in value:
+            if type(v) not in _LEAVES:
+                find_key_into(v, key, out, depth)
+    elif kind not in _LEAVES:
+        out.extend(_find_key(value, key, depth))
 
 
 def _compile_produces(

@@ -23,6 +23,7 @@ from opentelemetry.trace import Tracer
 from .. import _contract as contract
 from .._errors import UsageError
 from . import telemetry as tel
+from .seen import SeenTexts
 from .verdict import Failure, Verdict
 
 logger = logging.getLogger("toolguard")
@@ -98,7 +99,8 @@ class Trajectory:
         self._verdicts: list[tuple[int, str, str, list[Failure], str | None]] = []
         self._bindings: dict[str, dict[Any, _Binding]] = {}
         self._seen: set[str] = set()
-        self._texts: list[str] = []
+        self._seen_texts = SeenTexts()
+        self._texts: list[str] = self._seen_texts.texts  # the free texts, in order
         self._reserved: dict[str, int] = {}
         self._span: Any = None
         self._span_token: object | None = None
@@ -253,17 +255,17 @@ class Trajectory:
         """Record something the agent has seen: user input, a document, a tool output."""
         if isinstance(value, str):
             self._seen.add(value)
-            self._texts.append(value)
+            self._seen_texts.add(value)
         else:
-            for leaf in _leaves(value):
-                self._seen.add(leaf)
+            add_leaves(value, self._seen.add)
 
     def has_seen(self, value: Any) -> bool:
         text = value if isinstance(value, str) else str(value)
         if text in self._seen:
             return True
-        # Free text (a user message) may contain the value inside a sentence.
-        return any(text in t for t in self._texts)
+        # Free text (a user message) may contain the value inside a sentence: an indexed
+        # `any(text in t for t in texts)` (seen.py), not a scan of the whole history.
+        return self._seen_texts.contains(text)
 
     # -- life cycle --------------------------------------------------------------------------
     def start(self) -> Trajectory:
@@ -452,6 +454,36 @@ def trajectory(
     return Trajectory(
         id, labels=labels, user_input=user_input, conversation_id=conversation_id, tracer=tracer
     )
+
+
+_SKIPPED = frozenset({type(None), bytes})
+
+
+def add_leaves(value: Any, add: Callable[[str], Any], depth: int = 0) -> None:
+    """``for leaf in _leaves(value): add(leaf)``, without a generator per container: exact
+    built-in types take a direct branch, anything else the same tests as ``_leaves``."""
+    if depth > 20:
+        return
+    kind = type(value)
+    if kind is str:
+        add(value)
+    elif kind is dict or kind is list or kind is tuple:
+        depth += 1
+        if depth > 20:
+            return
+        for v in value.values() if kind is dict else value:
+            k = type(v)
+            if k is str:
+                add(v)
+            elif k is int or k is float or k is bool:
+                add(str(v))
+            elif k not in _SKIPPED:
+                add_leaves(v, add, depth)
+    elif kind in _SKIPPED:
+        return
+    else:
+        for leaf in _leaves(value, depth):
+            add(leaf)
 
 
 def _leaves(value: Any, depth: int = 0) -> Iterable[str]:

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 
 import wrapt
 
-from .. import _contract as contract
 from .._errors import ToolCallRejected
 from .call import PendingCall
+from .checks import bind_failure
+from .compiled import _raise_async, compile_tool
 from .tool import Tool
-from .verdict import Failure
 
 if TYPE_CHECKING:
     from .guard import Guard
@@ -47,15 +47,16 @@ class GuardedTool(wrapt.FunctionWrapper):  # type: ignore[type-arg]
 
 
 def _make_wrapper(guard: Guard, tool: Tool, fixed_instance: Any) -> Callable[..., Any]:
-    def wrapper(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    def proceed(
+        pending: PendingCall,
+        wrapped: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
     ) -> Any:
-        owner = fixed_instance if fixed_instance is not None else instance
-        pending = PendingCall(guard, tool.name, tool, owner)
         try:
             raw = tool.bind(args, kwargs)
         except TypeError as exc:
-            pending.reject(_bind_failure(tool, exc))
+            pending.reject(bind_failure(tool, exc))
         else:
             try:
                 pending.run_checks(raw)
@@ -69,17 +70,17 @@ def _make_wrapper(guard: Guard, tool: Tool, fixed_instance: Any) -> Callable[...
             raise ToolCallRejected(pending.rejection)
         return execute(pending, wrapped, dispatch=False)
 
-    return wrapper
+    def wrapper(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        owner = fixed_instance if fixed_instance is not None else instance
+        return proceed(PendingCall(guard, tool.name, tool, owner), wrapped, args, kwargs)
 
-
-def _bind_failure(tool: Tool, exc: TypeError) -> Failure:
-    return Failure(
-        contract.SCHEMA,
-        "schema.args",
-        f"{tool.name}: {exc}",
-        f"The call to `{tool.name}` is malformed: {exc}. Call it with arguments matching "
-        f"{tool.schema.hint}.",
-    )
+    # The tool's compiled call path (compiled.py), which takes `wrapper` for the unusual.
+    code = compile_tool(tool) if guard._compiled else None
+    if code is None:
+        return wrapper
+    return code.make_direct(guard, fixed_instance, wrapper, proceed)
 
 
 def execute(pending: PendingCall, fn: Callable[..., Any], *, dispatch: bool) -> Any:
@@ -119,10 +120,6 @@ async def _execute_async(
         raise
     pending.finish(result)
     return result
-
-
-async def _raise_async(rejection: Any) -> Any:
-    raise ToolCallRejected(rejection)
 
 
 class GuardedProxy(wrapt.ObjectProxy):  # type: ignore[type-arg]
