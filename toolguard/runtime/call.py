@@ -145,17 +145,37 @@ class PendingCall:
         self.blocked = False
         self.token: object | None = None
         self.nested: Token[bool] | None = None
+        started = False  # a span of the guard's own: its call attributes given at its start
         if span is None:
-            span = tel.start_call_span(guard.tracer, name, guard.reuse_framework_spans)
-            self.owns_span = span is not tel.REUSED
-            if not self.owns_span:
-                span = tel.current_span()
+            tracer = guard.tracer
+            if tel.is_noop(tracer):
+                span = INVALID_SPAN
+                self.owns_span = True
+            else:
+                span = tel.start_call_span(
+                    tracer,
+                    name,
+                    guard.reuse_framework_spans,
+                    tel.call_attributes(
+                        name,
+                        traj.id if traj else None,
+                        step,
+                        call_id,
+                        traj.conversation_id if traj else None,
+                    ),
+                    traj._span if traj else None,
+                )
+                self.owns_span = span is not tel.REUSED
+                if self.owns_span:
+                    started = True
+                else:
+                    span = tel.current_span()
         else:
             self.owns_span = False
         self.span = span
         # A span records from start to end or never: asked once, not at every step.
         self.recording = span is not INVALID_SPAN and span.is_recording()
-        if self.recording:
+        if self.recording and not started:  # a framework's span: the attributes go on it
             tel.set_attributes(
                 span,
                 tel.call_attributes(

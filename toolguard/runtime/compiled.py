@@ -36,6 +36,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN, NoOpTracer, ProxyTracer
 
 from .. import _contract as contract
@@ -70,6 +72,7 @@ logger = logging.getLogger("toolguard")
 ENABLED = True  # a guard made while False takes the general path for every call (tests)
 
 _counter = itertools.count()
+_CODE: dict[str, Any] = {}  # generated source -> its code object
 
 
 class CompiledTool:
@@ -152,11 +155,19 @@ def _compile(tool: Tool) -> CompiledTool:
     _emit_make_direct(src, tool)
     _emit_make_dispatch(src, tool)
     source = "\n".join(src.lines) + "\n"
-    filename = f"<toolguard compiled {tool.name[:60]!r} #{next(_counter)}>"
-    # Tracebacks through the generated code show its lines.
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    # The source depends only on the contract's shape (names, kinds, check ids; the values
+    # are in the namespace), so tools of one shape share one code object: a guard of 10,000
+    # tools compiles a few sources, not 10,000.
+    code = _CODE.get(source)
+    if code is None:
+        filename = f"<toolguard compiled #{next(_counter)}>"
+        # Tracebacks through the generated code show its lines.
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        code = compile(source, filename, "exec")
+        if len(_CODE) < 4096:
+            _CODE[source] = code
     namespace = dict(src.env)
-    exec(compile(source, filename, "exec"), namespace)
+    exec(code, namespace)
     return CompiledTool(tool, source, namespace)
 
 
@@ -181,18 +192,18 @@ def _emit_span(src: _Source, call_id: str, reused: str) -> None:
         src("recording = False")
     src("else:")
     with src.indent():
-        src("span = _start_call_span(tracer, NAME, guard.reuse_framework_spans)")
+        src(
+            "attributes = _call_attributes(NAME, traj.id if traj is not None else None, step, "
+            f"{call_id}, traj.conversation_id if traj is not None else None)"
+        )
+        src(
+            "span = _start_call_span(tracer, NAME, guard.reuse_framework_spans, attributes, "
+            "traj._span if traj is not None else None)"
+        )
         src("if span is _REUSED:")
         with src.indent():
             src(reused)
         src("recording = span is not _INVALID_SPAN and span.is_recording()")
-        src("if recording:")
-        with src.indent():
-            src(
-                "_set_attributes(span, _call_attributes(NAME, traj.id if traj is not None "
-                f"else None, step, {call_id}, traj.conversation_id if traj is not None "
-                "else None))"
-            )
 
 
 def _emit_step(src: _Source, call_id: str | None) -> None:
@@ -550,10 +561,23 @@ def _emit_close(src: _Source, call_id: str, in_pending: bool) -> None:
             src(f"traj._verdicts.append((step, NAME, _ALLOWED, [], {call_id}))")
         src("if recording:")
         with src.indent():
-            src("_set_attributes(span, _VALID_ATTRIBUTES)")
+            src("try:")  # telemetry.set_attributes, inline
+            with src.indent():
+                src("span.set_attributes(_VALID_ATTRIBUTES)")
+            src("except Exception:")
+            with src.indent():
+                src('_logger.exception("toolguard: could not set span attributes")')
         src("if span is not _INVALID_SPAN:")
         with src.indent():
-            src("_end_span(span)")
+            src("try:")  # telemetry.end_span, inline
+            with src.indent():
+                src("span.end()")
+            src("except Exception:")
+            with src.indent():
+                src(
+                    '_logger.exception("toolguard: ending a span failed; the tool call is '
+                    'unaffected")'
+                )
 
 
 def _emit_run(src: _Source, tool: Tool, call_id: str, fn: str, dispatch: bool) -> None:
@@ -588,7 +612,15 @@ def _emit_run(src: _Source, tool: Tool, call_id: str, fn: str, dispatch: bool) -
             src("raise")
         src("pending.leave()")
     else:
-        src("token = _attach(span) if recording else None")
+        src("token = None")
+        src("if recording:")
+        with src.indent():
+            src("try:")  # telemetry.attach, inline
+            with src.indent():
+                src("token = _otel_attach(_set_span_in_context(span))")
+            src("except Exception:")
+            with src.indent():
+                src('_logger.exception("toolguard: could not make the span current")')
         src("nested = _inside_set(True) if traj is not None else None")
         src("try:")
         with src.indent():
@@ -607,7 +639,12 @@ def _emit_run(src: _Source, tool: Tool, call_id: str, fn: str, dispatch: bool) -
             src("raise")
         src("if token is not None:")
         with src.indent():
-            src("_detach(token)")
+            src("try:")  # telemetry.detach, inline
+            with src.indent():
+                src("_otel_detach(token)")
+            src("except Exception:")
+            with src.indent():
+                src('_logger.exception("toolguard: could not restore the previous context")')
         src("if nested is not None:")
         with src.indent():
             src("try:")
@@ -951,17 +988,16 @@ def _runtime() -> dict[str, Any]:
         "_inside_get": _inside_tool.get,
         "_inside_set": _inside_tool.set,
         "_inside_reset": _inside_tool.reset,
-        "_detach": tel.detach,
+        "_otel_attach": otel_context.attach,
+        "_otel_detach": otel_context.detach,
+        "_set_span_in_context": trace.set_span_in_context,
         "_open": _open,
         "_ProxyTracer": ProxyTracer,
         "_NoOpTracer": NoOpTracer,
         "_INVALID_SPAN": INVALID_SPAN,
         "_REUSED": tel.REUSED,
         "_start_call_span": tel.start_call_span,
-        "_set_attributes": tel.set_attributes,
         "_call_attributes": tel.call_attributes,
-        "_end_span": tel.end_span,
-        "_attach": tel.attach,
         "_VALID_ATTRIBUTES": {contract.VALID: True, contract.DECISION: contract.ALLOWED},
         "_ALLOWED": contract.ALLOWED,
         "_STATE": contract.STATE_CONSISTENCY,

@@ -23,10 +23,12 @@ questions are answered by the tail, or that nobody asks, never builds the index.
 
 from __future__ import annotations
 
+import itertools
 import threading
+from typing import Any
 
-BLOCK_CHARS = 8192  # a sealed block holds about this many characters
-SEAL_RATIO = 100  # indexing a character costs about 100 times scanning it
+BLOCK_CHARS = 2048  # a sealed block holds about this many characters
+SEAL_RATIO = 10  # index the tail once scanning it has cost 10x what indexing it does
 _PER_TEXT = 64  # scanning one text costs about as much as scanning 64 characters
 _SEP = "\x00"
 _FOUND_LIMIT = 65_536  # values remembered as found (a bound on memory, not on correctness)
@@ -57,8 +59,8 @@ class SeenTexts:
         self._tail_size = 0  # characters in texts[_sealed:]
         self._work = 0  # what scanning the tail has cost since the last sealing
         self._blocks: list[str] = []
-        self._grams: dict[str, list[int]] = {}  # 3-gram -> blocks holding it, ascending
-        self._short: set[str] = set()  # every 1- and 2-character substring of the blocks
+        self._grams: dict[tuple[str, ...], list[int]] = {}  # 3-gram -> its blocks, ascending
+        self._short: set[Any] = set()  # every character and pair of characters of the blocks
         self._found: set[str] = set()
         self._lock = threading.Lock()
 
@@ -103,18 +105,27 @@ class SeenTexts:
         if not sealed:
             return False
         if len(value) < 3:
-            return value in self._short
+            return (value if len(value) == 1 else (value[0], value[1])) in self._short
         grams = self._grams
-        lists = []
-        for g in {value[i : i + 3] for i in range(len(value) - 2)}:
+        rarest: list[int] | None = None
+        second: list[int] | None = None
+        # Any block holding the value holds each of its 3-grams: a few of them, spread over
+        # the value (its ends are the most telling: "...r-4123"), are enough to narrow the
+        # blocks down; the value itself is then looked for in those.
+        n = len(value) - 3
+        for i in {0, n // 3, (2 * n) // 3, n - 1 if n > 0 else 0, n}:
+            g = (value[i], value[i + 1], value[i + 2])
             blocks = grams.get(g)
             if blocks is None:
-                return False
-            lists.append(blocks)
-        lists.sort(key=len)
-        candidates: list[int] | set[int] = lists[0]
-        if len(lists) > 1 and len(candidates) > 4:
-            candidates = set(candidates).intersection(lists[1])
+                return False  # a 3-gram no block holds
+            if rarest is None or len(blocks) < len(rarest):
+                rarest, second = blocks, rarest
+            elif second is None or len(blocks) < len(second):
+                second = blocks
+        assert rarest is not None
+        candidates: list[int] | set[int] = rarest
+        if second is not None and len(rarest) > 2:
+            candidates = set(rarest).intersection(second)
         texts = self._blocks
         return any(value in texts[b] for b in sorted(candidates, reverse=True))
 
@@ -130,10 +141,11 @@ class SeenTexts:
             block = _SEP.join(texts[start:stop])
             b = len(blocks)
             blocks.append(block)
-            n = len(block)
+            # 3-grams (and the 1- and 2-character substrings) as tuples of characters:
+            # made by zip in C, about twice as fast as slicing.
             short.update(block)
-            short.update(map(str.__add__, block, block[1:]))
-            for g in set(map(block.__getitem__, map(slice, range(n - 2), range(3, n + 1)))):
+            short.update(itertools.pairwise(block))
+            for g in set(zip(block, block[1:], block[2:], strict=False)):
                 found = grams.get(g)
                 if found is None:
                     grams[g] = [b]

@@ -41,9 +41,16 @@ def get_tracer(provider: trace.TracerProvider | None = None) -> Tracer:
     return trace.get_tracer(_SCOPE, _VERSION, tracer_provider=provider)
 
 
-def start_span(tracer: Tracer, name: str, parent: otel_context.Context | None = None) -> Span:
+def start_span(
+    tracer: Tracer,
+    name: str,
+    parent: otel_context.Context | None = None,
+    attributes: Mapping[str, Any] | None = None,
+) -> Span:
     try:
-        return tracer.start_span(name, context=parent, kind=SpanKind.INTERNAL)
+        return tracer.start_span(
+            name, context=parent, kind=SpanKind.INTERNAL, attributes=attributes
+        )
     except Exception:
         logger.exception("toolguard: could not start span %r; the call goes on untraced", name)
         return INVALID_SPAN
@@ -53,10 +60,29 @@ def start_span(tracer: Tracer, name: str, parent: otel_context.Context | None = 
 REUSED: Final = INVALID_SPAN.__class__(INVALID_SPAN.get_span_context())
 
 
-def start_call_span(tracer: Tracer, tool: str, reuse_framework_span: bool = False) -> Span:
+def is_noop(tracer: Tracer) -> bool:
+    """Whether ``tracer`` makes no spans (a no-op tracer, or the default one while no SDK is
+    installed); asked on every call, so a provider installed later is picked up at once."""
+    kind: type[object] = type(tracer)
+    if kind is ProxyTracer:
+        kind = type(getattr(tracer, "_tracer", None))
+    return kind is NoOpTracer
+
+
+def start_call_span(
+    tracer: Tracer,
+    tool: str,
+    reuse_framework_span: bool = False,
+    attributes: Mapping[str, Any] | None = None,
+    not_a_call: Span | None = None,
+) -> Span:
     """The span of one call to ``tool``; INVALID_SPAN when ``tracer`` is a no-op one, and
     :data:`REUSED` when ``reuse_framework_span`` and the current span is already the
     framework's ``execute_tool {tool}`` span (PROTOCOL 1.1: one span per call).
+    ``attributes`` (the call's, ``call_attributes``) are given to the span as it starts: the
+    SDK cleans them once, instead of again under the span's lock when set on it afterwards
+    (about 10 us a call with the SDK, benchmarks/README.md). ``not_a_call``: a span known
+    not to be one (the trajectory's summary span), not inspected.
 
     A call makes its span current only while the span records, so what a no-op tracer would
     return (a non-recording wrapper of the current context's span) is never seen by anyone:
@@ -73,11 +99,23 @@ def start_call_span(tracer: Tracer, tool: str, reuse_framework_span: bool = Fals
     if kind is NoOpTracer:
         return INVALID_SPAN
     name = contract.call_span_name(tool if len(tool) <= NAME_LIMIT else tool[:NAME_LIMIT] + "…")
+    parent = None
     if reuse_framework_span:
-        current = current_span()
-        if current.is_recording() and _is_call_span(current, tool, name):
+        # One look-up of the current context: for the framework's span and as the parent.
+        try:
+            parent = otel_context.get_current()
+            current = trace.get_current_span(parent)
+        except Exception:
+            logger.exception("toolguard: could not read the current span")
+            parent, current = None, INVALID_SPAN
+        # The trajectory's own span (current inside `with traj`) is never a call's.
+        if (
+            current is not not_a_call
+            and current.is_recording()
+            and _is_call_span(current, tool, name)
+        ):
             return REUSED
-    return start_span(tracer, name)
+    return start_span(tracer, name, parent, attributes)
 
 
 def _is_call_span(span: Span, tool: str, name: str) -> bool:
