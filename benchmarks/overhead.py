@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import sys
 import tempfile
@@ -48,28 +49,36 @@ def _optional(module: str) -> Any:
         return None
 
 
-def hand_span(tracer: Tracer, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """What a user writes by hand: the contract's call-span attributes around validate_call."""
+TRAJECTORY_ID = "0" * 32  # as long as the guard's (a uuid4 hex)
+
+
+def lean_span(tracer: Tracer, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The leanest span a user would write by hand around validate_call: ``start_span``
+    with the contract's call attributes, the verdict's two attributes, ``end`` (the span is
+    not made current: the guard's is, so that the tool's own spans nest below it)."""
     steps = itertools.count(1)
 
     def call(**kwargs: Any) -> Any:
-        attributes = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": "transfer",
-            "gen_ai.tool.type": "function",
-            "toolguard.trajectory.id": "t-1",
-            "toolguard.step": next(steps),
-        }
-        with tracer.start_as_current_span(
-            "execute_tool transfer", kind=SpanKind.INTERNAL, attributes=attributes
-        ) as span:
-            try:
-                result = fn(**kwargs)
-            except pydantic.ValidationError:
-                span.set_attributes({"toolguard.valid": False, "toolguard.decision": "blocked"})
-                raise
-            span.set_attributes({"toolguard.valid": True, "toolguard.decision": "allowed"})
-            return result
+        span = tracer.start_span(
+            "execute_tool transfer",
+            kind=SpanKind.INTERNAL,
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "transfer",
+                "gen_ai.tool.type": "function",
+                "toolguard.trajectory.id": TRAJECTORY_ID,
+                "toolguard.step": next(steps),
+            },
+        )
+        try:
+            result = fn(**kwargs)
+        except pydantic.ValidationError:
+            span.set_attributes({"toolguard.valid": False, "toolguard.decision": "blocked"})
+            span.end()
+            raise
+        span.set_attributes({"toolguard.valid": True, "toolguard.decision": "allowed"})
+        span.end()
+        return result
 
     return call
 
@@ -77,15 +86,38 @@ def hand_span(tracer: Tracer, fn: Callable[..., Any]) -> Callable[..., Any]:
 CHUNK = 100  # calls timed back to back; every case is timed in chunks of this size
 
 
-def loop_case(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Case:
+def loop_case(fn: Callable[..., Any], kwargs: dict[str, Any], parent: Tracer | None = None) -> Case:
+    """``fn`` called ``n`` times, timed in chunks of CHUNK. ``parent``: each chunk runs under
+    a span of its own (untimed), as the guard's calls run under their trajectory's."""
+
     def run(n: int) -> float:
         elapsed = 0.0
         for i in range(0, n, CHUNK):
-            start = time.perf_counter()
-            for _ in range(min(CHUNK, n - i)):
-                fn(**kwargs)
-            elapsed += time.perf_counter() - start
+            with (
+                parent.start_as_current_span("toolguard.trajectory")
+                if parent is not None
+                else contextlib.nullcontext()
+            ):
+                start = time.perf_counter()
+                for _ in range(min(CHUNK, n - i)):
+                    fn(**kwargs)
+                elapsed += time.perf_counter() - start
         return elapsed
+
+    return run
+
+
+def exported(provider: Any, case: Case) -> Case:
+    """The file cases count the export work the calls cause: the time of the calls plus the
+    time until the exporter has written their spans (``force_flush``), not only the time
+    until a span is queued. The queue starts each run empty (untimed)."""
+
+    def run(n: int) -> float:
+        provider.force_flush()
+        elapsed = case(n)
+        start = time.perf_counter()
+        provider.force_flush()
+        return elapsed + time.perf_counter() - start
 
     return run
 
@@ -177,31 +209,34 @@ def build_cases(tmp: Path) -> tuple[dict[str, Case], dict[str, int], Callable[[]
     mem.add_span_processor(SimpleSpanProcessor(mem_exporter))
     file_provider = tg.setup_file_export(tmp / "spans.jsonl")
 
-    def guard(provider: Any, **options: Any) -> Any:
-        g = tg.Guard(state=w.Bank(), tracer_provider=provider, **options)
-        return g, g.register(w.transfer, **w.tool_options())
+    def guard(provider: Any, shape: str = "workload") -> Any:
+        g = tg.Guard(state=w.Bank(), tracer_provider=provider)
+        return g, g.register(w.transfer, **w.tool_options(shape))
 
     g_off, tg_off = guard(off)
+    _, tg_schema = guard(off, "schema only")
+    _, tg_produces = guard(off, "workload + produces")
     _, tg_mem = guard(mem)
     _, tg_file = guard(file_provider)
     a_guard = tg.Guard(state=w.Bank(), tracer_provider=off)
     tg_async = a_guard.register(w.atransfer, **w.tool_options())
     vc = pydantic.validate_call(w.transfer)
+    mem_tracer = mem.get_tracer("hand")
+    file_tracer = file_provider.get_tracer("hand")
     cases: dict[str, Case] = {
         "bare": loop_case(w.transfer, w.ARGS),
         "validate_call": loop_case(vc, w.ARGS),
         "validate_call+span(memory)": first(
-            mem_exporter.clear, loop_case(hand_span(mem.get_tracer("b"), vc), w.ARGS)
+            mem_exporter.clear, loop_case(lean_span(mem_tracer, vc), w.ARGS, mem_tracer)
         ),
-        "validate_call+span(file)": first(
-            file_provider.force_flush,
-            loop_case(hand_span(file_provider.get_tracer("b"), vc), w.ARGS),
+        "validate_call+span(file)": exported(
+            file_provider, loop_case(lean_span(file_tracer, vc), w.ARGS, file_tracer)
         ),
+        "toolguard off, schema only": guarded_case(tg_schema, off, w.ARGS),
         "toolguard off": guarded_case(tg_off, off, w.ARGS),
+        "toolguard off, produces": guarded_case(tg_produces, off, w.ARGS),
         "toolguard memory": first(mem_exporter.clear, guarded_case(tg_mem, mem, w.ARGS)),
-        "toolguard file": first(
-            file_provider.force_flush, guarded_case(tg_file, file_provider, w.ARGS)
-        ),
+        "toolguard file": exported(file_provider, guarded_case(tg_file, file_provider, w.ARGS)),
         "toolguard off, blocked": guarded_case(tg_off, off, w.CLOSED_ARGS, blocked=True),
         "validate_call, invalid": invalid_case(vc),
     }
@@ -244,11 +279,12 @@ def _invoke_case(tool: Any) -> Case:
     return run
 
 
-# (case, reference, target, "max" = case must stay at or under target, "min" = at or over)
+# (case, reference, target): the case's overhead over the reference's must be <= target
 TARGETS = [
-    ("toolguard off", "validate_call", 2.0, "max"),
-    ("toolguard memory", "validate_call+span(memory)", 1.1, "max"),
-    ("toolguard file", "validate_call+span(file)", 1.1, "max"),
+    ("toolguard off", "validate_call", 1.5),
+    ("toolguard off, produces", "validate_call", 2.0),
+    ("toolguard memory", "validate_call+span(memory)", 1.05),
+    ("toolguard file", "validate_call+span(file)", 1.05),
 ]
 
 
@@ -266,8 +302,9 @@ def per_call(rounds: int, n: int) -> dict[str, Any]:
         "ratios": {},
         "per_round": {},
     }
-    pairs = [(case, ref, "bare") for case, ref, _, _ in TARGETS]
+    pairs = [(case, ref, "bare") for case, ref, _ in TARGETS]
     pairs += [
+        ("toolguard off, schema only", "validate_call", "bare"),
         ("toolguard off, by name", "validate_call", "bare"),
         ("toolguard off, blocked", "validate_call, invalid", "bare"),
         ("async toolguard off", "async validate_call", "async bare"),
@@ -292,33 +329,44 @@ def per_call(rounds: int, n: int) -> dict[str, Any]:
 
 def verdicts(result: dict[str, Any]) -> dict[str, bool]:
     r = result["ratios"]
-    met = {f"{c} / {ref} <= {t}": r[f"{c} / {ref}"] <= t for c, ref, t, _ in TARGETS}
+    met = {f"{c} / {ref} <= {t}": r[f"{c} / {ref}"] <= t for c, ref, t in TARGETS}
     if "langchain invoke / toolguard off" in r:
         met["langchain invoke / toolguard off >= 30"] = r["langchain invoke / toolguard off"] >= 30
     g = result["growth"]
-    met[f"call {g['depth']} / call 10 of a trajectory <= 1.2"] = g["ratio"] <= 1.2
+    met[f"call {g['depth']} / call 10 of a trajectory, every check kind <= 1.2"] = g["ratio"] <= 1.2
     d = result["dispatch"]
-    met[f"{d['many']} tools / 10 tools dispatch <= 1.1"] = d["ratio"] <= 1.1
+    met[f"{d['many']} tools / 10 tools by name, misspelt names included <= 1.2"] = d["ratio"] <= 1.2
     return met
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a few rounds: checks it runs")
+    parser.add_argument("--rounds", type=int, default=101)
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
-    rounds, n, depth, many = (3, 200, 1_000, 1_000) if args.quick else (201, 200, 10_000, 10_000)
+    if args.quick:
+        rounds, n, depth, many, deep_rounds = 3, 200, 1_000, 1_000, 3
+    else:
+        rounds, n, depth, many, deep_rounds = args.rounds, 200, 10_000, 10_000, 15
+    started = time.perf_counter()
     result = per_call(rounds, n)
-    result["growth"] = {"depth": depth, **growth(depth, rounds=min(rounds, 15))}
+    result["growth"] = {"depth": depth, **growth(depth, rounds=deep_rounds)}
+    # The index's hard case, reported without a target: every memo quotes any earlier answer.
+    result["growth_uniform"] = {"depth": depth, **growth(depth, deep_rounds, uniform=True)}
     disp = dispatch(many, rounds=rounds, n=n)
     result["dispatch"] = {
         "many": many,
         "time_10": median(disp["10 tools"]),
         "time_many": median(disp[f"{many} tools"]),
         "ratio": time_ratio(disp, f"{many} tools", "10 tools"),
+        "per_round": quartiles(
+            [m / t for m, t in zip(disp[f"{many} tools"], disp["10 tools"], strict=True)]
+        ),
     }
     result["targets"] = verdicts(result)
     result["settings"] = {"rounds": rounds, "calls_per_round": n, "quick": args.quick}
+    result["seconds"] = time.perf_counter() - started
     report(result)
     write_json(args.json, result)
     return result
@@ -332,15 +380,20 @@ def report(result: dict[str, Any]) -> None:
     for name, value in result["ratios"].items():
         mid, lo, hi = result["per_round"][name]
         print(f"  {name:54} {value:6.2f}   per round {mid:6.2f} [{lo:.2f}-{hi:.2f}]")
-    g, d = result["growth"], result["dispatch"]
+    d = result["dispatch"]
+    for key, label in (("growth", "recent and earlier quotes"), ("growth_uniform", "any")):
+        g = result[key]
+        lo, hi = g["per_round"]
+        print(
+            f"\ncall {g['depth']} / call 10 of one trajectory ({label}): {g['ratio']:.3f} "
+            f"[{lo:.2f}-{hi:.2f}]  ({us(g['call_last']).strip()} vs {us(g['call_10']).strip()})"
+        )
+    lo, hi = d["per_round"]
     print(
-        f"\ncall {g['depth']} / call 10 of one trajectory: {g['ratio']:.3f}"
-        f"  ({us(g['call_last']).strip()} vs {us(g['call_10']).strip()})"
-    )
-    print(
-        f"dispatch by name, {d['many']} tools / 10 tools: {d['ratio']:.3f}"
+        f"dispatch by name, {d['many']} tools / 10 tools: {d['ratio']:.3f} [{lo:.2f}-{hi:.2f}]"
         f"  ({us(d['time_many']).strip()} vs {us(d['time_10']).strip()})"
     )
+    print(f"\n{result['seconds']:.0f} s")
     print_targets(result["targets"])
 
 

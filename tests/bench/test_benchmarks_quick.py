@@ -39,7 +39,11 @@ def test_overhead_quick(tmp_path: Path) -> None:
     for case in (
         "bare",
         "validate_call",
+        "toolguard off, schema only",
         "toolguard off",
+        "toolguard off, produces",
+        "validate_call+span(memory)",
+        "validate_call+span(file)",
         "toolguard memory",
         "toolguard file",
         "langchain invoke",
@@ -48,9 +52,14 @@ def test_overhead_quick(tmp_path: Path) -> None:
     ):
         assert result["time"][case] > 0, case
     assert all(math.isfinite(v) for v in result["ratios"].values()), result["ratios"]
-    assert result["growth"]["ratio"] > 0
+    assert result["growth"]["ratio"] > 0 and result["growth_uniform"]["ratio"] > 0
     assert result["dispatch"]["ratio"] > 0
-    assert any(name.startswith("call 1000 / call 10") for name in result["targets"])
+    # Every target is printed met or missed: the three shapes, tracing on (memory and file,
+    # export included), growth with every check kind, many tools with misspelt names.
+    targets = list(result["targets"])
+    assert len(targets) == 7, targets
+    assert any(name.startswith("call 1000 / call 10") for name in targets)
+    assert any("misspelt" in name for name in targets)
 
 
 def test_no_span_lost_quick(tmp_path: Path) -> None:
