@@ -277,6 +277,9 @@ def _fields_validator(model: type[BaseModel]) -> Any:
         return None
 
 
+_CHECKED_SCHEMAS: set[tuple[Any, str]] = set()  # (metaschema's validator class, schema JSON)
+
+
 def from_json_schema(
     tool: str, schema: Mapping[str, Any], *, strict: bool = True
 ) -> ArgumentSchema:
@@ -288,12 +291,21 @@ def from_json_schema(
         raise ToolDefinitionError(f"tool {tool!r}: json_schema must be a mapping")
     cls = validators.validator_for(schema)
     try:
-        cls.check_schema(dict(schema))
-    except exceptions.SchemaError as exc:
-        path = "/".join(str(p) for p in exc.path) or "(root)"
-        raise ToolDefinitionError(
-            f"tool {tool!r}: its JSON Schema is invalid at {path}: {exc.message}"
-        ) from None
+        key = (cls, json.dumps(schema, sort_keys=True))
+    except (TypeError, ValueError):  # not JSON: checked every time
+        key = None
+    if key is None or key not in _CHECKED_SCHEMAS:
+        try:
+            cls.check_schema(dict(schema))
+        except exceptions.SchemaError as exc:
+            path = "/".join(str(p) for p in exc.path) or "(root)"
+            raise ToolDefinitionError(
+                f"tool {tool!r}: its JSON Schema is invalid at {path}: {exc.message}"
+            ) from None
+        # Checking a schema against its metaschema is most of what declaring a tool costs:
+        # many tools of one schema (a server's 10,000 tools) check it once.
+        if key is not None and len(_CHECKED_SCHEMAS) < 4096:
+            _CHECKED_SCHEMAS.add(key)
     props = schema.get("properties")
     if strict and isinstance(props, Mapping) and "additionalProperties" not in schema:
         schema = {**schema, "additionalProperties": False}

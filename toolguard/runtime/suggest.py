@@ -22,7 +22,7 @@ import bisect
 import difflib
 
 EXACT_LIMIT = 200
-NEIGHBOURS = 4
+NEIGHBOURS = 3
 _INDEXED = 64  # longest name in the deletion index
 _SHOWN = 128  # longest name suggested among many
 
