@@ -806,6 +806,38 @@ def test_key_finder_and_leaf_walker_agree_with_the_generators(value: Any, depth:
     assert leaves == list(_leaves(value))
 
 
+def _bindings_after(result: Any, compile_tools: bool) -> Any:
+    guard = tg.Guard()
+    guard._compiled = compile_tools
+    box = [result]
+
+    @guard.tool(produces={"id": "k", "x": "k2"}, grounded=["n"])
+    def f(n: str) -> Any:
+        return box[0]
+
+    with tg.trajectory(user_input="0") as traj:
+        try:
+            f(n="0")
+        except BaseException as exc:  # the same in both, compared below
+            return ("raised", type(exc).__name__)
+        return (
+            {k: [(v, b.step, b.live) for v, b in d.items()] for k, d in traj._bindings.items()},
+            sorted(map(repr, traj._seen)),
+        )
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=json_like)
+def test_produces_and_observe_agree_on_any_result(value: Any) -> None:
+    """The compiled result walk (a flat dict short-cut, the top level inline) and the general
+    one bind and observe the same values, whatever the result holds."""
+    logging.getLogger("toolguard").setLevel(logging.CRITICAL)
+    try:
+        assert _bindings_after(value, True) == _bindings_after(value, False)
+    finally:
+        logging.getLogger("toolguard").setLevel(logging.NOTSET)
+
+
 def test_suggestions_among_few_tools_are_difflibs() -> None:
     names = ToolNames()
     pool = ["remove_contact", "search_contacts", "send_message", "transfer", "get_weather"]

@@ -493,7 +493,15 @@ def _emit_find_key(src: _Source, key: str, kind: str) -> None:
     src("found = []")
     src("try:")
     with src.indent():
-        src("if type(result) is dict:")
+        # A flat dict (scalar values: most tool results) holds the key at most once, as a
+        # scalar: the walk below would find exactly result[key]. (A key equal to the name
+        # under another hash, which breaks Python's hash contract, is not looked at.)
+        src("if type(result) is dict and _LEAVES.issuperset(map(type, result.values())):")
+        with src.indent():
+            src(f"if {key!r} in result:")
+            with src.indent():
+                src(f"found.append(result[{key!r}])")
+        src("elif type(result) is dict:")
         with src.indent():
             src("for k, v in result.items():")
             with src.indent():

@@ -8,17 +8,20 @@ of a trajectory). Here:
 - a value found once stays found (texts are only ever added): a set of those;
 - the texts not yet indexed (the tail) are scanned newest first (an agent mostly quotes what
   it has just read);
-- once scanning the tail has cost about as much as indexing it would (a ski-rental rule:
-  never more than twice the better of the two), the tail is sealed into blocks: texts joined
-  by NUL, so a value without NUL matches in a block exactly when it matches in one of the
-  block's texts, and each 3-character substring of a block points to the block. A value of
-  3 characters or more is then looked for only in the blocks holding its two rarest
-  3-grams; a value of 1 or 2 characters is answered by the set of every 1- and 2-character
-  substring of the blocks; a value holding NUL by the plain scan.
+- once scanning the tail has cost ``SEAL_RATIO`` times what one full scan of it costs (about
+  a tenth of what indexing it costs), the tail is sealed into blocks of about
+  ``BLOCK_CHARS``: texts joined by NUL, so a value without NUL matches in a block exactly
+  when it matches in one of the block's texts, and each 3-gram of a block points to the
+  block. A value of 3 characters or more is looked for only in the blocks holding the rarer
+  two of five of its 3-grams spread over it (a block holding the value holds them all); a
+  value of 1 or 2 characters is answered by the set of every character and pair of
+  characters of the blocks; a value holding NUL by the plain scan.
 
 The answer is exactly the scan's (``tests/test_compiled_equivalence.py`` checks it against
-the scan on random texts, with the index forced at every question). A trajectory whose
-questions are answered by the tail, or that nobody asks, never builds the index.
+the scan on random texts, the index forced at every question). A trajectory whose questions
+are answered by the tail or by values found before, or that nobody asks, never builds the
+index. Indexing a text costs about a hundred scans of it, once; a look-up in the blocks a
+few microseconds, whatever the history's length (benchmarks/README.md, growth).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import threading
 from typing import Any
 
 BLOCK_CHARS = 2048  # a sealed block holds about this many characters
-SEAL_RATIO = 10  # index the tail once scanning it has cost 10x what indexing it does
+SEAL_RATIO = 10  # seal the tail once scanning it has cost 10 full scans of it
 _PER_TEXT = 64  # scanning one text costs about as much as scanning 64 characters
 _SEP = "\x00"
 _FOUND_LIMIT = 65_536  # values remembered as found (a bound on memory, not on correctness)
