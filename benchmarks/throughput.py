@@ -1,12 +1,12 @@
 """The report's throughput and memory, side by side with the alternatives, on generated files.
 
-    python -m benchmarks.throughput [--quick] [--rounds 3] [--trajectories 3000]
+    python -m benchmarks.throughput [--quick] [--rounds 3]
 
-For a file of 30,000 and one of 300,000 call spans (3,000 trajectories each; `--trajectories
-10000` for 100,000 and 1,000,000), interleaved rounds of: the parse-only floor (orjson.loads
-on every line, nothing kept), the whole `toolguard report --format json` (read, fold, metrics
-with bootstrap intervals, JSON out), and DuckDB `read_json` + SQL for TER and mean FED per
-trajectory. Then peak memory of the report on each file, each in a fresh process.
+For a file of 100,000 and one of 1,000,000 call spans (10,000 trajectories each), interleaved
+rounds of: the parse-only floor (orjson.loads on every line, nothing kept), the whole
+`toolguard report --format json` (read, fold, metrics with bootstrap intervals, JSON out), and
+DuckDB `read_json` + SQL for TER and mean FED per trajectory. Then peak memory of the report
+on each file, each in a fresh process.
 """
 
 from __future__ import annotations
@@ -138,17 +138,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="2,000/20,000 spans, 1 round")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument(
-        "--trajectories",
-        type=int,
-        default=3_000,
-        help="trajectories per file (10 and 100 call spans each); 3,000 keeps `make bench` "
-        "under 5 minutes on 2 cores, 10,000 is the million-span run",
-    )
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
     # Quick: the same shape, small enough for CI (2,000 and 20,000 call spans).
-    trajectories, sizes = (500, (4, 40)) if args.quick else (args.trajectories, (10, 100))
+    trajectories, sizes = (500, (4, 40)) if args.quick else (10_000, (10, 100))
     rounds = 1 if args.quick else args.rounds
     try:
         import duckdb
