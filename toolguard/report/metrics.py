@@ -9,9 +9,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import TypedDict
 
 import numpy as np
+import numpy.typing as npt
 
 from .._contract import CAUSES
 
@@ -116,19 +118,35 @@ def bootstrap_mean_ci(
     values: Sequence[float], *, seed: int = DEFAULT_SEED, resamples: int = DEFAULT_RESAMPLES
 ) -> Interval | None:
     """Percentile 95% interval of the mean, resampling ``values`` with replacement."""
-    n = len(values)
+    if not values:
+        return None
+    distinct, freq = np.unique(np.asarray(values, dtype=float), return_counts=True)
+    return bootstrap_counts_ci(distinct, freq, seed=seed, resamples=resamples)
+
+
+def bootstrap_counts_ci(
+    distinct: npt.NDArray[np.float64],
+    freq: npt.NDArray[np.int64],
+    *,
+    seed: int = DEFAULT_SEED,
+    resamples: int = DEFAULT_RESAMPLES,
+) -> Interval | None:
+    """``bootstrap_mean_ci`` of the values ``distinct`` (sorted, each once) seen ``freq`` times
+    each: the same interval, from counts alone (what the SQL report gets from the server)."""
+    n = int(freq.sum())
     if n == 0:
         return None
-    arr = np.asarray(values, dtype=float)
-    if n == 1 or resamples < 1 or float(arr.min()) == float(arr.max()):
-        v = float(arr.mean())
+    if len(distinct) == 1:
+        v = float(distinct[0])
+        return [v, v]
+    if resamples < 1:
+        v = float(_exact_sum(distinct.tolist(), freq.tolist()) / n)  # the mean, rounded once
         return [v, v]
     rng = np.random.default_rng(seed)
     # Resampling n values with replacement is drawing how often each *distinct* value comes
     # up: multinomial counts over the distinct values, weighted by their frequencies. FED and
     # AUC terms take few distinct values, so this costs resamples x distinct, not
     # resamples x n (10,000 trajectories: milliseconds instead of a tenth of a second).
-    distinct, freq = np.unique(arr, return_counts=True)
     # In blocks of rows: a cohort whose values are all distinct (a hostile file can make 10^5
     # of them) would otherwise be a resamples x distinct matrix of counts, 800 MB. The rows are
     # drawn in the same order either way, so the interval does not depend on the block size.
@@ -141,8 +159,157 @@ def bootstrap_mean_ci(
     return [float(lo), float(hi)]
 
 
+def _exact_sum(values: Iterable[float], counts: Iterable[int]) -> Fraction:
+    """The exact sum of ``values`` repeated ``counts`` times. ``float()`` of it is what
+    ``math.fsum`` of the repeated values gives (both round the exact sum once), without
+    repeating them."""
+    return sum((Fraction(v) * c for v, c in zip(values, counts, strict=True)), Fraction(0))
+
+
 def _ratio(num: int, den: int) -> float | None:
     return num / den if den else None
+
+
+@dataclass
+class CohortCounts:
+    """What every figure of one cohort is computed from: counts, the per-depth counts and how
+    often each FED and each (FED - 1, T) pair occurs. The Python report counts them from
+    records (``count_records``), the SQL report gets them from the server; both then go
+    through ``metrics_from_counts``, so the two print the same figures."""
+
+    n: int = 0
+    n_executable: int = 0
+    n_outcome_known: int = 0
+    n_success: int = 0
+    rr_eligible: int = 0
+    rr_success: int = 0
+    s_eligible: int = 0
+    s_success: int = 0
+    incomplete: int = 0
+    disagreements: int = 0
+    causes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CAUSES, 0))
+    """First-error causes over FED <= T: the five causes, then ``unknown`` when there are any."""
+    n_at_depth: list[int] = field(default_factory=list)
+    """``n_at_depth[k - 1]`` = #{T >= k}, k = 1 .. K (the largest T)."""
+    survive: list[int] = field(default_factory=list)
+    """``survive[k - 1]`` = #{T >= k and FED > k}, k = 1 .. K."""
+    feds: dict[int, int] = field(default_factory=dict)
+    """FED -> number of trajectories."""
+    aucs: dict[tuple[int, int], int] = field(default_factory=dict)
+    """(FED - 1, T) -> number of trajectories, over T >= 1."""
+
+    def add_cause(self, cause: str | None, count: int = 1) -> None:
+        key = cause if cause in CAUSES else UNKNOWN_CAUSE
+        self.causes[key] = self.causes.get(key, 0) + count
+
+
+def count_records(records: Iterable[TrajectoryRecord]) -> CohortCounts:
+    """The ``CohortCounts`` of a cohort of records."""
+    c = CohortCounts()
+    lengths: dict[int, int] = {}
+    survive: dict[int, int] = {}
+    for r in records:
+        c.n += 1
+        lengths[r.length] = lengths.get(r.length, 0) + 1
+        edge = min(r.fed - 1, r.length)
+        survive[edge] = survive.get(edge, 0) + 1
+        c.feds[r.fed] = c.feds.get(r.fed, 0) + 1
+        if r.length:
+            key = (r.fed - 1, r.length)
+            c.aucs[key] = c.aucs.get(key, 0) + 1
+        known = r.success is not None
+        if known:
+            c.n_outcome_known += 1
+            c.n_success += r.success is True
+        if r.executable:
+            c.n_executable += 1
+            if known:
+                c.s_eligible += 1
+                c.s_success += r.success is True
+        else:
+            c.add_cause(r.first_error_cause)
+            if known:
+                c.rr_eligible += 1
+                c.rr_success += r.success is True
+        c.incomplete += r.incomplete
+        c.disagreements += bool(r.disagreements)
+    c.n_at_depth = depth_counts(lengths)
+    c.survive = depth_counts(survive, len(c.n_at_depth))
+    return c
+
+
+def depth_counts(ends: Mapping[int, int], depths: int | None = None) -> list[int]:
+    """From how many trajectories end at each depth (``ends[d]``), how many reach each depth
+    k = 1 .. ``depths`` (default: the largest end): suffix sums, O(N + K) rather than O(N * K)."""
+    k_max = max(ends, default=0) if depths is None else depths
+    out = [0] * k_max
+    running = 0
+    for k in range(max(max(ends, default=0), k_max), 0, -1):
+        running += ends.get(k, 0)
+        if k <= k_max:
+            out[k - 1] = running
+    return out
+
+
+def metrics_from_counts(
+    c: CohortCounts, *, seed: int = DEFAULT_SEED, resamples: int = DEFAULT_RESAMPLES
+) -> Metrics:
+    """The docs/protocol.md section 5 fields (without ``labels``) from a cohort's counts."""
+    n = c.n
+    fed_values = sorted(c.feds)
+    fed_freq = [c.feds[f] for f in fed_values]
+    # AUC terms are floats: pairs such as (1, 2) and (2, 4) give the same one and count as one
+    # distinct value, as they would among the terms themselves.
+    auc_terms: dict[float, int] = {}
+    for (ok, length), count in c.aucs.items():
+        term = ok / length
+        auc_terms[term] = auc_terms.get(term, 0) + count
+    auc_values = sorted(auc_terms)
+    auc_freq = [auc_terms[v] for v in auc_values]
+    n_auc = sum(auc_freq)
+    surv, at = c.survive, c.n_at_depth
+    return {
+        "n": n,
+        "ter": _ratio(c.n_executable, n),
+        "mean_fed": sum(f * k for f, k in c.feds.items()) / n if n else None,
+        # math.fsum of the terms over their number, as the definition reads.
+        "auc_pec": float(_exact_sum(auc_values, auc_freq)) / n_auc if n_auc else None,
+        "n_empty": n - n_auc,
+        "pec": [s / n for s in surv],
+        "pec_elig": [_ratio(s, d) for s, d in zip(surv, at, strict=True)],
+        "n_at_depth": list(at),
+        "final_success": _ratio(c.n_success, c.n_outcome_known),
+        "n_outcome_known": c.n_outcome_known,
+        "rr": _ratio(c.rr_success, c.rr_eligible),
+        "rr_eligible": c.rr_eligible,
+        "s": _ratio(c.s_success, c.s_eligible),
+        "causes": dict(c.causes),
+        "ci": {
+            "ter": wilson(c.n_executable, n),
+            "final_success": wilson(c.n_success, c.n_outcome_known),
+            "rr": wilson(c.rr_success, c.rr_eligible),
+            "s": wilson(c.s_success, c.s_eligible),
+            "auc_pec": bootstrap_counts_ci(
+                np.asarray(auc_values, dtype=float),
+                np.asarray(auc_freq, dtype=np.int64),
+                seed=seed,
+                resamples=resamples,
+            ),
+            "mean_fed": bootstrap_counts_ci(
+                np.asarray(fed_values, dtype=float),
+                np.asarray(fed_freq, dtype=np.int64),
+                seed=seed,
+                resamples=resamples,
+            ),
+        },
+        "incomplete": c.incomplete,
+        "disagreements": c.disagreements,
+        # Not in the section 5 example, added (the keys are open for additions): the counts
+        # behind the proportions, so a reader can recompute any interval.
+        "n_executable": c.n_executable,
+        "n_success": c.n_success,
+        "s_eligible": c.s_eligible,
+    }
 
 
 def compute_metrics(
@@ -155,74 +322,7 @@ def compute_metrics(
 
     Proportions get 95% Wilson intervals; ``auc_pec`` and ``mean_fed`` a percentile bootstrap
     over trajectories, seeded so the same input always prints the same interval."""
-    recs = list(records)
-    n = len(recs)
-    max_t = max((r.length for r in recs), default=0)
-    # survive[k] counts T >= k and FED > k; at_depth[k] counts T >= k (index 0 unused).
-    # Built from per-trajectory end points with a difference array: O(N + K), not O(N * K).
-    at_depth = [0] * (max_t + 2)
-    survive = [0] * (max_t + 2)
-    n_exec = n_outcome = n_success = rr_elig = rr_succ = s_known = s_succ = 0
-    causes: dict[str, int] = dict.fromkeys(CAUSES, 0)
-    feds: list[float] = []
-    aucs: list[float] = []
-    for r in recs:
-        at_depth[r.length] += 1
-        survive[min(r.fed - 1, r.length)] += 1
-        feds.append(r.fed)
-        if r.length:
-            aucs.append((r.fed - 1) / r.length)
-        known = r.success is not None
-        if known:
-            n_outcome += 1
-            n_success += r.success is True
-        if r.executable:
-            n_exec += 1
-            if known:
-                s_known += 1
-                s_succ += r.success is True
-        else:
-            cause = r.first_error_cause if r.first_error_cause in causes else UNKNOWN_CAUSE
-            causes[cause] = causes.get(cause, 0) + 1
-            if known:
-                rr_elig += 1
-                rr_succ += r.success is True
-    for k in range(max_t - 1, 0, -1):  # suffix sums: #{T >= k}, #{min(FED-1, T) >= k}
-        at_depth[k] += at_depth[k + 1]
-        survive[k] += survive[k + 1]
-    n_at_depth = at_depth[1 : max_t + 1]
-    surv = survive[1 : max_t + 1]
-    return {
-        "n": n,
-        "ter": _ratio(n_exec, n),
-        "mean_fed": sum(feds) / n if n else None,
-        "auc_pec": math.fsum(aucs) / len(aucs) if aucs else None,
-        "n_empty": n - len(aucs),
-        "pec": [s / n for s in surv],
-        "pec_elig": [_ratio(s, d) for s, d in zip(surv, n_at_depth, strict=True)],
-        "n_at_depth": n_at_depth,
-        "final_success": _ratio(n_success, n_outcome),
-        "n_outcome_known": n_outcome,
-        "rr": _ratio(rr_succ, rr_elig),
-        "rr_eligible": rr_elig,
-        "s": _ratio(s_succ, s_known),
-        "causes": causes,
-        "ci": {
-            "ter": wilson(n_exec, n),
-            "final_success": wilson(n_success, n_outcome),
-            "rr": wilson(rr_succ, rr_elig),
-            "s": wilson(s_succ, s_known),
-            "auc_pec": bootstrap_mean_ci(aucs, seed=seed, resamples=resamples),
-            "mean_fed": bootstrap_mean_ci(feds, seed=seed, resamples=resamples),
-        },
-        "incomplete": sum(r.incomplete for r in recs),
-        "disagreements": sum(bool(r.disagreements) for r in recs),
-        # Not in the section 5 example, added (the keys are open for additions): the counts
-        # behind the proportions, so a reader can recompute any interval.
-        "n_executable": n_exec,
-        "n_success": n_success,
-        "s_eligible": s_known,
-    }
+    return metrics_from_counts(count_records(records), seed=seed, resamples=resamples)
 
 
 def wilson_band(counts: Sequence[int], totals: Sequence[int]) -> list[Interval | None]:
