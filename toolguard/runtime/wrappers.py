@@ -10,7 +10,8 @@ import wrapt
 from .._errors import ToolCallRejected
 from .call import PendingCall
 from .checks import bind_failure
-from .compiled import _raise_async, compile_tool
+from .compiled import compile_tool
+from .compiled_runtime import raise_async
 from .tool import Tool
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def _make_wrapper(guard: Guard, tool: Tool, fixed_instance: Any) -> Callable[...
                 raise
         if pending.rejection is not None:
             if tool.is_async:
-                return _raise_async(pending.rejection)
+                return raise_async(pending.rejection)
             raise ToolCallRejected(pending.rejection)
         return execute(pending, wrapped, dispatch=False)
 
