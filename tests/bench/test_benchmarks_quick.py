@@ -62,6 +62,16 @@ def test_overhead_quick(tmp_path: Path) -> None:
     assert any("misspelt" in name for name in targets)
 
 
+def test_overhead_parts_quick(tmp_path: Path) -> None:
+    result = run_quick("overhead_parts", tmp_path)
+    medians = result["samples_median_us"]
+    assert set(medians) >= {"bare", "validate_call", "wrapt pass-through", "+ produces"}
+    assert all(math.isfinite(v) and v > 0 for v in medians.values())
+    # every part of the chain is reported, each a finite fraction of validate_call's overhead
+    assert {"wrapt dispatch", "+ produces (vs + precondition)"} <= set(result["parts"])
+    assert all(math.isfinite(part["median"]) for part in result["parts"].values())
+
+
 def test_no_span_lost_quick(tmp_path: Path) -> None:
     result = run_quick("no_span_lost", tmp_path)
     assert result["lost_call_spans"] == 0
