@@ -7,11 +7,12 @@ docs/protocol.md for the span contract.
 
 from typing import TYPE_CHECKING
 
-from ._errors import ToolCallRejected, ToolDefinitionError, ToolGuardError, UsageError
+from ._errors import ForkError, ToolCallRejected, ToolDefinitionError, ToolGuardError, UsageError
 from .runtime.call import PendingCall
 from .runtime.conditions import Postcondition, Precondition
 from .runtime.contract_file import Contract, ContractFileError, load_contract
 from .runtime.export import setup_file_export
+from .runtime.fork import CallbackFork, DeepCopyFork, ForkStrategy, SQLiteSavepointFork, State
 from .runtime.guard import Guard
 from .runtime.tool import Grounded, Ref, Tool, ToolSpec
 from .runtime.tool_calls import (
@@ -76,9 +77,13 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CallbackFork",
     "Contract",
     "ContractFileError",
+    "DeepCopyFork",
     "Failure",
+    "ForkError",
+    "ForkStrategy",
     "Grounded",
     "Guard",
     "GuardedFunction",
@@ -90,6 +95,8 @@ __all__ = [
     "ReplayInputError",
     "Replayer",
     "ReportInputError",
+    "SQLiteSavepointFork",
+    "State",
     "Tool",
     "ToolCallRejected",
     "ToolDefinitionError",

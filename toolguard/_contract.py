@@ -70,3 +70,23 @@ def call_span_name(tool_name: str) -> str:
 
 def error_type(cause: str) -> str:
     return f"toolguard.{cause}"
+
+
+# Dry runs and plan verification (docs/fork-and-plans.md). Additions that no figure of the
+# report reads: a plan's spans carry neither toolguard.step nor toolguard.trajectory.length.
+DRY_RUN: Final = "toolguard.dry_run"  # on a call span: passed, rejected or guard_error
+OPERATION_VERIFY_PLAN: Final = "verify_plan"
+PLAN_LENGTH: Final = "toolguard.plan.length"  # steps in the plan
+PLAN_VALID: Final = "toolguard.plan.valid"  # the plan (or one step of it) passed
+PLAN_FAILED_STEP: Final = "toolguard.plan.failed_step"  # 0-based index of the failing step
+PLAN_CAUSE: Final = "toolguard.plan.cause"
+PLAN_CHECK: Final = "toolguard.plan.check"
+PLAN_MESSAGE: Final = "toolguard.plan.message"
+PLAN_DRY_RUN: Final = "toolguard.plan.dry_run"  # whether the plan ran on a fork
+PLAN_STEP: Final = "toolguard.plan.step"  # on a step's span: its 0-based index
+PLAN_STEP_ID: Final = "toolguard.plan.step_id"  # on a step's span: the planner's id for it
+PLAN_RAN_ON_FORK: Final = "toolguard.plan.ran_on_fork"  # on a step's span
+
+
+def plan_step_span_name(tool_name: str) -> str:
+    return f"{OPERATION_VERIFY_PLAN} {tool_name}"

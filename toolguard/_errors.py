@@ -51,3 +51,9 @@ class ToolCallRejected(ToolGuardError):
 
     def __reduce__(self) -> tuple[type[ToolCallRejected], tuple[Rejection]]:
         return type(self), (self.rejection,)
+
+
+class ForkError(ToolGuardError, RuntimeError):
+    """A fork strategy could not isolate or clean up a dry run (a savepoint that is gone
+    because the dry run ended the transaction). Inside the guard it is a guard error, handled
+    by ``on_guard_error``; it reaches the caller only from a strategy used directly."""

@@ -29,6 +29,7 @@ from .checks import (
     exception_failure,
     guard_error,
 )
+from .fork import DRY_RUN_CHECK
 from .tool import Tool
 from .trajectory import Trajectory, _current, open_trajectories
 from .verdict import Failure, Rejection, Verdict, in_precedence_order
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("toolguard")
 
 _inside_tool: ContextVar[bool] = ContextVar("toolguard_inside_tool", default=False)
+_NOT_GIVEN: Any = object()  # no state passed to a direct call: the guard's state goes
 
 
 _warned = threading.local()  # per thread (a thread id may be reused by a later thread)
@@ -88,6 +90,7 @@ class PendingCall:
         "rejection",
         "sorted_failures",
         "span",
+        "state_given",
         "step",
         "token",
         "tool",
@@ -145,6 +148,7 @@ class PendingCall:
         self.blocked = False
         self.token: object | None = None
         self.nested: Token[bool] | None = None
+        self.state_given: Any = _NOT_GIVEN
         started = False  # a span of the guard's own: its call attributes given at its start
         if span is None:
             tracer = guard.tracer
@@ -261,10 +265,24 @@ class PendingCall:
             self.name, self.step, self.call_id, contract.BLOCKED, failures
         )
 
+    def take_state(self, raw: dict[str, Any]) -> None:
+        """A direct call's own value for the tool's ``tg.State`` parameter, out of ``raw``
+        (a model's arguments never carry one: dispatch leaves it to the schema check)."""
+        assert self.tool is not None
+        param = self.tool.state_param
+        if param is not None and param in raw:
+            self.state_given = raw.pop(param)
+
+    def state_value(self) -> Any:
+        """What the tool's state is for this call: the direct call's own, or the guard's."""
+        return self.guard.state if self.state_given is _NOT_GIVEN else self.state_given
+
     def call_parts(self) -> tuple[list[Any], dict[str, Any]]:
         """The validated arguments as (positional, keyword) for the tool's function."""
         tool = self.tool
         assert tool is not None
+        if tool.state_param is not None:
+            return tool.call_parts({**self.arguments, tool.state_param: self.state_value()})
         if not tool._posonly and tool._varpos is None:
             # Only keywords: the validated dict itself (the caller unpacks it with **, which
             # copies), not a copy of it.
@@ -459,7 +477,10 @@ class PendingCall:
             decision = contract.ALLOWED
         elif not executed:
             decision = contract.BLOCKED
-        elif any(f.cause != contract.STATE_CONSISTENCY for f in failures):
+        elif any(
+            f.cause != contract.STATE_CONSISTENCY or f.check == DRY_RUN_CHECK for f in failures
+        ):
+            # A dry run's failure was known before the call ran: it ran because of log mode.
             decision = contract.LOGGED
         else:
             decision = contract.ALLOWED

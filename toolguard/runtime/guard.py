@@ -14,12 +14,13 @@ from opentelemetry.trace import Span
 from .. import _contract as contract
 from .._errors import ToolDefinitionError, UsageError
 from . import compiled
+from . import fork as _fork
 from . import telemetry as tel
 from .call import PendingCall
 from .checks import default_error_result
 from .schema import SchemaFailure, parse_arguments
 from .suggest import ToolNames
-from .tool import ErrorResult, Mode, Tool, ToolSpec
+from .tool import DryRun, ErrorResult, Mode, Tool, ToolSpec
 from .trajectory import Trajectory, TrajectoryRegistry, current_trajectory
 from .verdict import Failure, Rejection
 from .wrappers import GuardedFunction, GuardedProxy, GuardedTool, execute
@@ -46,6 +47,9 @@ class Guard:
     key (:meth:`trajectory` with ``key=``). ``strict`` (the default) judges arguments by the
     JSON Schema the model was shown: ``true``, ``"42"`` and ``4.0`` are no integer and an
     undeclared argument is unknown; ``strict=False`` lets pydantic coerce (its lax mode).
+    ``dry_run``: a fork strategy (or True for ``tg.DeepCopyFork()``) that every tool declared
+    afterwards, unless it says otherwise or ``external_effects=True``, tries each call on
+    before running it (docs/fork-and-plans.md).
     """
 
     def __init__(
@@ -61,6 +65,7 @@ class Guard:
         max_live_trajectories: int = 10_000,
         trajectory_idle_timeout: float | None = 3600.0,
         strict: bool = True,
+        dry_run: DryRun = None,
     ) -> None:
         if mode not in ("block", "log"):
             raise ValueError(f"mode must be 'block' or 'log', not {mode!r}")
@@ -72,6 +77,8 @@ class Guard:
             raise ValueError("error_result must be a callable result -> bool, or None")
         self.mode: Mode = mode
         self.strict = strict
+        # Read when a tool is declared: changing it later leaves declared tools as they are.
+        self.dry_run: DryRun = _fork.resolve(dry_run, "Guard")
         self.state = state
         self.fail_open = on_guard_error == "fail_open"
         self.record_content = record_content
@@ -125,7 +132,7 @@ class Guard:
         if not callable(fn):
             raise ToolDefinitionError(f"register() needs a callable, got {type(fn).__name__}")
         spec = _spec(spec, options)
-        tool = spec.compile(fn, strict=self.strict)
+        tool = spec.compile(fn, strict=self.strict, dry_run=self.dry_run)
         # A bound method keeps its object: predicates asking for `instance` get it also when
         # the tool is dispatched by name (guard.call), not only when called directly.
         bound_to = fn.__self__ if isinstance(fn, types.MethodType) else None
@@ -149,7 +156,7 @@ class Guard:
         if spec.name != name:
             # The tool is known by the name given here; the caller's spec is left as it was.
             spec = dataclasses.replace(spec, name=name)
-        tool = spec.compile(None, strict=self.strict)
+        tool = spec.compile(None, strict=self.strict, dry_run=self.dry_run)
         self._add(tool, None, replace)
         return tool
 
@@ -175,13 +182,18 @@ class Guard:
             if not callable(method):
                 raise ToolDefinitionError(f"proxy of {type(obj).__name__}: no method {name!r}")
             spec = spec or ToolSpec()
-            tool = spec.compile(method, default_name=name, strict=self.strict)
+            tool = spec.compile(method, default_name=name, strict=self.strict, dry_run=self.dry_run)
             wrapper = GuardedTool(method, self, tool, instance=obj)
             self._add(tool, wrapper, replace=True)
             guarded[name] = wrapper
         return GuardedProxy(obj, guarded)
 
     def _add(self, tool: Tool, wrapper: GuardedTool | None, replace: bool) -> None:
+        if tool.state_param is not None and self.state is None:
+            raise ToolDefinitionError(
+                f"tool {tool.name!r} takes the guard's state (parameter {tool.state_param!r}, "
+                "tg.State), but this guard has none: pass Guard(state=...)"
+            )
         if tool.name in self._tools and not replace:
             raise ToolDefinitionError(
                 f"tool {tool.name!r} is already registered with this guard "

@@ -129,9 +129,12 @@ def signature_parameters(fn: Callable[..., Any]) -> list[inspect.Parameter]:
     return _skip_first(list(inspect.signature(fn).parameters.values()))
 
 
-def from_signature(tool: str, fn: Callable[..., Any], *, strict: bool = True) -> ArgumentSchema:
+def from_signature(
+    tool: str, fn: Callable[..., Any], *, strict: bool = True, hidden: tuple[str, ...] = ()
+) -> ArgumentSchema:
+    """``hidden``: parameters the guard fills itself (a ``tg.State``), not in the schema."""
     try:
-        params = signature_parameters(fn)
+        params = [p for p in signature_parameters(fn) if p.name not in hidden]
         hints = _resolved_hints(fn)
     except (TypeError, ValueError, NameError) as exc:
         raise ToolDefinitionError(f"tool {tool!r}: cannot read its signature: {exc}") from exc

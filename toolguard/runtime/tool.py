@@ -11,8 +11,10 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from .._errors import ToolDefinitionError
+from . import fork as _fork
 from . import schema as _schema
 from .conditions import CONTEXT_NAMES, Postcondition, Precondition
+from .fork import DeepCopyFork, ForkStrategy, State
 
 Mode = Literal["block", "log"]
 WHOLE_RESULT = "$"  # `produces={"$": "session"}`: the return value itself is the value
@@ -21,6 +23,8 @@ WHOLE_RESULT = "$"  # `produces={"$": "session"}`: the return value itself is th
 # root ("items[].id"), "$" for the result itself, or a callable result -> iterable of values.
 ResultPlace = str | Callable[[Any], Iterable[Any]]
 ErrorResult = Callable[[Any], bool] | Literal[False] | None
+DryRun = ForkStrategy | bool | None
+_DEFAULT_FORK = DeepCopyFork()  # what dry_run=True means where no strategy is given
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,12 @@ class ToolSpec:
     - ``mode``: ``"block"`` or ``"log"`` for this tool, overriding the guard's.
     - ``strict``: judge arguments by the JSON Schema's meaning (no ``"42"`` for an integer,
       no unknown argument); ``None`` uses the guard's (strict unless ``Guard(strict=False)``).
+    - ``dry_run``: try each call on a fork of the state before it runs (docs/fork-and-plans.md):
+      ``None`` uses the guard's ``dry_run``, ``True`` the guard's strategy or a deep copy,
+      ``False`` never, or a fork strategy (``tg.DeepCopyFork()``, ``tg.SQLiteSavepointFork``,
+      ``tg.CallbackFork``).
+    - ``external_effects``: the tool acts outside the state (sends e-mail, pays): it is never
+      tried on a fork; asking for both is a :class:`ToolDefinitionError`.
     """
 
     name: str | None = None
@@ -73,19 +83,27 @@ class ToolSpec:
     error_result: ErrorResult = None
     mode: Mode | None = None
     strict: bool | None = None
+    dry_run: DryRun = None
+    external_effects: bool = False
     # Compiled schemas, keyed by function: a proxy over a fresh object of the same class
     # (one per benchmark task, say) reuses them instead of rebuilding validators.
     _compiled: dict[Any, Tool] = field(default_factory=dict, init=False, repr=False)
 
     def compile(
-        self, fn: Callable[..., Any] | None, default_name: str | None = None, strict: bool = True
+        self,
+        fn: Callable[..., Any] | None,
+        default_name: str | None = None,
+        strict: bool = True,
+        dry_run: DryRun = None,
     ) -> Tool:
+        """The compiled tool; ``dry_run`` is the guard's default (see :class:`Guard`)."""
         if self.strict is not None:
             strict = self.strict
-        key = (getattr(fn, "__func__", fn), default_name, strict)
+        # The guard's strategy by identity: the compiled tool holds it, so the id stays its.
+        key = (getattr(fn, "__func__", fn), default_name, strict, id(dry_run))
         tool = self._compiled.get(key)
         if tool is None:
-            tool = Tool(self, fn, default_name, strict)
+            tool = Tool(self, fn, default_name, strict, dry_run)
             self._compiled[key] = tool
         return tool
 
@@ -99,6 +117,7 @@ class Tool:
         fn: Callable[..., Any] | None,
         default_name: str | None = None,
         strict: bool = True,
+        guard_dry_run: DryRun = None,
     ) -> None:
         name = spec.name or default_name or getattr(fn, "__name__", None)
         if not name or not isinstance(name, str):
@@ -112,17 +131,20 @@ class Tool:
             raise ToolDefinitionError(f"tool {name!r}: mode must be 'block' or 'log'")
         if spec.json_schema is not None and spec.args_model is not None:
             raise ToolDefinitionError(f"tool {name!r}: give args_model or json_schema, not both")
+        # A `tg.State` parameter: the guard's state (or its fork) goes there, never the model's.
+        self.state_param = _state_param(name, fn) if fn is not None else None
         if spec.json_schema is not None:
             self.schema = _schema.from_json_schema(name, spec.json_schema, strict=strict)
         elif spec.args_model is not None:
             self.schema = _schema.from_model(name, spec.args_model, strict=strict)
         elif fn is not None:
-            self.schema = _schema.from_signature(name, fn, strict=strict)
+            hidden = (self.state_param,) if self.state_param else ()
+            self.schema = _schema.from_signature(name, fn, strict=strict, hidden=hidden)
         else:
             raise ToolDefinitionError(
                 f"tool {name!r}: declared without a function, it needs args_model or json_schema"
             )
-        self._params = _call_layout(fn) if fn is not None else None
+        self._params = _call_layout(fn, self.state_param) if fn is not None else None
         self._posonly = _positional_only(fn) if fn is not None else ()
         self._varpos = self._params[1] if self._params else None
         refs = dict(spec.refs)
@@ -143,6 +165,13 @@ class Tool:
         self.preconditions = tuple(spec.preconditions)
         self.postconditions = tuple(spec.postconditions)
         self._check_declarations()
+        # A method tool runs on a forked instance through its plain function.
+        self.is_method = fn is not None and _is_method(fn)
+        self.fork_fn: Callable[..., Any] | None = getattr(fn, "__func__", fn)
+        self.dry_run: ForkStrategy | None = self._dry_run(fn, guard_dry_run)
+        # A dry run and the state parameter live in call.py and dryrun.py; compiled.py
+        # leaves such tools to that general path.
+        self.needs_general_path = self.dry_run is not None or self.state_param is not None
         # compiled.py's CompiledTool, made once on first use; None: not covered by it.
         self._compiled_code: Any = False
 
@@ -161,6 +190,42 @@ class Tool:
         if self.spec.mode:
             parts.append(f"mode={self.spec.mode!r}")
         return f"Tool({', '.join(parts)})"
+
+    def _dry_run(self, fn: Callable[..., Any] | None, guard_default: DryRun) -> ForkStrategy | None:
+        """The strategy this tool's calls are tried with first, or None."""
+        spec, name = self.spec, self.name
+        own = _fork.resolve(spec.dry_run, f"tool {name!r}")
+        if not isinstance(spec.external_effects, bool):
+            raise ToolDefinitionError(f"tool {name!r}: external_effects must be True or False")
+        if spec.external_effects and own not in (None, False):
+            raise ToolDefinitionError(
+                f"tool {name!r} asks for a dry run but is declared external_effects=True: what "
+                "it does outside the state (an e-mail, a payment) would happen for real on the "
+                "fork; drop dry_run, or external_effects if it only changes the state"
+            )
+        if spec.external_effects or own is False:
+            return None
+        chosen = own if own is not None else _fork.resolve(guard_default, "Guard")
+        if chosen is None or chosen is False:
+            return None
+        strategy: ForkStrategy = _DEFAULT_FORK if chosen is True else chosen
+        if fn is None:
+            if own is None:
+                return None  # declared by contract alone: its owner runs it, unforked
+            raise ToolDefinitionError(
+                f"tool {name!r} is declared by contract alone and asks for a dry run: the "
+                "guard has no function to run on a fork (register the function instead)"
+            )
+        if not (_fork.is_in_place(strategy) or self.state_param or self.is_method):
+            source = "its dry_run" if own is not None else "the guard's dry_run"
+            raise ToolDefinitionError(
+                f"tool {name!r}: {source} ({strategy!r}) copies the state, but the function "
+                "reaches its state by neither an instance (a method) nor a parameter annotated "
+                "tg.State, so the copy could never reach it. Add a parameter "
+                "`state: Annotated[T, tg.State]`, guard a method of the state object, use an "
+                "in-place strategy (tg.SQLiteSavepointFork), or pass dry_run=False"
+            )
+        return strategy
 
     def _check_declarations(self) -> None:
         names = self.schema.name_set
@@ -243,11 +308,57 @@ class Tool:
                 yield kind, value
 
 
-def _call_layout(fn: Callable[..., Any]) -> tuple[tuple[str, ...], str | None]:
-    params = _schema.signature_parameters(fn)
+def _call_layout(
+    fn: Callable[..., Any], state_param: str | None = None
+) -> tuple[tuple[str, ...], str | None]:
+    params = [p for p in _schema.signature_parameters(fn) if p.name != state_param]
     named = tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
     var_positional = next((p.name for p in params if p.kind is p.VAR_POSITIONAL), None)
     return named, var_positional
+
+
+def _state_param(tool: str, fn: Callable[..., Any]) -> str | None:
+    """The parameter annotated ``Annotated[T, tg.State]``, if any (at most one)."""
+    try:
+        params = _schema.signature_parameters(fn)
+    except (TypeError, ValueError):
+        return None  # the schema reports an unreadable signature
+    hints = _schema._resolved_hints(fn)
+    found = [
+        p
+        for p in params
+        if any(
+            m is State or isinstance(m, State)
+            for m in getattr(hints.get(p.name), "__metadata__", ())
+        )
+    ]
+    if not found:
+        return None
+    if len(found) > 1:
+        raise ToolDefinitionError(
+            f"tool {tool!r}: one tg.State parameter at most, got {', '.join(p.name for p in found)}"
+        )
+    param = found[0]
+    has_varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
+    if param.kind is param.POSITIONAL_ONLY or (
+        has_varargs and param.kind is not param.KEYWORD_ONLY
+    ):
+        raise ToolDefinitionError(
+            f"tool {tool!r}: the tg.State parameter {param.name!r} is passed by keyword, so it "
+            "must be keyword-only when the function takes *args (and never positional-only)"
+        )
+    return param.name
+
+
+def _is_method(fn: Callable[..., Any]) -> bool:
+    """A bound method, or a function decorated in a class body (its first parameter self)."""
+    if inspect.ismethod(fn):
+        return True
+    target = inspect.unwrap(fn)
+    if not inspect.isfunction(target):
+        return False
+    params = list(inspect.signature(target).parameters)
+    return bool(params) and params[0] == "self"
 
 
 def _is_path(spec: str) -> bool:

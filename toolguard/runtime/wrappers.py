@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 import wrapt
 
 from .._errors import ToolCallRejected
+from . import dryrun
 from .call import PendingCall
 from .checks import bind_failure
 from .compiled import compile_tool
@@ -59,6 +60,8 @@ def _make_wrapper(guard: Guard, tool: Tool, fixed_instance: Any) -> Callable[...
         except TypeError as exc:
             pending.reject(bind_failure(tool, exc))
         else:
+            if tool.state_param is not None:  # a direct call may pass its state by keyword
+                pending.take_state(raw)
             try:
                 pending.run_checks(raw)
             except BaseException:  # Ctrl-C inside a predicate: the call is cancelled
@@ -92,6 +95,8 @@ def execute(pending: PendingCall, fn: Callable[..., Any], *, dispatch: bool) -> 
     assert tool is not None
     if tool.is_async:
         return _execute_async(pending, fn, args, kwargs, dispatch)
+    if tool.dry_run is not None and not dryrun.try_on_fork(pending, fn):
+        return _blocked(pending, dispatch)
     pending.enter()
     try:
         result = fn(*args, **kwargs)
@@ -111,6 +116,9 @@ async def _execute_async(
     kwargs: dict[str, Any],
     dispatch: bool,
 ) -> Any:
+    tool = pending.tool
+    if tool is not None and tool.dry_run is not None and not await dryrun.atry_on_fork(pending, fn):
+        return _blocked(pending, dispatch)
     pending.enter()
     try:
         result = await fn(*args, **kwargs)
@@ -121,6 +129,15 @@ async def _execute_async(
         raise
     pending.finish(result)
     return result
+
+
+def _blocked(pending: PendingCall, dispatch: bool) -> Any:
+    """A call its dry run blocked: the rejection for dispatch, raised for a direct call."""
+    rejection = pending.rejection
+    assert rejection is not None
+    if dispatch:
+        return rejection
+    raise ToolCallRejected(rejection)
 
 
 class GuardedProxy(wrapt.ObjectProxy):  # type: ignore[type-arg]

@@ -1,0 +1,211 @@
+"""Fork strategies: how a dry run gets a copy of the state to try a call on.
+
+A dry run (docs/fork-and-plans.md) runs a call on ``strategy.fork(state)`` before the real
+execution and always calls ``strategy.discard(forked)`` after it. Two families:
+
+- **copying** strategies (:class:`DeepCopyFork`, a :class:`CallbackFork` by default) return a
+  new object; the tool then runs on that object (a method tool on the forked instance, a
+  function tool through its ``tg.State`` parameter);
+- **in-place** strategies (``in_place = True``: :class:`SQLiteSavepointFork`, or a
+  ``CallbackFork(..., in_place=True)``) isolate the changes some other way (a savepoint, a
+  transaction) and the tool runs unchanged on the real objects between ``fork`` and
+  ``discard``.
+
+This module is a leaf: it imports nothing else of the runtime.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import sqlite3
+from collections.abc import Callable
+from typing import Any, Final, Protocol, runtime_checkable
+
+from .._errors import ForkError, ToolDefinitionError
+
+DRY_RUN_CHECK: Final = "state.dry_run"  # the check id of every failure a dry run finds
+
+
+@runtime_checkable
+class ForkStrategy(Protocol):
+    """How a dry run forks the state: ``fork(state) -> forked``, ``discard(forked)``.
+
+    ``discard`` is always called once per successful ``fork`` (also when the dry run raised).
+    An optional class or instance attribute ``in_place = True`` says the strategy isolates
+    the dry run's changes without a new object (a savepoint): the tool then runs unchanged.
+    """
+
+    def fork(self, state: Any) -> Any: ...
+
+    def discard(self, forked: Any) -> None: ...
+
+
+class State:
+    """``Annotated[T, tg.State]`` on a parameter of a function tool: the guard passes its
+    ``state`` there (the fork of it during a dry run). The parameter is hidden from the
+    tool's schema; the model never sees or sends it. A direct call may pass it by keyword."""
+
+
+def is_in_place(strategy: ForkStrategy) -> bool:
+    return getattr(strategy, "in_place", False) is True
+
+
+class DeepCopyFork:
+    """``copy.deepcopy`` of the state; discarding drops the copy. The default where the state
+    is a plain Python value (dicts, lists, dataclasses, pydantic models, objects holding them).
+    A state holding something that cannot be copied (a lock, a socket, a live connection)
+    makes the fork fail: the guard's ``on_guard_error`` policy then decides."""
+
+    in_place: Final = False
+
+    def fork(self, state: Any) -> Any:
+        return copy.deepcopy(state)
+
+    def discard(self, forked: Any) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return "DeepCopyFork()"
+
+
+class CallbackFork:
+    """A user-supplied pair: ``fork(state) -> forked`` and ``discard(forked)`` (optional).
+
+    ``in_place=True`` when ``fork`` isolates changes without returning a new object (it opens
+    a transaction, takes a snapshot...): the tool then runs unchanged on the real objects.
+    Otherwise ``fork`` must return a new object, never ``state`` itself: a fork that returns
+    the state is a guard error, not a dry run on the real state.
+    """
+
+    def __init__(
+        self,
+        fork: Callable[[Any], Any],
+        discard: Callable[[Any], Any] | None = None,
+        *,
+        in_place: bool = False,
+    ) -> None:
+        if not callable(fork):
+            raise ToolDefinitionError(f"CallbackFork: fork must be callable, not {fork!r}")
+        if discard is not None and not callable(discard):
+            raise ToolDefinitionError(f"CallbackFork: discard must be callable, not {discard!r}")
+        self._fork = fork
+        self._discard = discard
+        self.in_place = bool(in_place)
+
+    def fork(self, state: Any) -> Any:
+        return self._fork(state)
+
+    def discard(self, forked: Any) -> None:
+        if self._discard is not None:
+            self._discard(forked)
+
+    def __repr__(self) -> str:
+        name = getattr(self._fork, "__qualname__", type(self._fork).__name__)
+        return f"CallbackFork({name}, in_place={self.in_place})"
+
+
+class _Savepoint:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+_savepoint_ids = itertools.count(1)
+
+# sqlite3's authorizer action code for BEGIN, COMMIT and ROLLBACK statements (not SAVEPOINT).
+_SQLITE_TRANSACTION: Final = sqlite3.SQLITE_TRANSACTION
+
+
+class SQLiteSavepointFork:
+    """A real SQLite database, forked in place: ``SAVEPOINT`` before the dry run,
+    ``ROLLBACK TO`` and ``RELEASE`` after it. The tool runs unchanged on ``connection``.
+
+    While the dry run runs, statements that would end the transaction (``COMMIT``,
+    ``ROLLBACK``, ``BEGIN``, and ``connection.commit()``) are turned into no-ops with an
+    authorizer, so a tool that commits its own writes cannot commit the dry run's. A
+    connection with an authorizer of its own must pass it as ``authorizer``: SQLite keeps one
+    per connection, so the fork chains it during the dry run and puts it back after.
+    ``guard_transactions=False`` leaves the authorizer alone; a tool that then ends the
+    transaction during the dry run makes ``discard`` raise :class:`ForkError` (its writes may
+    be committed by then).
+
+    One dry run at a time per connection: the savepoint covers every write made on the
+    connection while it is open, also another task's real call.
+    """
+
+    in_place: Final = True
+
+    def __init__(
+        self,
+        connection: sqlite3.Connection,
+        *,
+        authorizer: Callable[[int, str | None, str | None, str | None, str | None], int]
+        | None = None,
+        guard_transactions: bool = True,
+    ) -> None:
+        if not isinstance(connection, sqlite3.Connection):
+            raise ToolDefinitionError(
+                f"SQLiteSavepointFork needs a sqlite3.Connection, not {type(connection).__name__}"
+            )
+        self.connection = connection
+        self.authorizer = authorizer
+        self.guard_transactions = guard_transactions
+
+    def fork(self, state: Any) -> _Savepoint:
+        savepoint = _Savepoint(f"toolguard_dry_run_{next(_savepoint_ids)}")
+        self.connection.execute(f'SAVEPOINT "{savepoint.name}"')
+        if self.guard_transactions:
+            self.connection.set_authorizer(self._authorize)
+        return savepoint
+
+    def discard(self, forked: _Savepoint) -> None:
+        connection = self.connection
+        if self.guard_transactions:
+            # Installing an authorizer expires every prepared statement (removing one does
+            # not), so a COMMIT compiled as a no-op during the dry run and kept in sqlite3's
+            # statement cache is compiled again, for real, when next used.
+            connection.set_authorizer(self.authorizer or _allow_all)
+            if self.authorizer is None:
+                connection.set_authorizer(None)
+        name = forked.name
+        try:
+            if not connection.in_transaction:
+                raise sqlite3.OperationalError("no transaction is open")
+            connection.execute(f'ROLLBACK TO "{name}"')
+            connection.execute(f'RELEASE "{name}"')
+        except sqlite3.Error as exc:
+            raise ForkError(
+                f"savepoint {name} could not be rolled back ({exc}): the dry run ended the "
+                "transaction (a COMMIT or ROLLBACK with guard_transactions=False?), so its "
+                "writes may have been committed"
+            ) from exc
+
+    def _authorize(
+        self, action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None
+    ) -> int:
+        if action == _SQLITE_TRANSACTION:
+            return sqlite3.SQLITE_IGNORE  # the statement compiles to nothing
+        if self.authorizer is not None:
+            return self.authorizer(action, arg1, arg2, db, source)
+        return sqlite3.SQLITE_OK
+
+    def __repr__(self) -> str:
+        return f"SQLiteSavepointFork({self.connection!r})"
+
+
+def _allow_all(*_: Any) -> int:
+    return sqlite3.SQLITE_OK
+
+
+def resolve(option: Any, where: str) -> ForkStrategy | bool | None:
+    """A ``dry_run=`` option checked: None (inherit), True, False or a strategy."""
+    if option is None or isinstance(option, bool):
+        return option
+    if isinstance(option, ForkStrategy):
+        return option
+    raise ToolDefinitionError(
+        f"{where}: dry_run must be None, True, False or a fork strategy (an object with "
+        f"fork(state) and discard(forked), e.g. tg.DeepCopyFork()), not {option!r}"
+    )
