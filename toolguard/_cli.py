@@ -15,9 +15,10 @@ from collections.abc import Sequence
 
 from ._errors import ToolGuardError
 from .report.build import Report, build_report, outcome_warnings, read_warnings
-from .report.collect import DEFAULT_MAX_LENGTH, read_records
+from .report.collect import DEFAULT_MAX_LENGTH, read_phoenix, read_records
 from .report.compare import DEFAULT_TASK_LABEL, compare, render_compare
 from .report.escape import printable
+from .report.inputs import INPUT_FORMATS
 from .report.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, TrajectoryRecord
 from .report.outcomes import join_outcomes, load_outcomes
 from .report.plot import PLOT_EXTRA_HINT
@@ -40,6 +41,10 @@ class _Args(argparse.Namespace):
     quiet: bool
     max_line_bytes: int
     max_length: int
+    input_format: str
+    phoenix: str | None
+    project: str | None
+    api_key_env: str | None
     by: list[str]
     format: str
     plot: str | None
@@ -69,9 +74,28 @@ def _positive(text: str) -> int:
 def _input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "files",
-        nargs="+",
+        nargs="*",
         metavar="FILE",
-        help="OTLP JSON Lines span files; globs, '-' for standard input, .gz read as gzip",
+        help="span files (OTLP JSON Lines, or a saved Phoenix span export); globs, '-' for "
+        "standard input, .gz read as gzip",
+    )
+    p.add_argument(
+        "--input-format",
+        choices=INPUT_FORMATS,
+        default="auto",
+        help="format of the files (%(default)s: told apart by their first key)",
+    )
+    p.add_argument(
+        "--phoenix",
+        metavar="URL",
+        help="read the spans from the Phoenix server at URL (e.g. http://localhost:6006) "
+        "instead of files; needs --project",
+    )
+    p.add_argument("--project", metavar="NAME", help="the Phoenix project to read (--phoenix)")
+    p.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="environment variable holding the Phoenix API key, sent as a bearer token",
     )
     p.add_argument(
         "--outcomes",
@@ -149,7 +173,31 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_source(args: _Args) -> None:
+    """Span files or one backend, never both: before anything is read."""
+    if args.phoenix is None:
+        if not args.files:
+            raise ToolGuardError("no input: give span files, or --phoenix URL --project NAME")
+        if args.project is not None or args.api_key_env is not None:
+            raise ToolGuardError("--project and --api-key-env go with --phoenix URL")
+        return
+    if args.files:
+        raise ToolGuardError("give either span files or --phoenix, not both")
+    if not args.project:
+        raise ToolGuardError("--phoenix needs --project NAME (the Phoenix project to read)")
+
+
+def _api_key(var: str | None) -> str | None:
+    if var is None:
+        return None
+    key = os.environ.get(var, "").strip()
+    if not key:
+        raise ToolGuardError(f"--api-key-env {var}: the environment variable {var} is not set")
+    return key
+
+
 def _read(args: _Args) -> tuple[list[TrajectoryRecord], list[str]]:
+    _check_source(args)
     if args.resamples < 0:
         raise ToolGuardError("--resamples must be >= 0")
     if args.seed < 0:
@@ -163,13 +211,23 @@ def _read(args: _Args) -> tuple[list[TrajectoryRecord], list[str]]:
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        records, stats = read_records(
-            args.files,
-            skip_invalid=args.skip_invalid,
-            progress=False if args.quiet else None,
-            max_line_bytes=args.max_line_bytes,
-            max_length=args.max_length,
-        )
+        if args.phoenix is not None:
+            records, stats = read_phoenix(
+                args.phoenix,
+                args.project or "",
+                api_key=_api_key(args.api_key_env),
+                max_length=args.max_length,
+                max_page_bytes=args.max_line_bytes,
+            )
+        else:
+            records, stats = read_records(
+                args.files,
+                skip_invalid=args.skip_invalid,
+                progress=False if args.quiet else None,
+                max_line_bytes=args.max_line_bytes,
+                max_length=args.max_length,
+                input_format=args.input_format,
+            )
     finally:
         if gc_was_on:
             gc.enable()

@@ -19,7 +19,9 @@ from typing import Any
 
 from .. import _contract as A
 from .escape import short, short_id
+from .inputs import chooser
 from .metrics import TrajectoryRecord
+from .phoenix import DEFAULT_PAGE_SIZE, DEFAULT_TIMEOUT_S, iter_phoenix_requests
 from .reader import (
     DEFAULT_MAX_LINE_BYTES,
     ExportRequest,
@@ -359,9 +361,12 @@ def read_records(
     progress: bool | None = False,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     max_length: int = DEFAULT_MAX_LENGTH,
+    input_format: str = "auto",
 ) -> tuple[list[TrajectoryRecord], ReadStats]:
-    """Read OTLP JSON Lines files (globs, `-`, `.gz`) into trajectory records.
+    """Read span files (globs, `-`, `.gz`) into trajectory records.
 
+    The files are OTLP JSON Lines or saved Phoenix span exports (``input_format`` "otlp",
+    "phoenix", or "auto" to tell them apart by their first key; docs/backends.md).
     Raises ReportInputError on a malformed line (unless ``skip_invalid``) and when the input
     holds no toolguard trajectory at all. A line longer than ``max_line_bytes`` and a step, T
     or FED beyond ``max_length`` are malformed lines (docs/report-limits.md).
@@ -370,14 +375,57 @@ def read_records(
     switch it off for every thread of the process. (The ``toolguard`` command, which owns its
     process, turns it off for the read.)"""
     stats = ReadStats()
-    col = Collector(max_length=max_length)
-    for request, where in iter_exports(
+    requests = iter_exports(
         patterns,
         stats,
         skip_invalid=skip_invalid,
         progress=progress,
         max_line_bytes=max_line_bytes,
-    ):
+        choose=chooser(input_format),
+    )
+    return collect_requests(requests, stats, skip_invalid=skip_invalid, max_length=max_length)
+
+
+def read_phoenix(
+    url: str,
+    project: str,
+    *,
+    api_key: str | None = None,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    max_length: int = DEFAULT_MAX_LENGTH,
+    max_page_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> tuple[list[TrajectoryRecord], ReadStats]:
+    """Pull every span of ``project`` from the Phoenix server at ``url`` (its span export,
+    page by page) into trajectory records, with the same reading rules as the files.
+
+    ``api_key`` is sent as ``Authorization: Bearer``. Raises BackendError (a ReportInputError)
+    naming the URL and its answer when the server is down, refuses or answers no span export,
+    and ReportInputError when the project holds no toolguard trajectory."""
+    stats = ReadStats()
+    requests = iter_phoenix_requests(
+        url,
+        project,
+        stats,
+        api_key=api_key,
+        page_size=page_size,
+        timeout=timeout,
+        max_page_bytes=max_page_bytes,
+    )
+    return collect_requests(requests, stats, max_length=max_length)
+
+
+def collect_requests(
+    requests: Iterable[tuple[ExportRequest, str]],
+    stats: ReadStats,
+    *,
+    skip_invalid: bool = False,
+    max_length: int = DEFAULT_MAX_LENGTH,
+) -> tuple[list[TrajectoryRecord], ReadStats]:
+    """Fold ``(export request, where)`` pairs into trajectory records (read_records' second
+    half, for any source of export requests)."""
+    col = Collector(max_length=max_length)
+    for request, where in requests:
         try:
             col.feed(request)
         except _Malformed as exc:

@@ -53,6 +53,11 @@ class ReportInputError(ToolGuardError):
     trace export, an empty input. The message names the file and line when there is one."""
 
 
+class BackendError(ReportInputError):
+    """A trace backend could not be read: it is down, refused the request (HTTP 4xx/5xx) or
+    answered something that is not a span export. The message names the URL and the answer."""
+
+
 @dataclass
 class ReadStats:
     """What a read went through, for the warnings under the report."""
@@ -132,6 +137,13 @@ class _Progress:
             sys.stderr.flush()
 
 
+FileReader = Callable[
+    [_Stream, str, ReadStats, bool, _Progress, int], Iterator[tuple[ExportRequest, str]]
+]
+"""Reads one opened file: ``(stream, name, stats, skip_invalid, progress meter,
+max_line_bytes)`` to ``(export request, "file:line")`` pairs, like ``_iter_file``."""
+
+
 def iter_exports(
     patterns: Iterable[str],
     stats: ReadStats,
@@ -139,13 +151,16 @@ def iter_exports(
     skip_invalid: bool = False,
     progress: bool | None = False,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    choose: Callable[[_Stream, str], FileReader] | None = None,
 ) -> Iterator[tuple[ExportRequest, str]]:
     """Yield ``(export request, "file:line")`` for every non-blank line of every input.
 
     A line that is not JSON, JSON that is not a trace export, or a line longer than
     ``max_line_bytes`` raises ReportInputError naming the file and line, or with
     ``skip_invalid`` is counted in ``stats`` and passed over. ``stats.spans`` is left to the
-    caller, which walks the spans anyway."""
+    caller, which walks the spans anyway. ``choose(stream, name)`` picks the reader of each
+    opened file (other formats, turned into export requests: toolguard/report/inputs.py);
+    without it every file is OTLP JSON Lines."""
     if max_line_bytes < 1:
         raise ValueError(f"max_line_bytes must be >= 1, got {max_line_bytes}")
     paths = expand_paths(patterns)
@@ -161,7 +176,8 @@ def iter_exports(
             except OSError as exc:
                 raise ReportInputError(f"{name}: cannot open: {exc.strerror or exc}") from None
             try:
-                yield from _iter_file(stream, name, stats, skip_invalid, meter, max_line_bytes)
+                read = _iter_file if choose is None else choose(stream, name)
+                yield from read(stream, name, stats, skip_invalid, meter, max_line_bytes)
             finally:
                 if path != STDIN:
                     stream.close()

@@ -1,0 +1,405 @@
+"""Spans read back from Arize Phoenix: its span export, saved to a file or pulled live.
+
+Phoenix answers ``GET /v1/projects/{project}/spans/otlpv1`` with one page of spans,
+``{"data": [span, ...], "next_cursor": "..." | null}``, at most 1,000 spans a page, newest
+first; the next page is asked for with ``?cursor=`` until ``next_cursor`` is null. Each span is
+OTLP-shaped with snake_case keys (``trace_id``, ``span_id``, ``parent_span_id``,
+``start_time_unix_nano``, ``attributes: [{"key", "value": {"string_value" | "int_value" |
+"bool_value" | "double_value" | "array_value" | "bytes_value"}}]``, ``status: {"code",
+"message"}``), every member present and null when unset. The pages are turned into the
+camelCase ``ExportTraceServiceRequest`` objects the rest of the report reads, so every reading
+rule (de-duplication by trace and span id, the summary span authoritative, the limits) applies
+unchanged. Phoenix keeps no resource and no span kind (docs/backends.md): the converted spans
+carry none.
+
+A saved export is one page per line (JSON Lines, as pulled), or a single JSON document (one
+page, possibly pretty-printed). Nothing read is ever evaluated: pages are parsed as JSON.
+The live pull uses the standard library (urllib) only.
+"""
+
+from __future__ import annotations
+
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+from .escape import printable, short
+from .reader import (
+    DEFAULT_MAX_LINE_BYTES,
+    BackendError,
+    ExportRequest,
+    ReadStats,
+    ReportInputError,
+    _loads,
+    _Progress,
+    _Stream,
+)
+
+DEFAULT_PAGE_SIZE = 1000
+"""Spans asked for per page: Phoenix's maximum (it refuses more with HTTP 422)."""
+DEFAULT_TIMEOUT_S = 60.0
+_BODY_QUOTED = 300  # characters of an error answer quoted in the message
+
+# Phoenix's AnyValue members (snake_case) and their OTLP JSON names.
+_VALUE_KEYS = {
+    "string_value": "stringValue",
+    "bool_value": "boolValue",
+    "int_value": "intValue",
+    "double_value": "doubleValue",
+    "bytes_value": "bytesValue",
+}
+_KINDS = {
+    "SPAN_KIND_UNSPECIFIED": 0,
+    "SPAN_KIND_INTERNAL": 1,
+    "SPAN_KIND_SERVER": 2,
+    "SPAN_KIND_CLIENT": 3,
+    "SPAN_KIND_PRODUCER": 4,
+    "SPAN_KIND_CONSUMER": 5,
+}
+
+
+class _BadPage(Exception):
+    """A page that is not Phoenix's span export."""
+
+
+def _value(v: Any) -> dict[str, Any]:
+    """Phoenix's AnyValue as an OTLP JSON AnyValue; null members dropped."""
+    if not isinstance(v, dict):
+        raise _BadPage(f"an attribute value is not an object: {short(v)}")
+    for key, camel in _VALUE_KEYS.items():
+        raw = v.get(key)
+        if raw is not None:
+            return {camel: raw}
+    array = v.get("array_value")
+    if array is not None:
+        values = array.get("values") if isinstance(array, dict) else None
+        if not isinstance(values, list) and values is not None:
+            raise _BadPage(f"an array value is not a list: {short(array)}")
+        return {"arrayValue": {"values": [_value(x) for x in values or ()]}}
+    return {}  # every member null: an empty AnyValue, which no reader takes for ours
+
+
+def _attributes(kvs: Any) -> list[dict[str, Any]]:
+    if kvs is None:
+        return []
+    if not isinstance(kvs, list):
+        raise _BadPage(f"attributes is not a list: {short(kvs)}")
+    out = []
+    for kv in kvs:
+        if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
+            raise _BadPage(f"an attribute is not a {{key, value}} object: {short(kv)}")
+        out.append({"key": kv["key"], "value": _value(kv.get("value"))})
+    return out
+
+
+def _span(s: Any) -> dict[str, Any]:
+    if not isinstance(s, dict):
+        raise _BadPage(f"a span is not an object: {short(s)}")
+    out: dict[str, Any] = {
+        "traceId": s.get("trace_id") or "",
+        "spanId": s.get("span_id") or "",
+        "name": s.get("name") or "",
+        "attributes": _attributes(s.get("attributes")),
+    }
+    if s.get("parent_span_id"):
+        out["parentSpanId"] = s["parent_span_id"]
+    kind = s.get("kind")
+    if kind is not None:
+        out["kind"] = _KINDS.get(kind, kind) if isinstance(kind, str) else kind
+    for key, camel in (
+        ("start_time_unix_nano", "startTimeUnixNano"),
+        ("end_time_unix_nano", "endTimeUnixNano"),
+    ):
+        if s.get(key) is not None:
+            out[camel] = s[key]
+    status = s.get("status")
+    if isinstance(status, dict):
+        out["status"] = {k: v for k, v in status.items() if k in ("code", "message") and v}
+    events = s.get("events")
+    if isinstance(events, list):
+        out["events"] = [
+            {
+                "name": e.get("name") or "",
+                "timeUnixNano": e.get("time_unix_nano"),
+                "attributes": _attributes(e.get("attributes")),
+            }
+            for e in events
+            if isinstance(e, dict)
+        ]
+    return out
+
+
+def page_to_request(page: Any) -> ExportRequest:
+    """One page of Phoenix's span export as an OTLP JSON ``ExportTraceServiceRequest``.
+
+    Raises ReportInputError (without a location: the caller adds it) when ``page`` is not
+    ``{"data": [span, ...], ...}``."""
+    try:
+        if not isinstance(page, dict) or not isinstance(page.get("data"), list):
+            raise _BadPage(_describe(page))
+        spans = [_span(s) for s in page["data"]]
+    except _BadPage as exc:
+        raise ReportInputError(str(exc)) from None
+    return {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {}, "spans": spans}]}]}
+
+
+def _describe(obj: Any) -> str:
+    if isinstance(obj, dict):
+        if "resourceSpans" in obj:
+            return "an OTLP trace export, not a Phoenix span export (drop --input-format phoenix)"
+        keys = ", ".join(sorted(map(str, obj))[:5]) or "no keys"
+        return f"a JSON object without a 'data' list ({short(keys)}), not a Phoenix span export"
+    return f"a JSON {type(obj).__name__}, not a Phoenix span export page"
+
+
+def iter_phoenix_file(
+    stream: _Stream,
+    name: str,
+    stats: ReadStats,
+    skip_invalid: bool,
+    meter: _Progress,
+    max_line_bytes: int,
+) -> Iterator[tuple[ExportRequest, str]]:
+    """Yield ``(export request, "file:line")`` for each page of a saved Phoenix export.
+
+    One page per line; a file whose first non-blank line is not a whole JSON value is read as
+    one document (a pretty-printed page) of at most ``max_line_bytes``."""
+    cap = max_line_bytes + 1
+    lineno = 0
+    first = True
+    while line := stream.readline(cap):
+        lineno += 1
+        stats.lines += 1
+        if line.isspace():
+            continue
+        where = f"{name}:{lineno}"
+        if len(line) == cap and line[-1:] != b"\n":
+            why = (
+                f"line longer than {max_line_bytes:,} bytes (the line-length limit; raise it "
+                "with --max-line-bytes)"
+            )
+            _fail(where, why, stats, skip_invalid)
+            while (rest := stream.readline(1 << 20)) and rest[-1:] != b"\n":
+                pass
+            first = False
+            continue
+        try:
+            page = _loads(line)
+        except (ValueError, UnicodeDecodeError) as exc:
+            if first:
+                # No whole value on the first line: one document over several lines.
+                yield from _document(stream, line, name, stats, skip_invalid, max_line_bytes)
+                return
+            _fail(where, f"not valid JSON ({exc})", stats, skip_invalid)
+            continue
+        first = False
+        try:
+            request = page_to_request(page)
+        except ReportInputError as exc:
+            _fail(where, str(exc), stats, skip_invalid)
+            continue
+        if meter.enabled:
+            meter.update(name, stats)
+        yield request, where
+
+
+def _document(
+    stream: _Stream,
+    first: bytes,
+    name: str,
+    stats: ReadStats,
+    skip_invalid: bool,
+    max_line_bytes: int,
+) -> Iterator[tuple[ExportRequest, str]]:
+    text = first + stream.read(max_line_bytes + 1 - len(first))
+    if len(text) > max_line_bytes:
+        raise ReportInputError(
+            f"{name}: a Phoenix export written over several lines is read whole, and this one "
+            f"is larger than {max_line_bytes:,} bytes (raise it with --max-line-bytes, or save "
+            "one page per line)"
+        )
+    stats.lines += text.count(b"\n") - first.count(b"\n")
+    try:
+        page = _loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ReportInputError(f"{name}: not valid JSON ({exc})") from None
+    try:
+        request = page_to_request(page)
+    except ReportInputError as exc:
+        _fail(name, str(exc), stats, skip_invalid)
+        return
+    yield request, name
+
+
+def _fail(where: str, why: str, stats: ReadStats, skip_invalid: bool) -> None:
+    if not skip_invalid:
+        raise ReportInputError(f"{where}: {why}")
+    stats.skip(where, why)
+
+
+def spans_url(base_url: str, project: str) -> str:
+    """The span export endpoint of ``project`` on the Phoenix at ``base_url``.
+
+    Raises BackendError for a URL that is not http(s) or a project name Phoenix cannot
+    address by name (it may not contain ``/``, ``?`` or ``#``)."""
+    parts = urllib.parse.urlsplit(base_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise BackendError(
+            f"{printable(base_url)!r} is not an http:// or https:// URL of a Phoenix server "
+            "(e.g. http://localhost:6006)"
+        )
+    if not project or any(c in project for c in "/?#"):
+        raise BackendError(
+            f"project {printable(project)!r}: Phoenix addresses projects by a non-empty name "
+            "without '/', '?' or '#'"
+        )
+    path = parts.path.rstrip("/") + f"/v1/projects/{urllib.parse.quote(project, safe='')}"
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path + "/spans/otlpv1", "", ""))
+
+
+def iter_phoenix_pages(
+    base_url: str,
+    project: str,
+    stats: ReadStats,
+    *,
+    api_key: str | None = None,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    max_page_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> Iterator[tuple[Any, str]]:
+    """Yield ``(page, "URL page N")``: every page of ``project``'s span export, parsed JSON.
+
+    ``api_key`` goes in an ``Authorization: Bearer`` header (Phoenix with auth enabled).
+    Raises BackendError naming the URL and what it answered when the server is down, refuses
+    (HTTP 4xx/5xx), times out, or answers something that is not a page of spans."""
+    if not 1 <= page_size <= DEFAULT_PAGE_SIZE:
+        raise ValueError(f"page_size must be in 1..{DEFAULT_PAGE_SIZE}, got {page_size}")
+    url = spans_url(base_url, project)
+    stats.files.append(url)
+    headers = {"Accept": "application/json", "User-Agent": "toolguard-report"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    cursor: str | None = None
+    seen: set[str] = set()
+    number = 0
+    while True:
+        query = {"limit": str(page_size)} | ({"cursor": cursor} if cursor else {})
+        page_url = f"{url}?{urllib.parse.urlencode(query)}"
+        number += 1
+        body = _get(page_url, headers, timeout, max_page_bytes)
+        where = f"{url} page {number}"
+        try:
+            page = _loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BackendError(
+                f"{page_url}: the answer is not JSON ({exc}): {_quote(body)}"
+            ) from None
+        if not isinstance(page, dict) or not isinstance(page.get("data"), list):
+            raise BackendError(f"{page_url}: {_describe(page)}: {_quote(body)}")
+        stats.lines += 1
+        yield page, where
+        cursor = page.get("next_cursor")
+        if cursor is None:
+            return
+        if not isinstance(cursor, str) or cursor in seen:
+            raise BackendError(f"{page_url}: a next_cursor already followed or not a string")
+        seen.add(cursor)
+
+
+def iter_phoenix_requests(
+    base_url: str,
+    project: str,
+    stats: ReadStats,
+    *,
+    api_key: str | None = None,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    max_page_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> Iterator[tuple[ExportRequest, str]]:
+    """The pages of :func:`iter_phoenix_pages` as export requests."""
+    for page, where in iter_phoenix_pages(
+        base_url,
+        project,
+        stats,
+        api_key=api_key,
+        page_size=page_size,
+        timeout=timeout,
+        max_page_bytes=max_page_bytes,
+    ):
+        try:
+            yield page_to_request(page), where
+        except ReportInputError as exc:
+            raise BackendError(f"{where}: {exc}") from None
+
+
+class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to another http(s) URL (urllib would also follow one to ftp)."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        if urllib.parse.urlsplit(newurl).scheme not in ("http", "https"):
+            raise BackendError(f"{req.full_url}: redirected to a URL that is not http(s)")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+# The URL is checked by spans_url (http or https only), redirects by the handler above.
+_OPENER = urllib.request.build_opener(_HttpOnlyRedirects)
+
+
+def _get(url: str, headers: dict[str, str], timeout: float, max_bytes: int) -> bytes:
+    request = urllib.request.Request(url, headers=headers, method="GET")
+    try:
+        with _OPENER.open(request, timeout=timeout) as answer:
+            body: bytes = answer.read(max_bytes + 1)
+    except urllib.error.HTTPError as exc:
+        detail = _quote(_read_quietly(exc))
+        raise BackendError(
+            f"{url}: HTTP {exc.code} {exc.reason}{': ' + detail if detail else ''}"
+            + _hint(exc.code)
+        ) from None
+    except urllib.error.URLError as exc:
+        reason = exc.reason
+        if isinstance(reason, TimeoutError | socket.timeout):
+            raise BackendError(f"{url}: no answer within {timeout:g} s") from None
+        raise BackendError(f"{url}: cannot connect ({reason})") from None
+    except TimeoutError:
+        raise BackendError(f"{url}: no answer within {timeout:g} s") from None
+    except OSError as exc:  # a connection reset or closed half way through the answer
+        raise BackendError(f"{url}: the connection failed ({exc})") from None
+    if len(body) > max_bytes:
+        raise BackendError(
+            f"{url}: the answer is larger than {max_bytes:,} bytes (raise --max-line-bytes)"
+        )
+    return body
+
+
+def _read_quietly(exc: urllib.error.HTTPError) -> bytes:
+    try:
+        return exc.read(64 * 1024)
+    except OSError:
+        return b""
+
+
+def _quote(body: bytes) -> str:
+    text = body.decode("utf-8", "replace").strip()
+    if len(text) > _BODY_QUOTED:
+        text = text[:_BODY_QUOTED] + "..."
+    return printable(text)
+
+
+def _hint(status: int) -> str:
+    if status in (401, 403):
+        return " (Phoenix with authentication needs an API key: --api-key-env VAR)"
+    if status == 404:
+        return " (is the project name right, and is this a Phoenix server?)"
+    return ""
