@@ -2,11 +2,14 @@
 
     python -m benchmarks.bfcl run [--limit N] [--categories base,...] [--out out/bfcl]
     python -m benchmarks.bfcl results RESULT_FILE... [--out out/bfcl-results]
+    python -m benchmarks.bfcl compare [--limit N] [--jobs 2] [--out out/bfcl]
 
 ``run`` replays every ground-truth trajectory and every seeded mutation through the guard
 (spans to ``spans.jsonl``), writes the mutated trajectories as BFCL result files and replays
 those too (``results-spans.jsonl``), then writes ``report.json`` and ``report.md``.
 ``results`` replays a user's BFCL result files and prints TER/FED/AUC-PEC/RR per model.
+``compare`` runs the four guard configurations of ``configs.py`` side by side (schema +
+dependencies, hand rules, fork dry-run, both) and writes ``compare.md`` / ``compare.json``.
 """
 
 from __future__ import annotations
@@ -235,6 +238,39 @@ def cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from benchmarks._compare import summarise
+    from benchmarks.bfcl import compare, compare_report, cost
+    from benchmarks.bfcl.configs import CONFIGS
+    from benchmarks.bfcl.guarded import fork_strategies
+
+    t0 = time.monotonic()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = load_tasks(tuple(args.categories.split(",")), args.limit)
+    kinds = tuple(args.mutations.split(","))
+    records = compare.run_all(tasks, kinds=kinds, seed=args.seed, jobs=args.jobs)
+    summary = summarise(records, {k: c.label for k, c in CONFIGS.items()})
+    costs = {
+        name: cost.summarise(cost.measure(tasks, fork)) for name, fork in fork_strategies().items()
+    }
+    seconds = round(time.monotonic() - t0, 1)
+    header = [
+        f"# BFCL multi-turn: four guard configurations (bfcl-eval {BFCL_EVAL_VERSION})",
+        "",
+        f"{len(tasks)} tasks, seed {args.seed}, mutations: {', '.join(kinds)}; "
+        f"{seconds} s with {args.jobs} worker process(es).",
+    ]
+    text = compare_report.markdown(summary, records, costs, header)
+    (out / "compare.md").write_text(text)
+    (out / "compare.json").write_text(
+        json.dumps({"summary": summary, "cost": costs, "seconds": seconds}, indent=1) + "\n"
+    )
+    print(text)
+    print(f"wrote {out}/compare.md, compare.json in {seconds} s")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.bfcl",
@@ -251,8 +287,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     res = sub.add_parser("results", help="replay BFCL result files, report per model")
     res.add_argument("files", nargs="+")
     res.add_argument("--out", default="out/bfcl-results")
+    cmp = sub.add_parser("compare", help="four guard configurations side by side")
+    cmp.add_argument("--categories", default=",".join(CATEGORIES))
+    cmp.add_argument("--limit", type=int, default=None, help="first N tasks per category")
+    cmp.add_argument("--mutations", default=",".join(MUTATION_CLASSES))
+    cmp.add_argument("--seed", type=int, default=0)
+    cmp.add_argument("--jobs", type=int, default=2, help="worker processes")
+    cmp.add_argument("--out", default="out/bfcl")
     args = p.parse_args(argv)
-    return cmd_run(args) if args.cmd == "run" else cmd_results(args)
+    handlers = {"run": cmd_run, "results": cmd_results, "compare": cmd_compare}
+    return handlers[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -10,20 +10,23 @@ guard flags before execution is one that ``block`` mode would have stopped.
 from __future__ import annotations
 
 import copy
+import pickle
 import re
+import time
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import toolguard as tg
+from benchmarks._forkcost import TimedFork
+from benchmarks.bfcl.configs import CONFIGS, DEFAULT, spec
 from benchmarks.bfcl.data import Call, Task, function_docs
-from benchmarks.bfcl.env import Environment, is_error_result
+from benchmarks.bfcl.env import Environment
 from benchmarks.bfcl.rules import RULES
-from benchmarks.bfcl.schema import to_json_schema
 
 PRE_EXECUTION = ("schema", "dependency", "precondition", "information")
+DRY_RUN_CHECK = "state.dry_run"  # the check id of a rejection found on the fork
 # Ids a user can type: bare numbers, quoted strings, and tokens mixing letters with digits or
 # underscores (flight_001, USR002).
 _NUMBER = re.compile(r"(?<![\w.])\d+(?!\w|\.\d)")
@@ -38,28 +41,6 @@ def user_values(text: str) -> set[Any]:
     found.update(a or b for a, b in _QUOTED.findall(text))
     found.update(_TOKEN.findall(text))
     return found
-
-
-@cache
-def spec(class_name: str, tool: str) -> tg.ToolSpec:
-    doc = function_docs(class_name)[tool]
-    rules = RULES.get(class_name, {}).get(tool)
-    options: dict[str, Any] = {}
-    if rules is not None:
-        options = {
-            "preconditions": list(rules.preconditions),
-            "refs": dict(rules.refs),
-            "produces": dict(rules.produces),
-            "invalidates": dict(rules.invalidates),
-            "grounded": list(rules.grounded),
-        }
-    return tg.ToolSpec(
-        name=tool,
-        description=doc.get("description"),
-        json_schema=to_json_schema(doc),
-        error_result=is_error_result,
-        **options,
-    )
 
 
 def offered(task: Task, class_name: str, turn: int) -> list[str]:
@@ -77,6 +58,12 @@ class StepVerdict:
     check: str | None
     decision: str | None
     message: str | None
+    dry_run: bool = False  # the flag came from the fork dry-run, before the real execution
+
+    @property
+    def before_execution(self) -> bool:
+        """A flag that block mode would have raised before the real call ran."""
+        return not self.valid and (self.cause in PRE_EXECUTION or self.dry_run)
 
 
 @dataclass
@@ -89,13 +76,42 @@ class GuardedRun:
         return next((v for v in self.verdicts if not v.valid), None)
 
 
-class Harness:
-    """Owns the span pipeline: the user's exporter (a file) plus an in-memory copy we read."""
+def _pickled(state: Any) -> Any:
+    # the backends' states are plain Python objects: a pickle round trip is a deep copy
+    return pickle.loads(pickle.dumps(state, pickle.HIGHEST_PROTOCOL))
 
-    def __init__(self, provider: Any) -> None:
+
+def _keep(forked: Any) -> None:
+    """Nothing to release: the copy is dropped with its last reference."""
+
+
+def fork_strategies() -> dict[str, Any]:
+    """The fork strategies whose cost the comparison measures (the first is the default)."""
+    return {
+        "tg.DeepCopyFork()": tg.DeepCopyFork(),
+        "tg.CallbackFork(pickle round trip)": tg.CallbackFork(fork=_pickled, discard=_keep),
+    }
+
+
+class Harness:
+    """Owns the span pipeline: the user's exporter (a file) plus an in-memory copy we read.
+
+    ``config`` is one of ``configs.CONFIGS``; a dry-run configuration forks the backend
+    instance of every call with ``fork`` (default ``tg.DeepCopyFork()``) before it runs.
+    """
+
+    def __init__(
+        self, provider: Any, config: str = DEFAULT, fork: Any = None, timed: bool = False
+    ) -> None:
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
         self.provider = provider
+        self.config = CONFIGS[config]
+        self.fork: Any = None
+        if self.config.dry_run:
+            self.fork = fork or tg.DeepCopyFork()
+        # per call when timed: (seconds in guard.call, seconds in fork/discard, forks)
+        self.timings: list[tuple[float, float, int]] | None = [] if timed else None
         self.memory = InMemorySpanExporter()
         provider.add_span_processor(SimpleSpanProcessor(self.memory))
 
@@ -108,7 +124,10 @@ class Harness:
         success: bool | None = None,
     ) -> GuardedRun:
         env = Environment(task)
-        guard = tg.Guard(mode="log", tracer_provider=self.provider)
+        options: dict[str, Any] = {}
+        if self.fork is not None:
+            options["dry_run"] = self.fork
+        guard = tg.Guard(mode="log", tracer_provider=self.provider, **options)
         proxied: set[tuple[str, str]] = set()
 
         def offer(turn: int) -> None:
@@ -117,7 +136,10 @@ class Harness:
                     n for n in offered(task, class_name, turn) if (class_name, n) not in proxied
                 ]
                 if names:
-                    guard.proxy(instance, tools={n: spec(class_name, n) for n in names})
+                    guard.proxy(
+                        instance,
+                        tools={n: spec(class_name, n, self.config.key) for n in names},
+                    )
                     proxied.update((class_name, n) for n in names)
 
         kinds = {
@@ -140,9 +162,14 @@ class Harness:
                             traj.bind(kind, value)
                 for call in by_turn.get(turn, []):
                     kwargs = copy.deepcopy(env.normalise(call))
+                    t0 = time.perf_counter()
                     # A backend's exception comes back as a Rejection (its span records it as
                     # state_consistency); the replay goes on, as BFCL's executor does.
                     guard.call(call.name, kwargs)
+                    if self.timings is not None:
+                        took = time.perf_counter() - t0
+                        forks = self.fork.take() if isinstance(self.fork, TimedFork) else (0, 0)
+                        self.timings.append((took, *forks))
             traj.success = success
             fed, cause = traj.first_error_depth, traj.first_error_cause
         return GuardedRun(self._verdicts(trajectory_id), fed, cause)
@@ -164,6 +191,7 @@ class Harness:
                     check=a.get("toolguard.check"),
                     decision=a.get("toolguard.decision"),
                     message=a.get("toolguard.message"),
+                    dry_run=a.get("toolguard.check") == DRY_RUN_CHECK,
                 )
             )
         self.memory.clear()

@@ -1,0 +1,176 @@
+"""What the BFCL and tau2 comparisons share: per-configuration columns from call records,
+the Markdown tables, and the issue's three targets for fork dry-run alone.
+
+A call record: ``config``, ``method`` (ground_truth or a mutation class), ``task``,
+``step``, ``tool``, ``backend``, ``env_rejected`` (the oracle), ``before_execution`` (the
+guard flagged it before it ran: a pre-execution cause or the fork dry-run), ``dry_run``,
+``check``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def summarise(records: Sequence[dict[str, Any]], labels: dict[str, str]) -> dict[str, Any]:
+    """Per configuration: ground-truth false positives, catch rate of environment rejections
+    before execution (per call and per trajectory's first rejection), flags by check."""
+    out: dict[str, Any] = {}
+    for key in dict.fromkeys(r["config"] for r in records):
+        mine = [r for r in records if r["config"] == key]
+        gt = [r for r in mine if r["method"] == "ground_truth"]
+        mut = [r for r in mine if r["method"] != "ground_truth"]
+        out[key] = {
+            "label": labels.get(key, key),
+            "ground_truth": _columns(gt),
+            "mutations": _columns(mut),
+            "mutations_by_class": {
+                k: _columns([r for r in mut if r["method"] == k])
+                for k in dict.fromkeys(r["method"] for r in mut)
+            },
+            "false_positive_list": [
+                {k: r[k] for k in ("task", "step", "tool", "check")}
+                for r in gt
+                if r["before_execution"] and not r["env_rejected"]
+            ],
+            "misses": [
+                {k: r[k] for k in ("method", "task", "step", "tool", "backend")}
+                for r in mine
+                if r["env_rejected"] and not r["before_execution"]
+            ],
+        }
+    return out
+
+
+def _columns(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    rejected = [r for r in rows if r["env_rejected"]]
+    caught = [r for r in rejected if r["before_execution"]]
+    first: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in rejected:
+        first.setdefault((r["method"], r["task"]), r)  # records are in step order
+    return {
+        "calls": len(rows),
+        "trajectories": len({(r["method"], r["task"]) for r in rows}),
+        "env_rejections": len(rejected),
+        "caught_before_execution": len(caught),
+        "caught_by_dry_run": sum(r["dry_run"] for r in caught),
+        "flags_on_accepted": sum(r["before_execution"] and not r["env_rejected"] for r in rows),
+        "first_rejections": len(first),
+        "first_rejections_caught": sum(r["before_execution"] for r in first.values()),
+        "missed_by_backend": dict(
+            Counter(str(r["backend"]) for r in rejected if not r["before_execution"])
+        ),
+    }
+
+
+def _rate(caught: int, total: int) -> str:
+    return f"{caught}/{total} ({100 * caught / total:.1f}%)" if total else "0/0"
+
+
+def config_table(summary: dict[str, Any]) -> list[str]:
+    lines = [
+        "| configuration | ground truth: env rejections caught | false positives (of "
+        "accepted calls) | mutations: env rejections caught before execution | first "
+        "rejection per trajectory caught | flags on accepted mutated calls |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in summary.values():
+        gt, mu = s["ground_truth"], s["mutations"]
+        accepted = gt["calls"] - gt["env_rejections"]
+        lines.append(
+            f"| {s['label']} | {gt['caught_before_execution']}/{gt['env_rejections']} | "
+            f"{gt['flags_on_accepted']} (of {accepted}) | "
+            f"{_rate(mu['caught_before_execution'], mu['env_rejections'])} | "
+            f"{_rate(mu['first_rejections_caught'], mu['first_rejections'])} | "
+            f"{mu['flags_on_accepted']} |"
+        )
+    return lines
+
+
+def class_table(summary: dict[str, Any]) -> list[str]:
+    keys = list(summary)
+    lines = [
+        "| mutation | env rejections | " + " | ".join(summary[k]["label"] for k in keys) + " |",
+        "|---|---|" + "---|" * len(keys),
+    ]
+    first = summary[keys[0]]["mutations_by_class"]
+    for cls, cols in first.items():
+        cells = [
+            str(summary[k]["mutations_by_class"][cls]["caught_before_execution"]) for k in keys
+        ]
+        lines.append(f"| {cls} | {cols['env_rejections']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def fork_overhead(c: dict[str, Any]) -> float | None:
+    """What the fork costs beyond a second execution of the call: the dry run's added time
+    minus the execution's (a copy on read pays its copies inside the call, not in fork())."""
+    if c.get("dry_run_added_us") is None or c.get("exec_us") is None:
+        return None
+    return round(c["dry_run_added_us"] - c["exec_us"], 1)
+
+
+def cost_table(cost: dict[str, dict[str, Any]]) -> list[str]:
+    lines = [
+        "| backend | calls | environment's execution | fork() + discard() | dry run added to "
+        "the guarded call | fork cost beyond re-running the call | fork() + discard() / "
+        "execution | calls where fork() + discard() is cheaper |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for backend, c in cost.items():
+        overhead = fork_overhead(c)
+        lines.append(
+            f"| {backend} | {c['calls']} | {c['exec_us']} us | {c['fork_us']} us | "
+            f"{c['dry_run_added_us']} us | {overhead} us | {c['fork_over_exec']}x | "
+            f"{c['calls_fork_cheaper']}/{c['calls']} |"
+        )
+    return lines
+
+
+def targets(
+    summary: dict[str, Any],
+    cost: dict[str, dict[str, Any]],
+    classify: Callable[[dict[str, Any]], tuple[str, str]] | None = None,
+) -> list[str]:
+    """The issue's three targets for fork dry-run alone (configuration ``fork``)."""
+    s = summary.get("fork")
+    if s is None:
+        return ["(configuration fork not run: no target checked)"]
+    gt, mu = s["ground_truth"], s["mutations"]
+    rejections = gt["env_rejections"] + mu["env_rejections"]
+    caught = gt["caught_before_execution"] + mu["caught_before_execution"]
+    misses = s["misses"]
+    lines = [
+        f"- Blocks before execution every environment rejection: "
+        f"**{'met' if caught == rejections else 'missed'}** ({caught}/{rejections} calls, "
+        f"ground truth and mutations)."
+    ]
+    for m in misses[:10]:
+        lines.append(f"  - missed: {m['task']} {m['method']} step {m['step']} `{m['tool']}` "
+                     f"({m['backend']})")  # fmt: skip
+    fps = s["false_positive_list"]
+    lines.append(
+        f"- No flag on a ground-truth call the environment accepts: "
+        f"**{'met' if not fps else 'missed'}** ({len(fps)} flags)."
+    )
+    for f in fps[:10]:
+        why = ": {}, {}".format(*classify({**f, "env_rejected": False})) if classify else ""
+        lines.append(f"  - {f['task']} step {f['step']} `{f['tool']}` {f['check']}{why}")
+    overall = cost.get("all")
+    if overall and overall["exec_us"] is not None and overall["dry_run_added_us"] is not None:
+        exec_us, fork_us = overall["exec_us"], overall["fork_us"]
+        extra = fork_overhead(overall)
+        worse = [
+            k for k, c in cost.items() if k != "all" and (fork_overhead(c) or 0) >= c["exec_us"]
+        ]
+        lines.append(
+            f"- Costs less per call than the environment's own execution: "
+            f"**{'met' if extra is not None and extra < exec_us else 'missed'}** (medians over "
+            f"{overall['calls']} calls: execution {exec_us} us; the dry run adds "
+            f"{overall['dry_run_added_us']} us to the guarded call, so the fork costs {extra} us "
+            f"beyond running the call once more; its fork() + discard() alone {fork_us} us). "
+            f"Costlier than the execution on: {', '.join(worse) or 'none'}."
+        )
+    return lines

@@ -1,0 +1,70 @@
+"""Timing a fork strategy inside the guard (issue 15's cost columns, BFCL and tau2)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+class TimedFork:
+    """Wraps a fork strategy and adds up the time its fork() and discard() take."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+        self.count = 0
+
+    def fork(self, state: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return self.inner.fork(state)
+        finally:
+            self.seconds += time.perf_counter() - t0
+            self.count += 1
+
+    def discard(self, forked: Any) -> None:
+        t0 = time.perf_counter()
+        try:
+            self.inner.discard(forked)
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+    def take(self) -> tuple[float, int]:
+        """Time and number of forks since the last take()."""
+        out = (self.seconds, self.count)
+        self.seconds, self.count = 0.0, 0
+        return out
+
+
+def median_us(values: Sequence[float]) -> float | None:
+    """The median of durations in seconds, in microseconds (None when there are none)."""
+    return round(statistics.median(values) * 1e6, 1) if values else None
+
+
+def summarise_costs(
+    rows: Sequence[dict[str, Any]], group: Callable[[dict[str, Any]], str]
+) -> dict[str, dict[str, Any]]:
+    """Per group and over all rows (``all``): calls, median execution, fork + discard and
+    dry-run added per call (us), their ratio, and how many calls forked cheaper than they
+    executed. Rows: ``exec_s``, ``fork_s``, ``dry_run_added_s`` (seconds)."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(group(r), []).append(r)
+    groups = dict(sorted(groups.items()))
+    groups["all"] = list(rows)
+
+    def stats(g: list[dict[str, Any]]) -> dict[str, Any]:
+        exec_us = median_us([r["exec_s"] for r in g])
+        fork_us = median_us([r["fork_s"] for r in g])
+        return {
+            "calls": len(g),
+            "exec_us": exec_us,
+            "fork_us": fork_us,
+            "dry_run_added_us": median_us([r["dry_run_added_s"] for r in g]),
+            "fork_over_exec": round(fork_us / exec_us, 2) if exec_us and fork_us else None,
+            "calls_fork_cheaper": sum(r["fork_s"] < r["exec_s"] for r in g),
+        }
+
+    return {k: stats(g) for k, g in groups.items() if g}

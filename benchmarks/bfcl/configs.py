@@ -1,0 +1,69 @@
+"""The four guard configurations compared side by side (issue 15), and their tool specs.
+
+- ``schema_deps`` (a): BFCL's function docs as JSON Schema plus the dependency declarations
+  (``refs`` / ``produces`` / ``invalidates``: which ids must come from an earlier output);
+- ``hand_rules`` (b): (a) plus the hand-written preconditions and grounded arguments of
+  ``rules/`` - what ``python -m benchmarks.bfcl run`` has always measured;
+- ``fork`` (c): (a) plus a fork dry-run of every call, no hand-written state rule;
+- ``fork_rules`` (d): (b) plus the fork dry-run.
+
+The dependency declarations are hand-written too (``rules/``): only the preconditions and the
+grounded arguments are what (a) and (c) leave out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import toolguard as tg
+from benchmarks.bfcl.data import function_docs
+from benchmarks.bfcl.env import is_error_result
+from benchmarks.bfcl.rules import RULES
+from benchmarks.bfcl.schema import to_json_schema
+
+
+@dataclass(frozen=True)
+class Config:
+    key: str
+    label: str
+    state_rules: bool  # the hand-written preconditions and grounded arguments
+    dry_run: bool
+
+
+CONFIGS: dict[str, Config] = {
+    c.key: c
+    for c in (
+        Config("schema_deps", "(a) schema + dependencies", state_rules=False, dry_run=False),
+        Config("hand_rules", "(b) hand rules", state_rules=True, dry_run=False),
+        Config("fork", "(c) fork dry-run, no hand state rule", state_rules=False, dry_run=True),
+        Config("fork_rules", "(d) fork dry-run + hand rules", state_rules=True, dry_run=True),
+    )
+}
+DEFAULT = "hand_rules"
+
+
+@cache
+def spec(class_name: str, tool: str, config: str = DEFAULT) -> tg.ToolSpec:
+    """The ToolSpec of one backend function under one configuration (shared by all tasks,
+    so its compiled schema is built once)."""
+    doc = function_docs(class_name)[tool]
+    rules = RULES.get(class_name, {}).get(tool)
+    options: dict[str, Any] = {}
+    if rules is not None:
+        options = {
+            "refs": dict(rules.refs),
+            "produces": dict(rules.produces),
+            "invalidates": dict(rules.invalidates),
+        }
+        if CONFIGS[config].state_rules:
+            options["preconditions"] = list(rules.preconditions)
+            options["grounded"] = list(rules.grounded)
+    return tg.ToolSpec(
+        name=tool,
+        description=doc.get("description"),
+        json_schema=to_json_schema(doc),
+        error_result=is_error_result,
+        **options,
+    )
