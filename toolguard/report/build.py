@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TypedDict
+from typing import NotRequired, TypedDict, cast
 
+from .cost import Cost, cost_from_counts, count_cost
 from .findings import facts_from_records, render_findings
 from .metrics import (
     DEFAULT_RESAMPLES,
@@ -23,6 +24,7 @@ class GroupMetrics(Metrics):
     """One object of ``groups`` (and ``overall``): the label values, then the metrics."""
 
     labels: Labels
+    cost: NotRequired[Cost]
 
 
 class Report(TypedDict):
@@ -56,16 +58,29 @@ def build_report(
     seed: int = DEFAULT_SEED,
     resamples: int = DEFAULT_RESAMPLES,
     warnings: Sequence[str] = (),
+    cost: bool = False,
 ) -> Report:
-    """``{"groups": [...], "overall": {...}, "warnings": [...]}`` as docs/protocol.md section 5."""
-    groups: list[GroupMetrics] = []
-    for labels, recs in group_records(records, by):
-        groups.append({"labels": labels, **compute_metrics(recs, seed=seed, resamples=resamples)})
-    overall: GroupMetrics
-    if by:
-        overall = {"labels": {}, **compute_metrics(records, seed=seed, resamples=resamples)}
-    else:
-        overall = groups[0].copy()  # the one group is the whole cohort: no need to compute twice
+    """``{"groups": [...], "overall": {...}, "warnings": [...]}`` as docs/protocol.md section 7.
+
+    With ``cost``, each group and ``overall`` gain a ``cost`` object (report/cost.py) from the
+    records' cost fields (``read_records(..., cost=True)`` fills them)."""
+
+    def group(labels: Labels, recs: Sequence[TrajectoryRecord]) -> GroupMetrics:
+        # A GroupMetrics without its optional cost, which is added below when asked for.
+        g = cast(
+            GroupMetrics,
+            {
+                "labels": labels,
+                **compute_metrics(recs, seed=seed, resamples=resamples),
+            },
+        )
+        if cost:
+            g["cost"] = cost_from_counts(count_cost(recs))
+        return g
+
+    groups = [group(labels, recs) for labels, recs in group_records(records, by)]
+    # Without groups, the one group is the whole cohort: no need to compute it twice.
+    overall = group({}, records) if by else groups[0].copy()
     return {
         "groups": groups,
         "overall": overall,

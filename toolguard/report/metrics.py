@@ -88,6 +88,12 @@ class TrajectoryRecord:
     disagreements: tuple[str, ...] = ()
     call_spans: int | None = field(default=None, compare=False)
     summary_spans: int | None = field(default=None, compare=False)
+    # Cost (read only when asked for: report/cost.py), also left out of comparisons: the
+    # tokens of the model calls attributed to this trajectory (None: no model span), and the
+    # summed durations of its call spans in ns (None: no call span).
+    input_tokens: int | None = field(default=None, compare=False)
+    output_tokens: int | None = field(default=None, compare=False)
+    tool_ns: int | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.length < 0 or not 1 <= self.fed <= self.length + 1:

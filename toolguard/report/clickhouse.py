@@ -1,0 +1,217 @@
+"""The report computed by ClickHouse (clickhouse_sql.py) and printed like the Python report.
+
+``sql_report(run, table, ...)`` takes a ``run(sql) -> rows`` callable, so the same query runs
+on a server through clickhouse-connect (``connect``), on chdb in process (the tests and the
+benchmark), or anywhere else that returns rows as mappings of column name to value. It checks
+the table's columns first (``DESCRIBE TABLE``), runs the one query, and turns the counts it
+returns into the report object of docs/protocol.md section 7 with the same code the Python
+report uses (metrics.metrics_from_counts, findings.render_findings, cost.cost_from_counts):
+intervals are bootstrapped here from the per-group histograms, without pulling any span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
+
+from .._contract import CAUSES
+from .build import GroupMetrics, Labels, Report, _sort_key
+from .clickhouse_sql import AUC_SHIFT, TWO_SUMMARIES, quote_table, report_query
+from .cost import CostCounts, cost_from_counts, cost_warnings
+from .findings import Examples, Findings, render_findings
+from .metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, CohortCounts, metrics_from_counts
+from .reader import ReportInputError
+
+Row = Mapping[str, Any]
+Run = Callable[[str], Sequence[Row]]
+"""Runs one SQL statement and returns its rows as mappings (column name -> value)."""
+
+CLICKHOUSE_EXTRA_HINT = (
+    "reading ClickHouse needs clickhouse-connect: pip install 'toolguard-otel[clickhouse]'"
+)
+NEEDED_COLUMNS = ("TraceId", "SpanId", "SpanAttributes")
+COST_COLUMNS = ("Duration",)
+_DISAGREEMENTS = (
+    ("summary FED out of range", "n_fed_out_of_range", "fed_out_of_range_ids"),
+    ("call step beyond the summary's length", "n_step_beyond", "step_beyond_ids"),
+    ("invalid call before the summary's FED", "n_bad_before", "bad_before_ids"),
+    ("cause differs from the call span's", "n_cause_differs", "cause_differs_ids"),
+    (TWO_SUMMARIES, "n_two_summaries", "two_summaries_ids"),
+)
+
+
+class ClickHouseError(ReportInputError):
+    """ClickHouse could not be read: the server is down or refused, the table is missing or
+    lacks a column the report needs, the query failed, or the spans break the contract. The
+    message names the URL or table and what was answered."""
+
+
+def check_columns(run: Run, table: str, *, cost: bool = False) -> None:
+    """Raise ClickHouseError naming the first column the report needs that ``table`` lacks."""
+    rows = run(f"DESCRIBE TABLE {quote_table(table)}")
+    have = {str(r.get("name")) for r in rows}
+    for column in NEEDED_COLUMNS + (COST_COLUMNS if cost else ()):
+        if column not in have:
+            raise ClickHouseError(
+                f"table {table} has no column {column}: the report reads "
+                f"{', '.join(NEEDED_COLUMNS + COST_COLUMNS)} as the OpenTelemetry Collector's "
+                f"ClickHouse exporter writes them (otel_traces; columns found: "
+                f"{', '.join(sorted(have)[:12]) or 'none'})"
+            )
+
+
+def _int(v: Any) -> int:
+    return int(v)  # 64-bit and 128-bit integers may come quoted, as strings
+
+
+def _pair(v: Any) -> tuple[list[Any], list[Any]]:
+    """A sumMap result: a (keys, values) tuple, or a two-element list in JSON."""
+    keys, values = v[0], v[1]
+    return list(keys), list(values)
+
+
+def _counts(row: Row) -> CohortCounts:
+    c = CohortCounts(
+        n=_int(row["n"]),
+        n_executable=_int(row["n_executable"]),
+        n_outcome_known=_int(row["n_outcome_known"]),
+        n_success=_int(row["n_success"]),
+        rr_eligible=_int(row["rr_eligible"]),
+        rr_success=_int(row["rr_success"]),
+        s_eligible=_int(row["s_eligible"]),
+        s_success=_int(row["s_success"]),
+        incomplete=_int(row["n_incomplete"]),
+        disagreements=_int(row["n_disagreements"]),
+        n_at_depth=[_int(x) for x in row["n_at_depth"]],
+        survive=[_int(x) for x in row["survive"]],
+    )
+    for cause, k in zip(*_pair(row["causes"]), strict=True):
+        c.add_cause(cause or None, _int(k))
+    c.feds = {_int(f): _int(k) for f, k in zip(*_pair(row["feds"]), strict=True)}
+    for key, k in zip(*_pair(row["aucs"]), strict=True):
+        ok, length = divmod(_int(key), AUC_SHIFT)
+        c.aucs[(ok, length)] = _int(k)
+    return c
+
+
+def _examples(count: Any, ids: Sequence[Any]) -> Examples:
+    return Examples(_int(count), [str(i) for i in ids])
+
+
+def _named(count: Any, pairs: Sequence[Any]) -> Examples:
+    return Examples(_int(count), [f"{p[0]} ({p[1]})" for p in pairs])
+
+
+def _findings(row: Row, by: Sequence[str]) -> Findings:
+    f = Findings(n=_int(row["n"]))
+    f.incomplete = _examples(row["n_incomplete"], row["incomplete_ids"])
+    f.several_summaries = _int(row["several"])
+    if f.several_summaries:
+        first = row["several_first"]
+        f.several_first = (str(first[0]), _int(first[1]))
+    f.short = Examples(
+        _int(row["short"]), [f"{t[0]} ({_int(t[1])} of {_int(t[2])})" for t in row["short_ids"]]
+    )
+    for kind, count, ids in _DISAGREEMENTS:
+        if _int(row[count]):
+            if kind == TWO_SUMMARIES:
+                f.disagreements[kind] = _examples(row[count], row[ids])
+            else:
+                f.disagreements[kind] = _named(row[count], row[ids])
+    f.unknown_outcome = f.n - _int(row["n_outcome_known"])
+    for cause, k in zip(*_pair(row["causes"]), strict=True):
+        if cause not in CAUSES:
+            f.odd_causes[cause or "(none)"] = f.odd_causes.get(cause or "(none)", 0) + _int(k)
+    counts, lists = list(row["missing_labels"]), list(row["missing_label_ids"])
+    f.missing_labels = [
+        (key, _examples(counts[i] if i < len(counts) else 0, lists[i] if i < len(lists) else []))
+        for i, key in enumerate(by)
+    ]
+    return f
+
+
+def _cost(row: Row) -> CostCounts:
+    return CostCounts(
+        n_with_tokens=_int(row["n_with_tokens"]),
+        input_tokens=_int(row["input_tokens"]),
+        output_tokens=_int(row["output_tokens"]),
+        n_with_latency=_int(row["n_with_latency"]),
+        tool_ns=_int(row["tool_ns_total"]),
+    )
+
+
+def sql_report(
+    run: Run,
+    table: str,
+    *,
+    by: Sequence[str] = (),
+    where: str | None = None,
+    max_length: int = 100_000,
+    cost: bool = False,
+    skip_invalid: bool = False,
+    seed: int = DEFAULT_SEED,
+    resamples: int = DEFAULT_RESAMPLES,
+) -> Report:
+    """The report of the spans in ``table`` (an ``otel_traces`` table), computed by the
+    engine behind ``run``: the same object ``build_report`` returns for the same spans.
+
+    ``where`` is a SQL condition on the table's own columns (``ServiceName = 'agent'``),
+    passed to the engine as written: it is the caller's own SQL on their own server, never
+    built from span contents. Spans that break the contract (docs/report-limits.md) raise
+    ClickHouseError naming the first, or with ``skip_invalid`` are left out and counted."""
+    check_columns(run, table, cost=cost)
+    rows = run(report_query(table, by=by, where=where, max_length=max_length, cost=cost))
+    overall_row: Row | None = None
+    group_rows: list[tuple[tuple[str | None, ...], Row]] = []
+    for row in rows:
+        values = tuple(row["group_labels"])
+        if by and not values:
+            overall_row = row
+        else:
+            group_rows.append((values, row))
+    if overall_row is None and len(group_rows) == 1 and not by:
+        overall_row = group_rows[0][1]
+    if overall_row is None or (_int(overall_row["n"]) == 0 and not _int(overall_row["problems"])):
+        raise ClickHouseError(
+            f"no toolguard trajectory in table {table}"
+            + (f" where {where}" if where else "")
+            + ": no span carries toolguard.trajectory.id with toolguard.step or "
+            "toolguard.trajectory.length"
+        )
+    warnings = []
+    problems = _int(overall_row["problems"])
+    if problems:
+        trace, span, why = overall_row["problem_first"]
+        first = f"trace {trace} span {span}: {why}"
+        if not skip_invalid:
+            raise ClickHouseError(
+                f"table {table}: {problems} spans break the span contract "
+                f"(docs/report-limits.md); the first: {first}"
+            )
+        warnings.append(f"{problems} invalid spans skipped; the first: {first}")
+    if _int(overall_row["n"]) == 0:
+        raise ClickHouseError(f"no valid toolguard trajectory in table {table}")
+
+    def group(labels: Labels, row: Row) -> GroupMetrics:
+        # A GroupMetrics without its optional cost, which is added below when asked for.
+        g = cast(
+            GroupMetrics,
+            {
+                "labels": labels,
+                **metrics_from_counts(_counts(row), seed=seed, resamples=resamples),
+            },
+        )
+        if cost:
+            g["cost"] = cost_from_counts(_cost(row))
+        return g
+
+    group_rows = [(v, r) for v, r in group_rows if _int(r["n"])]
+    group_rows.sort(key=lambda vr: _sort_key(vr[0]))
+    groups = [group(dict(zip(by, values, strict=True)), row) for values, row in group_rows]
+    overall = group({}, overall_row) if by else groups[0].copy()
+    warnings += render_findings(_findings(overall_row, by))
+    if cost:
+        warnings += cost_warnings(
+            _int(overall_row["cost_unattributed_spans"]), _int(overall_row["cost_invalid_spans"])
+        )
+    return {"groups": groups, "overall": overall, "warnings": warnings}
