@@ -1,0 +1,60 @@
+"""What a fork dry-run costs per call on tau2, next to tau2's own execution of the call.
+
+Over the ground-truth calls, per call: ``Environment.get_response`` on tau2's own fresh
+environment (its execution: the tool, the database change, the JSON answer), the fork
+strategy's ``fork`` + ``discard`` inside the guard, and the guarded call with the dry run
+against the same call without it (configuration ``fork`` against ``schema_deps``). Medians.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from benchmarks._forkcost import TimedFork, summarise_costs
+from benchmarks.tau2._tau2 import fresh_environment, tool_call
+from benchmarks.tau2.compare import guarded_steps, lazy_fork
+from benchmarks.tau2.tasks import GroundTruth
+
+
+def _exec_seconds(task: GroundTruth) -> list[float]:
+    env = fresh_environment(task.domain)
+    out = []
+    for i, c in enumerate(task.calls, start=1):
+        message = tool_call(c.name, c.arguments, f"call-{i}")
+        t0 = time.perf_counter()
+        env.get_response(message)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def measure(tasks: Sequence[GroundTruth], fork: Any = None) -> list[dict[str, Any]]:
+    """One row per ground-truth call: domain, execution, fork, dry-run added (seconds)."""
+    timed = TimedFork(fork if fork is not None else lazy_fork())
+    rows: list[dict[str, Any]] = []
+    for task in tasks:
+        execs = _exec_seconds(task)
+        with_fork: list[float] = []
+        forks: list[tuple[float, int]] = []
+        plain: list[float] = []
+        timed.take()
+        steps = guarded_steps(task, "fork", "cost", fork=timed, timings=with_fork, after=forks)
+        guarded_steps(task, "schema_deps", "cost", timings=plain)
+        for exec_s, fork_call, (fork_s, n), plain_call, _ in zip(
+            execs, with_fork, forks, plain, steps, strict=True
+        ):
+            rows.append(
+                {
+                    "task": task.key,
+                    "domain": task.domain,
+                    "exec_s": exec_s,
+                    "fork_s": fork_s if n else None,
+                    "dry_run_added_s": fork_call - plain_call,
+                }
+            )
+    return rows
+
+
+def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return summarise_costs([r for r in rows if r["fork_s"] is not None], lambda r: r["domain"])
