@@ -14,6 +14,7 @@ from .runtime.contract_file import Contract, ContractFileError, load_contract
 from .runtime.export import setup_file_export
 from .runtime.fork import CallbackFork, DeepCopyFork, ForkStrategy, SQLiteSavepointFork, State
 from .runtime.guard import Guard
+from .runtime.plan import PlanStep, PlanStepVerdict, PlanVerdict, StepRef
 from .runtime.tool import Grounded, Ref, Tool, ToolSpec
 from .runtime.tool_calls import (
     arun_anthropic_tool_uses,
@@ -88,6 +89,9 @@ __all__ = [
     "Guard",
     "GuardedFunction",
     "PendingCall",
+    "PlanStep",
+    "PlanStepVerdict",
+    "PlanVerdict",
     "Postcondition",
     "Precondition",
     "Ref",
@@ -97,6 +101,7 @@ __all__ = [
     "ReportInputError",
     "SQLiteSavepointFork",
     "State",
+    "StepRef",
     "Tool",
     "ToolCallRejected",
     "ToolDefinitionError",

@@ -13,11 +13,12 @@ from opentelemetry.trace import Span
 
 from .. import _contract as contract
 from .._errors import ToolDefinitionError, UsageError
-from . import compiled
+from . import compiled, plan_run
 from . import fork as _fork
 from . import telemetry as tel
 from .call import PendingCall
 from .checks import default_error_result
+from .plan import PlanStep, PlanVerdict
 from .schema import SchemaFailure, parse_arguments
 from .suggest import ToolNames
 from .tool import DryRun, ErrorResult, Mode, Tool, ToolSpec
@@ -434,6 +435,36 @@ class Guard:
                 if not pending.done:
                     pending.cancel()
             raise
+
+    # -- plans -------------------------------------------------------------------------------
+    def verify_plan(
+        self,
+        steps: Sequence[PlanStep | Mapping[str, Any]] | str | bytes,
+        trajectory: Trajectory | None = None,
+        dry_run: DryRun = None,
+    ) -> PlanVerdict:
+        """Check a planned sequence of calls before its first step runs; the verdict names
+        the first step that would fail, its cause and a message for the planner.
+
+        ``steps``: :class:`PlanStep` objects, step mappings (``{"tool", "arguments", "id"}``)
+        or the plan's JSON text; arguments may refer to earlier steps' results
+        (:class:`StepRef`, JSON ``{"$step": <index or id>, "path": "a.b.0"}``).
+        ``trajectory``: whose bound values literal ids are checked against (default: the
+        current one); it takes no step. ``dry_run``: None runs each step on a fork with its
+        tool's own dry run, True forks every tool with a deep copy where it has none, a
+        strategy forks every tool with it, False forks nothing. Nothing runs on the real
+        state. Async tools are not run on the fork here: use :meth:`averify_plan`.
+        """
+        return plan_run.verify(self, steps, trajectory, dry_run)
+
+    async def averify_plan(
+        self,
+        steps: Sequence[PlanStep | Mapping[str, Any]] | str | bytes,
+        trajectory: Trajectory | None = None,
+        dry_run: DryRun = None,
+    ) -> PlanVerdict:
+        """:meth:`verify_plan` that awaits async tools on the fork."""
+        return await plan_run.averify(self, steps, trajectory, dry_run)
 
     def _unknown_tool(self, name: str) -> Failure:
         # Only the closest few names, never the whole tool set (it may hold tools this agent

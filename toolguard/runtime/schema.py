@@ -92,6 +92,9 @@ class ModelParts(NamedTuple):
     keep_extra: bool
 
 
+Located = tuple[tuple[Any, ...], str]  # (place in the arguments, what is wrong there)
+
+
 class ArgumentSchema:
     """Validates a dict of named arguments; knows the argument names and how to call."""
 
@@ -111,6 +114,9 @@ class ArgumentSchema:
         self.validate: Callable[[dict[str, Any]], dict[str, Any]] = validate
         self.hint = hint
         self.model: ModelParts | None = None  # set by from_model
+        # Every problem of some arguments with its place ((argument, ...), text), for plan
+        # verification (plan_check.py): it leaves problems at a reference's place alone.
+        self.locate: Callable[[dict[str, Any]], list[Located]] | None = None
 
     @property
     def name_set(self) -> frozenset[str] | None:
@@ -244,9 +250,26 @@ def from_model(
             instance = retry(args, exc)
         return values_of(instance)
 
+    def locate(args: dict[str, Any]) -> list[Located]:
+        found: list[Located] = []
+        if check_unknown:
+            found += [((k,), "unknown argument") for k in args if k not in accepted]
+        try:
+            try:
+                if strict:  # judged as the JSON the model sends, as retry() does
+                    validator.validate_json(json.dumps(args), strict=True)
+                    return found
+            except (TypeError, ValueError, RecursionError):
+                pass
+            validator.validate_python(args, strict=strict)
+        except pydantic.ValidationError as exc:
+            found += [(tuple(e["loc"]), _located_text(e)) for e in exc.errors(include_url=False)]
+        return found
+
     hint = _hint_from_json_schema(tool, json_schema)
     metadata = {name: tuple(f.metadata) for name, f in model.model_fields.items() if f.metadata}
     schema = ArgumentSchema(tool, names, validate, hint, metadata)
+    schema.locate = locate
     schema.model = ModelParts(
         validator.validate_python,
         _fields_validator(model),
@@ -327,7 +350,34 @@ def from_json_schema(
             raise _schema_error(tool, problems, safe, hint)
         return args
 
-    return ArgumentSchema(tool, names, validate, hint)
+    def locate(args: dict[str, Any]) -> list[Located]:
+        found: list[Located] = []
+        for error in validator.iter_errors(args):
+            # "required" and "additionalProperties" fail at the root: placed at the argument.
+            if error.validator == "required" and isinstance(error.validator_value, list):
+                found += [
+                    ((n,), "missing required argument")
+                    for n in error.validator_value
+                    if n not in args
+                ]
+            elif error.validator == "additionalProperties" and names is not None:
+                found += [((k,), "unknown argument") for k in args if k not in names]
+            else:
+                found.append((tuple(error.path), shorten_text(error.message)))
+        return found
+
+    argument_schema = ArgumentSchema(tool, names, validate, hint)
+    argument_schema.locate = locate
+    return argument_schema
+
+
+def _located_text(error: Any) -> str:
+    kind = error["type"]
+    if kind == "missing":
+        return "missing required argument"
+    if kind == "extra_forbidden":
+        return "unknown argument"
+    return f"{shorten_text(error['msg'])} (got {shorten(error.get('input'))})"
 
 
 def _json_path(path: Any) -> str:

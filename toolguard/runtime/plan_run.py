@@ -1,0 +1,396 @@
+"""``guard.verify_plan``: the first step of a plan that would fail, before any step runs.
+
+:func:`verify` (and :func:`averify`, which awaits async tools) takes the steps one by one
+through the checks of plan_check.py and then, with a fork, the environment's own answer: the
+plan runs step by step on ONE fork per forked object (references resolved from the fork's
+real results), so step 3 meets what steps 1 and 2 did. Nothing runs on the real state, no
+step of the trajectory is taken and nothing is bound in it. From the first step that cannot
+run on the fork (a tool with external effects, without a dry run, declared by contract
+alone, async under the sync verify), the rest of the plan is checked without it.
+
+Verification writes its own spans (``verify_plan``, one child per step checked), which the
+report never counts (docs/protocol.md, section 6.6); the forks are discarded at the end,
+also when a step raised.
+"""
+
+from __future__ import annotations
+
+import logging
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import trace
+from opentelemetry.trace import INVALID_SPAN
+
+from .. import _contract as contract
+from . import dryrun
+from . import telemetry as tel
+from .fork import DRY_RUN_CHECK, ForkStrategy
+from .plan import (
+    PlanError,
+    PlanStep,
+    PlanStepVerdict,
+    PlanVerdict,
+    read_refs,
+    refs_in,
+    replace_refs,
+)
+from .plan_check import StepChecks, _Fork, _hashable, _malformed, _short_name
+from .tool import _DEFAULT_FORK, Tool
+from .trajectory import Trajectory, add_leaves
+from .verdict import Failure
+
+if TYPE_CHECKING:
+    from .guard import Guard
+
+logger = logging.getLogger("toolguard")
+
+
+class Run:
+    """A step to run on the fork: the call, and how its arguments were resolved."""
+
+    __slots__ = ("args", "call", "kwargs", "tool", "values")
+
+    def __init__(self, tool: Tool, call: Any, args: Any, kwargs: Any, values: Any) -> None:
+        self.tool = tool
+        self.call = call
+        self.args = args
+        self.kwargs = kwargs
+        self.values = values
+
+
+class PlanRun(StepChecks):
+    """One verification: :func:`verify` and :func:`averify` drive it step by step."""
+
+    # -- the session: spans and forks ---------------------------------------------------------
+    def __enter__(self) -> PlanRun:
+        tracer = self.guard.tracer
+        if not tel.is_noop(tracer):
+            attributes: dict[str, Any] = {
+                contract.GEN_AI_OPERATION_NAME: contract.OPERATION_VERIFY_PLAN,
+                contract.PLAN_LENGTH: len(self.steps),
+            }
+            parent = None
+            if self.traj is not None:
+                attributes[contract.TRAJECTORY_ID] = self.traj.id
+                if self.traj._span is not None:
+                    parent = trace.set_span_in_context(self.traj._span)
+            self.span = tel.start_span(tracer, contract.OPERATION_VERIFY_PLAN, parent, attributes)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.step_span is not INVALID_SPAN:
+            tel.end_span(self.step_span)
+            self.step_span = INVALID_SPAN
+        for entry in reversed(list(self.forks.values())):
+            try:
+                entry.strategy.discard(entry.forked)
+            except Exception as error:
+                failure = dryrun.fork_failure("discard", error, self.guard)
+                if failure is not None and self.failure is None:
+                    self.failed = None
+                    self.failure = _plan_failure(
+                        failure, "The plan could not be verified: cleaning up its fork failed."
+                    )
+        self.forks.clear()
+        span = self.span
+        if span is not INVALID_SPAN:
+            attributes: dict[str, Any] = {
+                contract.PLAN_VALID: self.failure is None and exc is None,
+                contract.PLAN_DRY_RUN: self.ran_any,
+            }
+            if self.failure is not None:
+                attributes.update(_failure_attributes(self.failure))
+                if self.failed is not None:
+                    attributes[contract.PLAN_FAILED_STEP] = self.failed
+            tel.set_attributes(span, attributes)
+            if self.failure is not None:
+                tel.set_error(span, self.failure.telemetry_message[:256])
+            tel.end_span(span)
+
+    def verdict(self) -> PlanVerdict:
+        failure = self.failure
+        if failure is None:
+            return PlanVerdict(tuple(self.verdicts), dry_run=self.ran_any)
+        return PlanVerdict(
+            tuple(self.verdicts),
+            self.failed,
+            failure.cause,
+            failure.check,
+            failure.model_message,
+            self.ran_any,
+        )
+
+    # -- one step ------------------------------------------------------------------------------
+    def begin(self, i: int) -> Run | None:
+        """Check step ``i`` up to its run on the fork; the run to make, or None."""
+        self.notes, self.ran, self.resolved = [], False, {}
+        item = self.steps[i]
+        name = item.tool if isinstance(item, PlanStep) else "?"
+        self._start_span(i, name, item.id if isinstance(item, PlanStep) else None)
+        if isinstance(item, PlanError):
+            return self._fail(i, _malformed(item.message))
+        if item.id is not None:
+            if item.id in self.ids:
+                return self._fail(
+                    i,
+                    _malformed(
+                        f"steps[{i}] reuses the id {item.id!r} of steps[{self.ids[item.id]}]."
+                    ),
+                )
+            self.ids[item.id] = i
+        entry = self.guard._tools.get(item.tool)
+        if entry is None:
+            return self._fail(i, self.guard._unknown_tool(item.tool))
+        tool, wrapper = entry
+        try:
+            args = {str(k): read_refs(v, str(k)) for k, v in item.arguments.items()}
+        except PlanError as exc:
+            return self._fail(i, _malformed(exc.message))
+        refs = list(refs_in(args))
+        failure = self._targets(i, refs) or self._resolve(i, refs)
+        if failure is not None:
+            return self._fail(i, failure)
+        args = replace_refs(args, self.resolved)
+        symbolic = {place[0] for place, ref in refs if ref not in self.resolved}
+        values, failure = self._schema(tool, args, symbolic, refs)
+        if failure is None:
+            failure = self._dependencies(i, tool, values)
+        if failure is None:
+            failure = self._preconditions(i, tool, wrapper, values, symbolic)
+        if failure is None:
+            failure = self._information(tool, values)
+        if failure is not None:
+            return self._fail(i, failure)
+        run = self._run_for(i, tool, wrapper, values) if self.live else None
+        if run is None:
+            self._invalidate(i, tool, values)
+        return run
+
+    def after(self, i: int, run: Run, outcome: dryrun.Outcome) -> None:
+        """Step ``i`` ran on the fork: the environment's answer, and what it produced."""
+        tool = run.tool
+        self.ran = self.ran_any = True
+        failure = self._judge(i, tool, outcome)
+        if failure is not None:
+            self._fail(i, failure)
+            return
+        self.results[i] = outcome.result
+        try:
+            for kind, value in tool.extract(outcome.result):
+                key = _hashable(value)
+                if key is not None:
+                    self.produced.setdefault(kind, {})[key] = True
+                    self.stale.pop((kind, ("value", key)), None)
+            add_leaves(outcome.result, self.seen.add)
+        except Exception:
+            logger.exception("toolguard: reading the result of %s on the fork failed", tool.name)
+        self._invalidate(i, tool, run.values)
+
+    def end(self, i: int) -> None:
+        """Step ``i`` is done: its verdict and its span."""
+        item = self.steps[i]
+        tool = item.tool if isinstance(item, PlanStep) else "?"
+        step_id = item.id if isinstance(item, PlanStep) else None
+        failure = self.failure if self.failed == i else None
+        verdict = PlanStepVerdict(
+            i,
+            tool,
+            step_id,
+            failure is None,
+            failure.cause if failure else None,
+            failure.check if failure else None,
+            failure.model_message if failure else None,
+            self.ran,
+            tuple(self.notes),
+        )
+        self.verdicts.append(verdict)
+        span = self.step_span
+        if span is not INVALID_SPAN:
+            attributes: dict[str, Any] = {
+                contract.PLAN_VALID: failure is None,
+                contract.PLAN_RAN_ON_FORK: self.ran,
+            }
+            if failure is not None:
+                attributes.update(_failure_attributes(failure))
+                tel.set_error(span, failure.telemetry_message[:256])
+            tel.set_attributes(span, attributes)
+            tel.end_span(span)
+            self.step_span = INVALID_SPAN
+
+    # -- the fork ------------------------------------------------------------------------------
+    def _run_for(self, i: int, tool: Tool, wrapper: Any, values: dict[str, Any]) -> Run | None:
+        strategy = self._strategy(tool, wrapper)
+        instance = wrapper._self_bound_to if wrapper is not None else None
+        where = (
+            dryrun.placement(tool, strategy, instance, self.guard.state)
+            if not isinstance(strategy, str)
+            else None
+        )
+        if isinstance(strategy, str) or where is None:
+            reason = strategy if isinstance(strategy, str) else "a fork cannot reach it"
+            return self._stop(f"not run on the fork: {reason}")
+        key = (id(strategy), id(where.target))
+        entry = self.forks.get(key)
+        if entry is None:
+            try:
+                entry = _Fork(strategy, where.target, dryrun.open_fork(strategy, where.target))
+            except Exception as exc:
+                failure = dryrun.fork_failure("fork", exc, self.guard)
+                if failure is not None:
+                    return self._fail(i, failure)
+                return self._stop("not run on the fork: forking the state failed")
+            self.forks[key] = entry
+        try:
+            call, args, kwargs = dryrun.invocation(
+                tool, wrapper.__wrapped__, where, entry.forked, values
+            )
+        except Exception as exc:
+            failure = dryrun.fork_failure("arguments", exc, self.guard)
+            if failure is not None:
+                return self._fail(i, failure)
+            return self._stop("not run on the fork: its arguments could not be copied")
+        return Run(tool, call, args, kwargs, values)
+
+    def _strategy(self, tool: Tool, wrapper: Any) -> ForkStrategy | str:
+        """The strategy to run ``tool`` on the fork with, or why it is not run there."""
+        name = tool.name
+        if tool.spec.external_effects:
+            return f"`{name}` acts outside the state (external_effects) and never runs on a fork"
+        if tool.spec.dry_run is False:
+            return f"`{name}` is declared with dry_run=False"
+        mode = self.mode
+        if mode is not None and not isinstance(mode, bool):
+            strategy: ForkStrategy = mode
+        elif tool.dry_run is not None:
+            strategy = tool.dry_run
+        elif mode is True:
+            strategy = _DEFAULT_FORK
+        else:
+            return f"`{name}` has no dry run (verify_plan(..., dry_run=True) forks it)"
+        if wrapper is None:
+            return f"`{name}` is declared by contract alone: the guard cannot run it"
+        if tool.is_async and not self.is_async:
+            return f"`{name}` is async: use `await guard.averify_plan(...)`"
+        return strategy
+
+    def _stop(self, note: str) -> Run | None:
+        self.live = False
+        self.notes.append(note + "; this and later steps are checked without the fork")
+        return None
+
+    def _judge(self, i: int, tool: Tool, outcome: dryrun.Outcome) -> Failure | None:
+        failure, _ = dryrun.judge(tool, self.guard, outcome)
+        if failure is None or failure.guard_error:
+            return failure
+        answer = (
+            f"{type(outcome.error).__name__}: {dryrun._text(outcome.error)[:300]}"
+            if outcome.error is not None
+            else dryrun._text(outcome.result)[:300]
+        )
+        after = f" after steps[0] to steps[{i - 1}]" if i else ""
+        return Failure(
+            failure.cause,
+            DRY_RUN_CHECK,
+            failure.message,
+            f"Run on a copy of the state{after}, `{tool.name}` was rejected by the "
+            f"environment: {answer}. Change this step, or add before it the steps that make "
+            "the state accept it.",
+            telemetry_message=failure.telemetry_message,
+        )
+
+    def _fail(self, i: int, failure: Failure) -> Run | None:
+        """Step ``i`` fails with ``failure`` (None: nothing runs, for ``return``)."""
+        tool = self._tool_name(i)
+        item = self.steps[i]
+        named = f", id {item.id!r}" if isinstance(item, PlanStep) and item.id else ""
+        self.failed = i
+        self.failure = _plan_failure(
+            failure, f"steps[{i}] (`{_short_name(tool)}`{named}) would fail ({failure.cause}):"
+        )
+        return None
+
+    def _start_span(self, i: int, tool: str, step_id: str | None) -> None:
+        if self.span is INVALID_SPAN:
+            return
+        name = tool if len(tool) <= tel.NAME_LIMIT else tool[: tel.NAME_LIMIT] + "…"
+        attributes: dict[str, Any] = {
+            contract.GEN_AI_OPERATION_NAME: contract.OPERATION_VERIFY_PLAN,
+            contract.GEN_AI_TOOL_NAME: name,
+            contract.PLAN_STEP: i,
+        }
+        if step_id is not None:
+            attributes[contract.PLAN_STEP_ID] = step_id[: tel.NAME_LIMIT]
+        parent = trace.set_span_in_context(self.span)
+        self.step_span = tel.start_span(
+            self.guard.tracer, contract.plan_step_span_name(name), parent, attributes
+        )
+
+
+def verify(guard: Guard, steps: Any, trajectory: Trajectory | None, dry_run: Any) -> PlanVerdict:
+    """``guard.verify_plan``: a sync tool on the fork runs inline; an async one is not run."""
+    checker = PlanRun(guard, steps, trajectory, dry_run, is_async=False)
+    with checker:
+        if checker.plan_error is not None:
+            checker.failure = _malformed(checker.plan_error.message)
+        for i in range(len(checker.steps)):
+            run = checker.begin(i)
+            if run is not None:
+                token = tel.attach(checker.step_span) if checker.step_span.is_recording() else None
+                try:
+                    outcome = dryrun.run(run.call, run.args, run.kwargs)
+                finally:
+                    tel.detach(token)
+                checker.after(i, run, outcome)
+            checker.end(i)
+            if checker.failure is not None:
+                break
+    return checker.verdict()
+
+
+async def averify(
+    guard: Guard, steps: Any, trajectory: Trajectory | None, dry_run: Any
+) -> PlanVerdict:
+    """``guard.averify_plan``: :func:`verify` that awaits async tools on the fork."""
+    checker = PlanRun(guard, steps, trajectory, dry_run, is_async=True)
+    with checker:
+        if checker.plan_error is not None:
+            checker.failure = _malformed(checker.plan_error.message)
+        for i in range(len(checker.steps)):
+            run = checker.begin(i)
+            if run is not None:
+                token = tel.attach(checker.step_span) if checker.step_span.is_recording() else None
+                try:
+                    outcome = await dryrun.arun(run.call, run.args, run.kwargs)
+                finally:
+                    tel.detach(token)
+                checker.after(i, run, outcome)
+            checker.end(i)
+            if checker.failure is not None:
+                break
+    return checker.verdict()
+
+
+def _plan_failure(failure: Failure, prefix: str) -> Failure:
+    """The failure with its message for the planner: which step, what, how to fix it."""
+    return Failure(
+        failure.cause,
+        failure.check,
+        failure.message,
+        f"{prefix} {failure.model_message}",
+        failure.guard_error,
+        failure.telemetry_message,
+    )
+
+
+def _failure_attributes(failure: Failure) -> dict[str, Any]:
+    return {
+        contract.PLAN_CAUSE: failure.cause,
+        contract.PLAN_CHECK: failure.check,
+        contract.PLAN_MESSAGE: failure.telemetry_message[:1024],
+    }
