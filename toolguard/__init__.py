@@ -34,17 +34,18 @@ if TYPE_CHECKING:  # what the lazy loader below provides, visible to type checke
     from .replay.model import ReplayInputError
     from .replay.sources import read_runs
     from .report.build import build_report
-    from .report.collect import read_records
+    from .report.collect import read_phoenix, read_records
     from .report.compare import compare
     from .report.metrics import TrajectoryRecord, compute_metrics
     from .report.outcomes import join_outcomes, load_outcomes
     from .report.plot import plot_report
-    from .report.reader import ReportInputError
+    from .report.reader import BackendError, ReportInputError
 
 __version__ = "0.1.0"
 
 # The report side pulls in numpy: loaded on first use, so guarding a tool does not pay for it.
 _LAZY = {
+    "BackendError": ".report.reader",
     "ReportInputError": ".report.reader",
     "TrajectoryRecord": ".report.metrics",
     "build_report": ".report.build",
@@ -53,6 +54,7 @@ _LAZY = {
     "join_outcomes": ".report.outcomes",
     "load_outcomes": ".report.outcomes",
     "plot_report": ".report.plot",
+    "read_phoenix": ".report.collect",
     "read_records": ".report.collect",
     # Replay of recorded runs: its own wing over the runtime's public API.
     "ReplayInputError": ".replay.model",
@@ -78,6 +80,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "BackendError",
     "CallbackFork",
     "Contract",
     "ContractFileError",
@@ -124,6 +127,7 @@ __all__ = [
     "load_contract",
     "load_outcomes",
     "plot_report",
+    "read_phoenix",
     "read_records",
     "read_runs",
     "replay_files",
