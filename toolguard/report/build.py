@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import NotRequired, TypedDict, cast
 
-from .cost import Cost, cost_from_counts, count_cost
+from .cost import Cost, cost_from_counts, cost_warnings, count_cost
 from .findings import facts_from_records, render_findings
 from .metrics import (
     DEFAULT_RESAMPLES,
@@ -94,9 +94,10 @@ def record_warnings(records: Sequence[TrajectoryRecord], by: Sequence[str] = ())
 
 
 def read_warnings(stats: ReadStats) -> list[str]:
-    if not stats.skipped:
-        return []
-    return [f"{stats.skipped} invalid input lines skipped; the first: {stats.first_skipped}"]
+    out = []
+    if stats.skipped:
+        out.append(f"{stats.skipped} invalid input lines skipped; the first: {stats.first_skipped}")
+    return out + cost_warnings(stats.cost_unattributed_spans, stats.cost_invalid_spans)
 
 
 def outcome_warnings(path: str, used: int, unmatched: int) -> list[str]:

@@ -16,9 +16,9 @@ from typing import Any, cast
 
 from .._contract import CAUSES
 from .build import GroupMetrics, Labels, Report, _sort_key
-from .clickhouse_sql import AUC_SHIFT, TWO_SUMMARIES, quote_table, report_query
+from .clickhouse_sql import AUC_SHIFT, quote_table, report_query
 from .cost import CostCounts, cost_from_counts, cost_warnings
-from .findings import Examples, Findings, render_findings
+from .findings import TWO_SUMMARIES, Examples, Findings, render_findings
 from .metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, CohortCounts, metrics_from_counts
 from .reader import ReportInputError
 

@@ -124,14 +124,19 @@ def row_to_request(row: Any) -> ExportRequest:
     return {"resourceSpans": [{"scopeSpans": [{"spans": [out]}]}]}
 
 
-def iter_rows(rows: Iterable[Any], where: str = "row") -> Iterator[tuple[ExportRequest, str]]:
+def iter_rows(
+    rows: Iterable[Any], where: str = "row", stats: ReadStats | None = None
+) -> Iterator[tuple[ExportRequest, str]]:
     """``(export request, "where N")`` for rows already parsed (e.g. a client's results);
-    a bad row raises ReportInputError naming its number."""
+    a bad row raises ReportInputError naming its number. ``stats.lines`` counts the rows."""
     for i, row in enumerate(rows, 1):
+        if stats is not None:
+            stats.lines += 1
         try:
-            yield row_to_request(row), f"{where} {i}"
+            request = row_to_request(row)
         except ReportInputError as exc:
             raise ReportInputError(f"{where} {i}: {exc}") from None
+        yield request, f"{where} {i}"
 
 
 def iter_rows_file(

@@ -40,7 +40,6 @@ USAGE_OUTPUT = "gen_ai.usage.output_tokens"
 _INT = "'^[+-]?[0-9]+$'"  # a decimal integer as the Python reader accepts it
 _DIGITS = "'^[0-9]+$'"  # a token count: a string of digits
 _TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
-TWO_SUMMARIES = "two different summaries under one span id"
 
 
 def quote_table(name: str) -> str:

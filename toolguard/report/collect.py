@@ -14,11 +14,15 @@ Every value read is checked against the contract's types and bounds before anyth
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
 from .. import _contract as A
+from .clickhouse_rows import iter_rows
+from .cost import CostCollector
 from .escape import short, short_id
+from .findings import MORE_THAN_ONE_SUMMARY, TWO_SUMMARIES
 from .inputs import chooser
 from .metrics import TrajectoryRecord
 from .phoenix import DEFAULT_PAGE_SIZE, DEFAULT_TIMEOUT_S, iter_phoenix_requests
@@ -46,8 +50,10 @@ _TID, _STEP, _VALID, _CAUSE, _LEN = (
     A.TRAJECTORY_LENGTH,
 )
 _INT_DIGITS = 400  # a longer decimal string is not even parsed (int() costs grow with length)
+# A decimal string: an optional sign and ASCII digits, nothing else (int() would also take
+# " 3", "3_000" and other scripts' digits, which the SQL report could not read alike).
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
 _BOOL_STRINGS = {"true": True, "false": False}  # 1.1: booleans stored as strings
-MORE_THAN_ONE_SUMMARY = "more than one summary span"
 
 _AnyValue = dict[str, Any]
 """An OTLP ``AnyValue`` as parsed from JSON (``{"stringValue": ...}``, ``{"intValue": ...}``,
@@ -57,8 +63,20 @@ _Summary = tuple[int, int, str | None, bool | None, tuple[tuple[str, str], ...]]
 _SpanId = tuple[str, str]  # (trace id, span id)
 
 
-def _rank(cause: str | None) -> int:
-    return _RANK.get(cause, len(_RANK)) if cause is not None else len(_RANK) + 1
+def _rank(cause: str | None) -> tuple[int, str]:
+    """Orders the causes of failures at one step: precedence, then an unknown word, then no
+    cause at all; unknown words among themselves alphabetically. Whatever the reading order,
+    the same cause wins (the SQL report orders them the same way)."""
+    if cause is None:
+        return (len(_RANK) + 1, "")
+    return (_RANK.get(cause, len(_RANK)), cause)
+
+
+def _summary_key(s: _Summary) -> tuple[Any, ...]:
+    """Orders two different summaries under one span id (a broken writer): the smaller is
+    kept, whatever the reading order (the SQL report compares the same tuple)."""
+    length, fed, cause, success, labels = s
+    return (length, fed, cause is not None, cause or "", -1 if success is None else success, labels)
 
 
 class _Malformed(Exception):
@@ -84,8 +102,9 @@ class _Traj:
         self.calls = 0  # call spans read (not de-duplicated: see docs/report-limits.md)
         self.summary: _Summary | None = None
         self.summary_id: _SpanId = ("", "")
-        # Every distinct summary span id, kept only once a second one turns up (appended runs).
-        self.summary_ids: set[_SpanId] | None = None
+        # Every distinct summary span id and its summary, kept only once a second one turns
+        # up (appended runs).
+        self.summary_ids: dict[_SpanId, _Summary] | None = None
         self.problems: set[str] | None = None  # disagreements found while reading
 
     def problem(self, text: str) -> None:
@@ -102,11 +121,9 @@ def _int(value: _AnyValue, key: str) -> int:
         raw = value.get("stringValue")
     if raw.__class__ is int:
         return int(raw)
-    if raw.__class__ is str and len(raw) <= _INT_DIGITS:
-        try:
+    if raw.__class__ is str:
+        if len(raw) <= _INT_DIGITS and _DECIMAL.fullmatch(raw):
             return int(raw)
-        except ValueError:
-            pass
     elif raw.__class__ is float and raw.is_integer():
         return int(raw)  # 3.0 from a writer that only has floats; range-checked by the caller
     raise _Malformed(f"{key} is not an integer: {short(value)}")
@@ -235,8 +252,12 @@ class Collector:
                             continue  # some other span of ours: no figure depends on it
                         raw = sv.get("intValue")
                         try:
-                            step = int(raw) if raw.__class__ is str else raw
-                        except ValueError:
+                            step = (
+                                int(raw)
+                                if raw.__class__ is str and raw.isascii() and raw.isdigit()
+                                else raw
+                            )
+                        except ValueError:  # thousands of digits: refused by int() itself
                             step = None
                         if step.__class__ is not int or not 1 <= step <= max_length:
                             step = _step(sv, tid, max_length)
@@ -287,19 +308,28 @@ class Collector:
         if t.summary is None:
             t.summary, t.summary_id = summary, ident
             return
-        if ident == t.summary_id:
-            if summary != t.summary:
-                t.problem("two different summaries under one span id")
-            return
-        # Another summary span for the same trajectory id: usually a second run appended to
-        # the same file. Its id is kept, so that duplicates of either are not counted twice.
         if t.summary_ids is None:
-            t.summary_ids = {t.summary_id}
-        t.summary_ids.add(ident)
-        t.problem(MORE_THAN_ONE_SUMMARY)
+            if ident == t.summary_id:
+                if summary != t.summary:
+                    t.problem(TWO_SUMMARIES)
+                    if _summary_key(summary) < _summary_key(t.summary):
+                        t.summary = summary
+                return
+            # Another summary span for the same trajectory id: usually a second run appended
+            # to the same file. Ids are kept from now on, so that duplicates of either are not
+            # counted twice.
+            t.summary_ids = {t.summary_id: t.summary}
+        known = t.summary_ids.get(ident)
+        if known is None:
+            t.summary_ids[ident] = summary
+            t.problem(MORE_THAN_ONE_SUMMARY)
+        elif known != summary:
+            t.problem(TWO_SUMMARIES)
+            if _summary_key(summary) < _summary_key(known):
+                t.summary_ids[ident] = summary
         # Keep the same one whatever the reading order: the smallest (trace id, span id).
-        if ident < t.summary_id:
-            t.summary, t.summary_id = summary, ident
+        if ident <= t.summary_id:
+            t.summary, t.summary_id = t.summary_ids[ident], ident
 
     def records(self) -> list[TrajectoryRecord]:
         """One record per trajectory id, sorted by id, disagreements attached."""
@@ -362,11 +392,14 @@ def read_records(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     max_length: int = DEFAULT_MAX_LENGTH,
     input_format: str = "auto",
+    cost: bool = False,
 ) -> tuple[list[TrajectoryRecord], ReadStats]:
     """Read span files (globs, `-`, `.gz`) into trajectory records.
 
-    The files are OTLP JSON Lines or saved Phoenix span exports (``input_format`` "otlp",
-    "phoenix", or "auto" to tell them apart by their first key; docs/backends.md).
+    The files are OTLP JSON Lines, saved Phoenix span exports or ClickHouse ``otel_traces``
+    rows (``input_format`` "otlp", "phoenix", "clickhouse", or "auto" to tell them apart by
+    their first key; docs/backends.md). With ``cost``, each record also carries the tokens
+    and tool time of report/cost.py.
     Raises ReportInputError on a malformed line (unless ``skip_invalid``) and when the input
     holds no toolguard trajectory at all. A line longer than ``max_line_bytes`` and a step, T
     or FED beyond ``max_length`` are malformed lines (docs/report-limits.md).
@@ -383,7 +416,30 @@ def read_records(
         max_line_bytes=max_line_bytes,
         choose=chooser(input_format),
     )
-    return collect_requests(requests, stats, skip_invalid=skip_invalid, max_length=max_length)
+    return collect_requests(
+        requests, stats, skip_invalid=skip_invalid, max_length=max_length, cost=cost
+    )
+
+
+def read_rows(
+    rows: Iterable[Any],
+    *,
+    skip_invalid: bool = False,
+    max_length: int = DEFAULT_MAX_LENGTH,
+    cost: bool = False,
+    where: str = "row",
+) -> tuple[list[TrajectoryRecord], ReadStats]:
+    """Rows of an ``otel_traces`` table (mappings with ``TraceId``, ``SpanId``,
+    ``SpanAttributes`` and ``Duration``, as a ClickHouse client returns them) into trajectory
+    records, with the same reading rules as the files (clickhouse_rows.py)."""
+    stats = ReadStats(files=[where])
+    return collect_requests(
+        iter_rows(rows, where, stats),
+        stats,
+        skip_invalid=skip_invalid,
+        max_length=max_length,
+        cost=cost,
+    )
 
 
 def read_phoenix(
@@ -421,10 +477,12 @@ def collect_requests(
     *,
     skip_invalid: bool = False,
     max_length: int = DEFAULT_MAX_LENGTH,
+    cost: bool = False,
 ) -> tuple[list[TrajectoryRecord], ReadStats]:
     """Fold ``(export request, where)`` pairs into trajectory records (read_records' second
     half, for any source of export requests)."""
     col = Collector(max_length=max_length)
+    costs = CostCollector() if cost else None
     for request, where in requests:
         try:
             col.feed(request)
@@ -432,6 +490,9 @@ def collect_requests(
             if not skip_invalid:
                 raise ReportInputError(f"{where}: {exc}") from None
             stats.skip(where, str(exc))
+            continue
+        if costs is not None:
+            costs.feed(request)
     stats.spans = col.spans
     if not col.trajs:
         files = ", ".join(stats.files)
@@ -442,4 +503,8 @@ def collect_requests(
             f"no toolguard trajectory in the input ({files}): {col.spans} spans read, none "
             f"carries {A.TRAJECTORY_ID} with {A.STEP} or {A.TRAJECTORY_LENGTH}"
         )
-    return col.records(), stats
+    if costs is None:
+        return col.records(), stats
+    records = costs.apply(col.records())
+    stats.cost_unattributed_spans, stats.cost_invalid_spans = costs.unattributed, costs.invalid
+    return records, stats

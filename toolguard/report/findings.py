@@ -18,6 +18,7 @@ from .escape import short_id
 from .metrics import UNKNOWN_CAUSE, TrajectoryRecord
 
 MORE_THAN_ONE_SUMMARY = "more than one summary span"
+TWO_SUMMARIES = "two different summaries under one span id"
 EXAMPLES = 3
 
 

@@ -67,6 +67,10 @@ class ReadStats:
     spans: int = 0
     skipped: int = 0
     first_skipped: str | None = None
+    # Read only with cost (report/cost.py): model spans in traces of several trajectories,
+    # and model spans whose token count is not a whole number.
+    cost_unattributed_spans: int = 0
+    cost_invalid_spans: int = 0
 
     def skip(self, where: str, why: str) -> None:
         self.skipped += 1
