@@ -96,9 +96,9 @@ def test_every_call_span_carries_the_contract(demo_spans: list[dict]) -> None:
 def test_every_trajectory_has_one_summary_that_matches_its_calls(demo_spans: list[dict]) -> None:
     summaries = _summaries(demo_spans)
     calls = _calls(demo_spans)
-    assert len(summaries) == 50
+    assert len(summaries) == 100  # 50 tasks, each by a ReAct policy and by the Dual-Loop agent
     by_id = {s["attrs"]["toolguard.trajectory.id"]: s for s in summaries}
-    assert len(by_id) == 50
+    assert len(by_id) == 100
     for tid, summary in by_id.items():
         a = summary["attrs"]
         mine = [c for c in calls if c["attrs"]["toolguard.trajectory.id"] == tid]
@@ -120,6 +120,23 @@ def test_every_trajectory_has_one_summary_that_matches_its_calls(demo_spans: lis
         for c in mine:
             assert c["traceId"] == summary["traceId"]
             assert c["parentSpanId"] == summary["spanId"]
+
+
+def test_plan_verification_spans_are_not_calls(demo_spans: list[dict]) -> None:
+    """The Dual-Loop agent's verifications show in the trace under its trajectory, with their
+    own operation name, and are never read as calls (no step, nothing counted in T)."""
+    verifications = [
+        s for s in demo_spans if s["attrs"].get("gen_ai.operation.name") == "verify_plan"
+    ]
+    assert verifications
+    assert not any("toolguard.step" in s["attrs"] for s in verifications)
+    summaries = {s["spanId"]: s for s in _summaries(demo_spans)}
+    by_id = {s["spanId"]: s for s in demo_spans}
+    for span in verifications:
+        parent = by_id[span["parentSpanId"]]
+        while parent["spanId"] not in summaries:  # a step's span is under its plan's
+            parent = by_id[parent["parentSpanId"]]
+        assert parent["attrs"]["toolguard.label.loop"] == "dual"
 
 
 def test_the_demo_shows_every_cause(demo_spans: list[dict]) -> None:

@@ -1,5 +1,10 @@
 """Run the demo end to end: guarded episodes -> OTLP JSON Lines file -> report.
 
+Each task is run twice from the same start: by a ReAct-style policy (call, read the answer,
+recover) and by the Dual-Loop agent that drafts the same mistake, then verifies and repairs
+its plan before executing it. The report groups by method; `toolguard compare` sets the two
+loops side by side, with what planning cost.
+
 python -m toolguard.demo --out out/demo-spans.jsonl
 """
 
@@ -8,10 +13,13 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import toolguard as tg
 
+from . import dual_loop
 from .agents import POLICIES, Task, as_model_call
 from .app import Phone, build_tools
 
@@ -24,7 +32,16 @@ _PEOPLE = [
 ]
 
 
-def run_episode(index: int, policy: str, task: Task, *, cellular: bool) -> tg.Trajectory:
+@dataclass
+class Episode:
+    traj: tg.Trajectory
+    seconds: float
+    planning: dual_loop.LoopCost | None = None
+
+
+def run_episode(index: int, policy: str, task: Task, *, cellular: bool, loop: str) -> Episode:
+    """One task from a fresh app, by the ReAct policy (``loop="react"``) or by the Dual-Loop
+    agent drafting that policy's mistake (``loop="dual"``)."""
     phone = Phone(
         [p for p in _PEOPLE if task.kind != "add" or p[0] != task.name], cellular=cellular
     )
@@ -32,14 +49,23 @@ def run_episode(index: int, policy: str, task: Task, *, cellular: bool) -> tg.Tr
     build_tools(phone, guard)
     labels = {
         "model": "scripted",
-        "method": policy,
+        "method": policy if loop == "react" else "dual_loop",
+        "loop": loop,
+        "drafted_as": policy,
         "dataset": "demo",
         "task": f"{task.kind}:{task.name}",
+        "episode": f"{index:03d}",
     }
-    with guard.trajectory(f"demo-{index:03d}", labels=labels, user_input=task.user_input) as traj:
-        POLICIES[policy](as_model_call(guard), task)
+    trajectory_id = f"demo-{index:03d}" if loop == "react" else f"dual-{index:03d}"
+    planning = None
+    start = time.perf_counter()
+    with guard.trajectory(trajectory_id, labels=labels, user_input=task.user_input) as traj:
+        if loop == "react":
+            POLICIES[policy](as_model_call(guard), task)
+        else:
+            planning = dual_loop.run(guard, as_model_call(guard), policy, task)
         traj.success = _achieved(phone, task)
-    return traj
+    return Episode(traj, time.perf_counter() - start, planning)
 
 
 def _achieved(phone: Phone, task: Task) -> bool:
@@ -73,22 +99,28 @@ def main(argv: list[str] | None = None) -> int:
     policies = list(POLICIES)
     print(
         f"{'trajectory':<10} {'policy':<17} {'task':<16} {'T':>2} {'FED':>3}  "
-        f"{'first cause':<18} success"
+        f"{'first cause':<18} {'success':<7}  plan checks"
     )
+    episodes: dict[str, list[Episode]] = {"react": [], "dual": []}
     for i in range(args.episodes):
         policy = policies[i % len(policies)]
         name, number = rng.choice(_PEOPLE)
         task = Task(rng.choice(["remove", "message", "add"]), name, number)
-        traj = run_episode(i, policy, task, cellular=policy != "ignores_settings")
-        print(
-            f"{traj.id:<10} {policy:<17} {task.kind + ':' + name:<16} {traj.length:>2} "
-            f"{traj.first_error_depth:>3}  {traj.first_error_cause or '-':<18} {traj.success}"
-        )
+        for loop in ("react", "dual"):
+            episode = run_episode(i, policy, task, cellular=policy != "ignores_settings", loop=loop)
+            episodes[loop].append(episode)
+            traj, plan = episode.traj, episode.planning
+            checks = "-" if plan is None else f"{plan.verifications} ({plan.steps_verified} steps)"
+            print(
+                f"{traj.id:<10} {policy:<17} {task.kind + ':' + name:<16} {traj.length:>2} "
+                f"{traj.first_error_depth:>3}  {traj.first_error_cause or '-':<18} "
+                f"{traj.success!s:<7}  {checks}"
+            )
     provider.force_flush()
     print(f"\nspans written to {out}")
     if args.no_report:
         return 0
-    return _report(out)
+    return _report(out) or _compare(out, episodes)
 
 
 def _report(out: Path) -> int:
@@ -107,6 +139,57 @@ def _report(out: Path) -> int:
     elif "--plot" not in args:
         print("(no PEC plot: pip install 'toolguard-otel[plot]')")
     return code
+
+
+def _compare(out: Path, episodes: dict[str, list[Episode]]) -> int:
+    """ReAct against Dual-Loop on the same tasks (paired by episode), with the cost."""
+    from toolguard._cli import main as cli
+
+    print("\nDual-Loop (plan, verify on a copy, repair, execute) against ReAct, same tasks:")
+    code = cli(
+        [
+            "compare",
+            str(out),
+            "--by",
+            "loop",
+            "--a",
+            "react",
+            "--b",
+            "dual",
+            "--task-label",
+            "episode",
+        ]
+    )
+    if code:
+        return code
+    records, _ = tg.read_records([str(out)])
+    result = tg.compare(records, {"loop": "react"}, {"loop": "dual"}, task_label="episode")
+    metrics = result["metrics"]
+    print(
+        f"\n{'loop':<7} {'N':>3} {'TER':>6} {'AUC-PEC':>8} {'success':>8} "
+        f"{'calls run':>10} {'plans checked':>14} {'steps checked':>14} {'ms/episode':>11}"
+    )
+    sides = {
+        loop: {name: metrics[name][side] for name in ("ter", "auc_pec", "final_success")}  # type: ignore[literal-required]
+        for loop, side in (("react", "a"), ("dual", "b"))
+    }
+    for loop, figures in sides.items():
+        runs = episodes[loop]
+        n = len(runs)
+        plans = [e.planning for e in runs if e.planning is not None]
+        print(
+            f"{loop:<7} {n:>3} {figures['ter']:>6.3f} {figures['auc_pec']:>8.3f} "
+            f"{figures['final_success']:>8.3f} "
+            f"{sum(e.traj.length for e in runs) / n:>10.2f} "
+            f"{sum(p.verifications for p in plans) / n:>14.2f} "
+            f"{sum(p.steps_verified for p in plans) / n:>14.2f} "
+            f"{1000 * sum(e.seconds for e in runs) / n:>11.2f}"
+        )
+    print(
+        "(per episode: calls run = T, the executed calls; plans checked and steps checked = "
+        "the verification's extra work, none of it executed)"
+    )
+    return 0
 
 
 if __name__ == "__main__":
