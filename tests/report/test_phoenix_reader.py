@@ -328,6 +328,16 @@ def test_a_server_that_is_down(capsys: pytest.CaptureFixture[str]) -> None:
     assert "refused" in err.lower()
 
 
+def test_a_server_that_never_answers() -> None:
+    """Connected (the kernel's backlog accepts) but never answered: the timeout ends it."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        with pytest.raises(BackendError, match=r"otlpv1\?limit=1000: no answer within 0.5 s"):
+            read_phoenix(url, "p", timeout=0.5)
+
+
 def test_the_command_line_as_a_user_runs_it() -> None:
     """A real process: exit status 2, one line on stderr, no traceback."""
     url = f"http://127.0.0.1:{_closed_port()}"
