@@ -46,6 +46,10 @@ class _Args(argparse.Namespace):
     project: str | None
     api_key_env: str | None
     by: list[str]
+    clickhouse: str | None
+    table: str
+    where: str | None
+    cost: bool
     format: str
     plot: str | None
     depths: int
@@ -149,6 +153,31 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument(
         "--format", choices=("table", "json", "csv", "markdown"), default="table", help="output"
     )
+    rep.add_argument(
+        "--cost",
+        action="store_true",
+        help="add mean model tokens and tool time per trajectory (in tok, out tok, tool ms)",
+    )
+    rep.add_argument(
+        "--clickhouse",
+        metavar="URL",
+        help="compute the report on ClickHouse, in SQL, from the OpenTelemetry Collector's "
+        "otel_traces table (http://host:8123, clickhouse://user@host/db, chdb:///path); "
+        "needs the clickhouse extra",
+    )
+    rep.add_argument(
+        "--table",
+        default="otel_traces",
+        metavar="NAME",
+        help="the table read with --clickhouse (%(default)s; database.table allowed)",
+    )
+    rep.add_argument(
+        "--where",
+        metavar="SQL",
+        help="with --clickhouse: a SQL condition on the table's columns, your own SQL sent to "
+        "your server as written, e.g. \"ServiceName = 'agent' AND Timestamp > now() - "
+        'INTERVAL 7 DAY"',
+    )
     rep.add_argument("--plot", metavar="FILE", help="write PEC curves to FILE (.png or .svg)")
     rep.add_argument(
         "--depths", type=int, default=DEFAULT_DEPTHS, help="PEC depths shown in the table"
@@ -177,7 +206,10 @@ def _check_source(args: _Args) -> None:
     """Span files or one backend, never both: before anything is read."""
     if args.phoenix is None:
         if not args.files:
-            raise ToolGuardError("no input: give span files, or --phoenix URL --project NAME")
+            raise ToolGuardError(
+                "no input: give span files, or --phoenix URL --project NAME "
+                "(report: or --clickhouse URL)"
+            )
         if args.project is not None or args.api_key_env is not None:
             raise ToolGuardError("--project and --api-key-env go with --phoenix URL")
         return
@@ -208,6 +240,7 @@ def _read(args: _Args) -> tuple[list[TrajectoryRecord], list[str]]:
     # alone (nothing the read keeps makes a cycle); the cyclic collector would only walk them
     # again and again. The command owns its process, so it turns the collector off for the
     # read (the library call leaves it alone) and restores it whatever happens.
+    cost = bool(getattr(args, "cost", False))  # `compare` has no --cost
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
@@ -218,6 +251,7 @@ def _read(args: _Args) -> tuple[list[TrajectoryRecord], list[str]]:
                 api_key=_api_key(args.api_key_env),
                 max_length=args.max_length,
                 max_page_bytes=args.max_line_bytes,
+                cost=cost,
             )
         else:
             records, stats = read_records(
@@ -227,6 +261,7 @@ def _read(args: _Args) -> tuple[list[TrajectoryRecord], list[str]]:
                 max_line_bytes=args.max_line_bytes,
                 max_length=args.max_length,
                 input_format=args.input_format,
+                cost=cost,
             )
     finally:
         if gc_was_on:
@@ -236,6 +271,42 @@ def _read(args: _Args) -> tuple[list[TrajectoryRecord], list[str]]:
         records, used, unmatched = join_outcomes(records, outcomes)
         warnings += outcome_warnings(args.outcomes, used, unmatched)
     return records, warnings
+
+
+def _clickhouse_report(args: _Args) -> Report:
+    """The report computed by ClickHouse (report/clickhouse.py): one query, nothing read
+    span by span here."""
+    if args.files or args.phoenix is not None:
+        raise ToolGuardError("give span files, --phoenix or --clickhouse, one of them")
+    if args.outcomes:
+        raise ToolGuardError(
+            "--outcomes is not joined with --clickhouse: the outcomes come from the summary "
+            "spans in the table (report the spans from a file to join an outcomes file)"
+        )
+    if args.resamples < 0 or args.seed < 0:
+        raise ToolGuardError("--resamples and --seed must be >= 0")
+    from .report.clickhouse import connect, sql_report
+    from .report.clickhouse_sql import quote_table
+
+    try:
+        quote_table(args.table)
+    except ValueError as exc:
+        raise ToolGuardError(f"--table {exc}") from None
+    client, run = connect(args.clickhouse or "")
+    try:
+        return sql_report(
+            run,
+            args.table,
+            by=args.by,
+            where=args.where,
+            max_length=args.max_length,
+            cost=args.cost,
+            skip_invalid=args.skip_invalid,
+            seed=args.seed,
+            resamples=args.resamples,
+        )
+    finally:
+        client.close()
 
 
 def _pairs(keys: list[str], values: str, flag: str) -> dict[str, str]:
@@ -250,10 +321,20 @@ def _run(args: _Args) -> str:
         if args.plot and importlib.util.find_spec("matplotlib") is None:
             # Before reading: a long read should not end in "could not plot".
             raise ToolGuardError(PLOT_EXTRA_HINT)
-        records, warnings = _read(args)
-        report = build_report(
-            records, by=args.by, seed=args.seed, resamples=args.resamples, warnings=warnings
-        )
+        if args.clickhouse is not None:
+            report = _clickhouse_report(args)
+        else:
+            if args.where is not None or args.table != "otel_traces":
+                raise ToolGuardError("--table and --where go with --clickhouse URL")
+            records, warnings = _read(args)
+            report = build_report(
+                records,
+                by=args.by,
+                seed=args.seed,
+                resamples=args.resamples,
+                warnings=warnings,
+                cost=args.cost,
+            )
         if args.plot:
             from .report.plot import plot_report
 

@@ -11,6 +11,9 @@ intervals are bootstrapped here from the per-group histograms, without pulling a
 
 from __future__ import annotations
 
+import logging
+import re
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
@@ -215,3 +218,69 @@ def sql_report(
             _int(overall_row["cost_unattributed_spans"]), _int(overall_row["cost_invalid_spans"])
         )
     return {"groups": groups, "overall": overall, "warnings": warnings}
+
+
+_SCHEMES = ("http", "https", "clickhouse", "clickhouses", "chdb")
+_ERRNO = re.compile(r"\[Errno -?\d+\] [^\"')\]]+")
+
+
+def shown_url(url: str) -> str:
+    """``url`` with any password replaced by ``***``, for messages."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def _answer(exc: BaseException) -> str:
+    """What the server (or the network) said, in one line."""
+    text = " ".join(str(exc).split())
+    errno = _ERRNO.search(text)
+    if errno:
+        return f"no answer ({errno.group(0).strip()})"
+    for marker in ("received ClickHouse error", "Code:"):
+        at = text.find(marker)
+        if at >= 0:
+            text = text[at:]
+            break
+    return text[:500] + (" ..." if len(text) > 500 else "")
+
+
+def connect(url: str) -> tuple[Any, Run]:
+    """A clickhouse-connect client for ``url`` and a ``run`` that queries through it.
+
+    ``url``: ``http(s)://[user[:password]@]host:port[/database]``, ``clickhouse://...``, or
+    ``chdb:///path`` for an embedded chdb database (clickhouse-connect's chdb backend). A
+    server that is down or refuses raises ClickHouseError naming the URL (password hidden)
+    and what it answered."""
+    where = shown_url(url)
+    scheme = urllib.parse.urlsplit(url).scheme
+    if scheme not in _SCHEMES:
+        raise ClickHouseError(
+            f"--clickhouse {where}: not a ClickHouse URL; give http://host:8123, "
+            "https://user@host:8443/database, clickhouse://... or chdb:///path"
+        )
+    try:
+        import clickhouse_connect
+        from clickhouse_connect.driver.exceptions import Error as DriverError
+    except ImportError:
+        raise ClickHouseError(CLICKHOUSE_EXTRA_HINT) from None
+    # The driver logs each failed attempt; with no logging set up, Python would print those
+    # on stderr beside our one-line error. A NullHandler keeps them for whoever configures
+    # logging, and quiet otherwise.
+    logging.getLogger("clickhouse_connect").addHandler(logging.NullHandler())
+    try:
+        client = clickhouse_connect.get_client(dsn=url)
+    except (DriverError, OSError, ValueError) as exc:
+        raise ClickHouseError(f"ClickHouse at {where}: {_answer(exc)}") from None
+    except ImportError as exc:  # chdb:// without chdb installed
+        raise ClickHouseError(f"ClickHouse at {where}: {exc}") from None
+
+    def run(sql: str) -> Sequence[Row]:
+        try:
+            return list(client.query(sql).named_results())
+        except (DriverError, OSError) as exc:
+            raise ClickHouseError(f"ClickHouse at {where}: {_answer(exc)}") from None
+
+    return client, run

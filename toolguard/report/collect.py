@@ -451,6 +451,7 @@ def read_phoenix(
     timeout: float = DEFAULT_TIMEOUT_S,
     max_length: int = DEFAULT_MAX_LENGTH,
     max_page_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    cost: bool = False,
 ) -> tuple[list[TrajectoryRecord], ReadStats]:
     """Pull every span of ``project`` from the Phoenix server at ``url`` (its span export,
     page by page) into trajectory records, with the same reading rules as the files.
@@ -468,7 +469,7 @@ def read_phoenix(
         timeout=timeout,
         max_page_bytes=max_page_bytes,
     )
-    return collect_requests(requests, stats, max_length=max_length)
+    return collect_requests(requests, stats, max_length=max_length, cost=cost)
 
 
 def collect_requests(

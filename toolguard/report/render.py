@@ -47,6 +47,9 @@ _Depths = Literal["pec", "pec_elig"]
 _Scalar = Literal["ter", "mean_fed", "auc_pec", "rr", "s", "final_success"]
 _Count = Literal["n_empty", "rr_eligible", "n_outcome_known", "incomplete", "disagreements"]
 _PerDepth = Literal["pec", "pec_elig", "n_at_depth"]
+_CostKey = Literal[
+    "n_with_tokens", "mean_input_tokens", "mean_output_tokens", "n_with_latency", "mean_tool_ms"
+]
 _Cell = str | int | float | None
 
 
@@ -60,21 +63,34 @@ def _rows(report: Report) -> list[Row]:
 
 def _main_table(rows: list[Row]) -> Table:
     head = ["group", "N", "TER", "mean FED", "AUC-PEC", "RR-elig", "RR", "final success"]
+    with_cost = any("cost" in g for _, g in rows)
+    if with_cost:
+        head += ["in tok", "out tok", "tool ms"]
     body = []
     for name, g in rows:
         ci = g["ci"]
-        body.append(
-            [
-                name,
-                str(g["n"]),
-                _with_ci(g["ter"], ci["ter"]),
-                _with_ci(g["mean_fed"], ci["mean_fed"], 2),
-                _with_ci(g["auc_pec"], ci["auc_pec"]),
-                str(g["rr_eligible"]),
-                _with_ci(g["rr"], ci["rr"]),
-                _with_ci(g["final_success"], ci["final_success"]),
-            ]
-        )
+        row = [
+            name,
+            str(g["n"]),
+            _with_ci(g["ter"], ci["ter"]),
+            _with_ci(g["mean_fed"], ci["mean_fed"], 2),
+            _with_ci(g["auc_pec"], ci["auc_pec"]),
+            str(g["rr_eligible"]),
+            _with_ci(g["rr"], ci["rr"]),
+            _with_ci(g["final_success"], ci["final_success"]),
+        ]
+        if with_cost:
+            cost = g.get("cost")
+            row += (
+                [
+                    _num(cost["mean_input_tokens"], 1),
+                    _num(cost["mean_output_tokens"], 1),
+                    _num(cost["mean_tool_ms"], 2),
+                ]
+                if cost
+                else [_DASH] * 3
+            )
+        body.append(row)
     return head, body
 
 
@@ -174,6 +190,13 @@ _COUNTS: tuple[_Count, ...] = (
     "disagreements",
 )
 _PER_DEPTH: tuple[_PerDepth, ...] = ("pec", "pec_elig", "n_at_depth")
+_COST: tuple[_CostKey, ...] = (
+    "n_with_tokens",
+    "mean_input_tokens",
+    "mean_output_tokens",
+    "n_with_latency",
+    "mean_tool_ms",
+)
 
 
 def render_csv(report: Report) -> str:
@@ -189,6 +212,9 @@ def render_csv(report: Report) -> str:
     head += [*_COUNTS, *(f"cause_{c}" for c in (*CAUSES, UNKNOWN_CAUSE))]
     for key in _PER_DEPTH:
         head += [f"{key}_{k}" for k in range(1, k_max + 1)]
+    with_cost = any("cost" in g for _, g in rows)
+    if with_cost:
+        head += list(_COST)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(head)
@@ -204,6 +230,9 @@ def render_csv(report: Report) -> str:
         for key in _PER_DEPTH:
             vals: list[_Cell] = list(g[key])
             cells += vals + [None] * (k_max - len(vals))
+        if with_cost:
+            cost = g.get("cost")
+            cells += [cost[c] if cost else None for c in _COST]
         w.writerow(
             [
                 ""
