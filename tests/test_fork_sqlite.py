@@ -151,7 +151,7 @@ def test_the_application_authorizer_is_chained_and_put_back(
 
 
 def test_savepoint_fork_needs_a_connection() -> None:
-    with pytest.raises(tg.ToolDefinitionError, match="sqlite3.Connection"):
+    with pytest.raises(tg.ToolDefinitionError, match=r"sqlite3\.Connection"):
         tg.SQLiteSavepointFork("bank.db")  # type: ignore[arg-type]
 
 

@@ -75,8 +75,16 @@ def test_verify_plan_leaves_the_report_figures_unchanged(tmp_path: Path) -> None
     for path in (plain, verified):
         found, _ = read_records([str(path)])
         records[path.name] = sorted(
-            (r.trajectory_id, r.length, r.fed, r.first_error_cause, r.success, r.incomplete,
-             r.disagreements) for r in found  # fmt: skip
+            (
+                r.trajectory_id,
+                r.length,
+                r.fed,
+                r.first_error_cause,
+                r.success,
+                r.incomplete,
+                r.disagreements,
+            )
+            for r in found
         )
     assert records["plain.jsonl"] == records["verified.jsonl"]
     assert records["plain.jsonl"][0][:4] == ("t1", 3, 1, "dependency")

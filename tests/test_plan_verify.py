@@ -97,7 +97,11 @@ def test_a_plan_whose_third_step_fails_on_the_fork(otel: Telemetry) -> None:
     ]
     verdict = guard.verify_plan(plan)
     assert not verdict.ok and not verdict
-    assert (verdict.failed, verdict.cause, verdict.check) == (2, "state_consistency", "state.dry_run")
+    assert (verdict.failed, verdict.cause, verdict.check) == (
+        2,
+        "state_consistency",
+        "state.dry_run",
+    )
     assert verdict.message is not None
     assert verdict.message.startswith("steps[2] (`mkdir`, id 'again') would fail")
     assert "FileExistsError: mkdir: /tmp: exists" in verdict.message  # the environment's words
@@ -247,11 +251,13 @@ def test_a_step_that_cannot_run_on_the_fork_stops_the_fork_there(otel: Telemetry
 def test_planner_json_form(otel: Telemetry) -> None:
     guard, _ = disk_guard(otel, dry_run=True)
     text = json.dumps(
-        {"steps": [
-            {"name": "cd", "args": '{"name": "/home"}'},
-            {"tool": "ls", "id": "l"},
-            {"tool": "rm", "arguments": {"path": {"$step": "l", "path": "entries.0.path"}}},
-        ]}  # fmt: skip
+        {
+            "steps": [
+                {"name": "cd", "args": '{"name": "/home"}'},
+                {"tool": "ls", "id": "l"},
+                {"tool": "rm", "arguments": {"path": {"$step": "l", "path": "entries.0.path"}}},
+            ]
+        }
     )
     assert guard.verify_plan(text).ok
     assert guard.verify_plan(text.encode()).ok

@@ -17,7 +17,6 @@ This module is a leaf: it imports nothing else of the runtime.
 from __future__ import annotations
 
 import copy
-import itertools
 import sqlite3
 from collections.abc import Callable
 from typing import Any, Final, Protocol, runtime_checkable
@@ -112,7 +111,11 @@ class _Savepoint:
         self.name = name
 
 
-_savepoint_ids = itertools.count(1)
+# One name for every savepoint: sqlite3 caches statements by their text (128 by default), so a
+# fresh name per dry run would evict the application's own. SQLite allows the same name
+# nested: ROLLBACK TO and RELEASE act on the most recent one, and forks are discarded in
+# the reverse order of their creation.
+_SAVEPOINT = "toolguard_dry_run"
 
 # sqlite3's authorizer action code for BEGIN, COMMIT and ROLLBACK statements (not SAVEPOINT).
 _SQLITE_TRANSACTION: Final = sqlite3.SQLITE_TRANSACTION
@@ -152,11 +155,13 @@ class SQLiteSavepointFork:
         self.connection = connection
         self.authorizer = authorizer
         self.guard_transactions = guard_transactions
+        self._ignored = False  # a transaction statement was compiled as a no-op
 
     def fork(self, state: Any) -> _Savepoint:
-        savepoint = _Savepoint(f"toolguard_dry_run_{next(_savepoint_ids)}")
+        savepoint = _Savepoint(_SAVEPOINT)
         self.connection.execute(f'SAVEPOINT "{savepoint.name}"')
         if self.guard_transactions:
+            self._ignored = False
             self.connection.set_authorizer(self._authorize)
         return savepoint
 
@@ -165,8 +170,10 @@ class SQLiteSavepointFork:
         if self.guard_transactions:
             # Installing an authorizer expires every prepared statement (removing one does
             # not), so a COMMIT compiled as a no-op during the dry run and kept in sqlite3's
-            # statement cache is compiled again, for real, when next used.
-            connection.set_authorizer(self.authorizer or _allow_all)
+            # statement cache is compiled again, for real, when next used. Without such a
+            # statement, every statement compiled as it would have anyway: none to expire.
+            if self.authorizer is not None or self._ignored:
+                connection.set_authorizer(self.authorizer or _allow_all)
             if self.authorizer is None:
                 connection.set_authorizer(None)
         name = forked.name
@@ -186,6 +193,7 @@ class SQLiteSavepointFork:
         self, action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None
     ) -> int:
         if action == _SQLITE_TRANSACTION:
+            self._ignored = True
             return sqlite3.SQLITE_IGNORE  # the statement compiles to nothing
         if self.authorizer is not None:
             return self.authorizer(action, arg1, arg2, db, source)
