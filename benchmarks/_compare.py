@@ -13,6 +13,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+DRY_RUN_CHECK = "state.dry_run"  # the check id of a rejection found on the fork
+
 
 def summarise(records: Sequence[dict[str, Any]], labels: dict[str, str]) -> dict[str, Any]:
     """Per configuration: ground-truth false positives, catch rate of environment rejections
@@ -59,6 +61,19 @@ def _columns(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "flags_on_accepted": sum(r["before_execution"] and not r["env_rejected"] for r in rows),
         "first_rejections": len(first),
         "first_rejections_caught": sum(r["before_execution"] for r in first.values()),
+        # the fork's verdict against the real execution that followed on the same state
+        "dry_runs": sum(r.get("dry_run_outcome") in ("passed", "rejected") for r in rows),
+        "dry_run_agrees": sum(
+            (r.get("dry_run_outcome") == "rejected") == bool(r.get("real_rejected"))
+            for r in rows
+            if r.get("dry_run_outcome") in ("passed", "rejected")
+        ),
+        "dry_run_rejected_real_accepted": sum(
+            r.get("dry_run_outcome") == "rejected" and not r.get("real_rejected") for r in rows
+        ),
+        "dry_run_passed_real_rejected": sum(
+            r.get("dry_run_outcome") == "passed" and bool(r.get("real_rejected")) for r in rows
+        ),
         "missed_by_backend": dict(
             Counter(str(r["backend"]) for r in rejected if not r["before_execution"])
         ),
@@ -69,12 +84,18 @@ def _rate(caught: int, total: int) -> str:
     return f"{caught}/{total} ({100 * caught / total:.1f}%)" if total else "0/0"
 
 
+def _agreement(gt: dict[str, Any], mu: dict[str, Any]) -> str:
+    runs = gt["dry_runs"] + mu["dry_runs"]
+    return f"{gt['dry_run_agrees'] + mu['dry_run_agrees']}/{runs}" if runs else "-"
+
+
 def config_table(summary: dict[str, Any]) -> list[str]:
     lines = [
         "| configuration | ground truth: env rejections caught | false positives (of "
         "accepted calls) | mutations: env rejections caught before execution | first "
-        "rejection per trajectory caught | flags on accepted mutated calls |",
-        "|---|---|---|---|---|---|",
+        "rejection per trajectory caught | flags on accepted mutated calls | dry run's verdict "
+        "= the real execution's |",
+        "|---|---|---|---|---|---|---|",
     ]
     for s in summary.values():
         gt, mu = s["ground_truth"], s["mutations"]
@@ -84,7 +105,7 @@ def config_table(summary: dict[str, Any]) -> list[str]:
             f"{gt['flags_on_accepted']} (of {accepted}) | "
             f"{_rate(mu['caught_before_execution'], mu['env_rejections'])} | "
             f"{_rate(mu['first_rejections_caught'], mu['first_rejections'])} | "
-            f"{mu['flags_on_accepted']} |"
+            f"{mu['flags_on_accepted']} | {_agreement(gt, mu)} |"
         )
     return lines
 
@@ -141,21 +162,30 @@ def targets(
     gt, mu = s["ground_truth"], s["mutations"]
     rejections = gt["env_rejections"] + mu["env_rejections"]
     caught = gt["caught_before_execution"] + mu["caught_before_execution"]
-    misses = s["misses"]
+    missed_real = gt["dry_run_passed_real_rejected"] + mu["dry_run_passed_real_rejected"]
+    dry_runs = gt["dry_runs"] + mu["dry_runs"]
+    agree = gt["dry_run_agrees"] + mu["dry_run_agrees"]
     lines = [
         f"- Blocks before execution every environment rejection: "
-        f"**{'met' if caught == rejections else 'missed'}** ({caught}/{rejections} calls, "
-        f"ground truth and mutations)."
+        f"**{'met' if caught == rejections and not missed_real else 'missed'}** "
+        f"({caught}/{rejections} calls the raw replay rejects, ground truth and mutations; "
+        f"the dry run's verdict equals the real execution's on the same state for "
+        f"{agree}/{dry_runs} calls, {missed_real} passed on the fork but rejected for real)."
     ]
-    for m in misses[:10]:
+    for m in s["misses"][:10]:
         lines.append(f"  - missed: {m['task']} {m['method']} step {m['step']} `{m['tool']}` "
                      f"({m['backend']})")  # fmt: skip
-    fps = s["false_positive_list"]
+    added = [f for f in s["false_positive_list"] if f["check"] == DRY_RUN_CHECK]
+    others = [f for f in s["false_positive_list"] if f["check"] != DRY_RUN_CHECK]
+    wrong = gt["dry_run_rejected_real_accepted"] + mu["dry_run_rejected_real_accepted"]
     lines.append(
-        f"- No flag on a ground-truth call the environment accepts: "
-        f"**{'met' if not fps else 'missed'}** ({len(fps)} flags)."
+        f"- Adds no flag on a ground-truth call the environment accepts: "
+        f"**{'met' if not added and not wrong else 'missed'}** ({len(added)} dry-run flags on "
+        f"accepted ground-truth calls; {wrong} calls anywhere rejected on the fork and accepted "
+        f"by the real execution. The configuration's schema and dependency checks flag "
+        f"{len(others)} accepted ground-truth calls, as in (a): see the flags by kind)."
     )
-    for f in fps[:10]:
+    for f in added[:10]:
         why = ": {}, {}".format(*classify({**f, "env_rejected": False})) if classify else ""
         lines.append(f"  - {f['task']} step {f['step']} `{f['tool']}` {f['check']}{why}")
     overall = cost.get("all")

@@ -36,6 +36,8 @@ class CallRecord:
     before_execution: bool  # the guard flagged it before it ran
     dry_run: bool  # ... and that flag came from the fork dry-run
     check: str | None
+    dry_run_outcome: str | None  # passed / rejected / guard_error; None: no dry run
+    real_rejected: bool  # the guarded backend rejected the real execution that followed
 
 
 @dataclass
@@ -93,6 +95,8 @@ def run_task(task: Task, kinds: Sequence[str], seed: int) -> list[dict[str, Any]
                             before_execution=bool(v and v.before_execution),
                             dry_run=bool(v and v.dry_run),
                             check=v.check if v is not None and not v.valid else None,
+                            dry_run_outcome=v.dry_run_outcome if v is not None else None,
+                            real_rejected=bool(v and v.real_rejected),
                         )
                     )
                 )

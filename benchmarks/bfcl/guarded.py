@@ -27,6 +27,8 @@ from benchmarks.bfcl.rules import RULES
 
 PRE_EXECUTION = ("schema", "dependency", "precondition", "information")
 DRY_RUN_CHECK = "state.dry_run"  # the check id of a rejection found on the fork
+# the check ids of the environment's rejection of the real execution (log mode runs the call)
+EXECUTION_CHECKS = frozenset({"state.error_result", "state.exception"})
 # Ids a user can type: bare numbers, quoted strings, and tokens mixing letters with digits or
 # underscores (flight_001, USR002).
 _NUMBER = re.compile(r"(?<![\w.])\d+(?!\w|\.\d)")
@@ -59,6 +61,8 @@ class StepVerdict:
     decision: str | None
     message: str | None
     dry_run: bool = False  # the flag came from the fork dry-run, before the real execution
+    dry_run_outcome: str | None = None  # passed / rejected / guard_error; None: no dry run
+    real_rejected: bool = False  # the real execution, right after, was rejected too
 
     @property
     def before_execution(self) -> bool:
@@ -192,6 +196,10 @@ class Harness:
                     decision=a.get("toolguard.decision"),
                     message=a.get("toolguard.message"),
                     dry_run=a.get("toolguard.check") == DRY_RUN_CHECK,
+                    dry_run_outcome=a.get("toolguard.dry_run"),
+                    real_rejected=bool(
+                        EXECUTION_CHECKS & set(a.get("toolguard.failed_checks", ()))
+                    ),
                 )
             )
         self.memory.clear()

@@ -127,6 +127,9 @@ def fresh_lazy_environment(domain: str) -> Any:
     return lazy_environment(_pristine(domain))
 
 
+EXECUTION_CHECKS = frozenset({"state.error_result", "state.exception"})
+
+
 def guarded_steps(
     task: GroundTruth,
     config: str,
@@ -134,8 +137,9 @@ def guarded_steps(
     fork: Any = None,
     timings: list[float] | None = None,
     after: list[tuple[float, int]] | None = None,
-) -> list[tuple[bool, bool, str | None]]:
-    """Per step: (flagged before execution, by the dry run, first failed check).
+) -> list[tuple[bool, bool, str | None, str | None, bool]]:
+    """Per step: (flagged before execution, by the dry run, first failed check, the dry
+    run's outcome or None, the real execution rejected).
 
     ``timings`` gets each guarded call's seconds; ``after`` each call's ``fork.take()``
     (a ``TimedFork``: seconds in fork + discard, forks made).
@@ -158,14 +162,27 @@ def guarded_steps(
                 after.append(fork.take())
         verdicts = sorted(traj.verdicts, key=lambda v: v.step or 0)
     live.env = None
+    dry = CONFIGS[config].dry_run
     return [
         (
             not v.valid and (v.cause in PRE_EXECUTION or DRY_RUN_CHECK in v.failed_checks),
             v.check == DRY_RUN_CHECK,
             v.check if not v.valid else None,
+            _dry_outcome(dry, v.cause, v.failed_checks),
+            bool(EXECUTION_CHECKS & set(v.failed_checks)),
         )
         for v in verdicts
     ]
+
+
+def _dry_outcome(dry: bool, cause: str | None, failed: tuple[str, ...]) -> str | None:
+    # The verdict keeps failed checks only: a dry run ran when one was configured and no
+    # cheaper check failed first (then it is only tried once those pass).
+    if DRY_RUN_CHECK in failed:
+        return "rejected"
+    if not dry or cause in PRE_EXECUTION:
+        return None
+    return "passed"
 
 
 def lazy_oracle(task: GroundTruth) -> list[tuple[bool, str]]:
@@ -200,7 +217,7 @@ def run_task(task: GroundTruth, seed: int, configs: Sequence[str]) -> list[dict[
             oracle = lazy_oracle(variant)
         for config in configs:
             steps = guarded_steps(variant, config, method)
-            for i, ((rejected, _), call, (before, dry, check)) in enumerate(
+            for i, ((rejected, _), call, (before, dry, check, outcome, real)) in enumerate(
                 zip(oracle, variant.calls, steps, strict=True), start=1
             ):
                 out.append(
@@ -216,6 +233,8 @@ def run_task(task: GroundTruth, seed: int, configs: Sequence[str]) -> list[dict[
                         "before_execution": before,
                         "dry_run": dry,
                         "check": check,
+                        "dry_run_outcome": outcome,
+                        "real_rejected": real,
                         "lazy_oracle_agrees": lazy_agrees,
                     }
                 )
