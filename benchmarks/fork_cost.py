@@ -186,7 +186,6 @@ def main(argv: list[str] | None = None) -> int:
             f"{us(r['guard_dry_run_us'] / 1e6)} {us(r['dry_run_added_us'] / 1e6)}  "
             f"{us(r['fork_discard_us'] / 1e6)} {r['dry_run_over_tool']:9.1f}x"
         )
-    write_json(args.json, {"rounds": rounds, "results": results})
     # The target: a dry run costs less than the environment's own execution.
     targets = {}
     for label, r in results.items():
@@ -194,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             r["dry_run_over_tool"] < 1
         )
     print_targets(targets)
+    write_json(args.json, {"rounds": rounds, "results": results, "targets": targets})
     return 0
 
 

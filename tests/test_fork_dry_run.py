@@ -398,3 +398,30 @@ def test_async_tools_are_tried_on_a_fork(otel: Telemetry) -> None:
     assert removed == "id_1"
     assert env.runs == 0 and env.files == {"notes.txt": "hello"}
     assert state == {"id_2": {"name": "Bob"}}
+
+
+def test_a_guarded_tool_called_during_a_dry_run_is_no_step_and_no_second_fork(
+    otel: Telemetry,
+) -> None:
+    journal = Journal()
+    guard = otel.guard(state=journal, dry_run=tg.CallbackFork(journal.snapshot, journal.drop))
+
+    @guard.tool(produces={"$": "entry"})
+    def note(text: str, state: Annotated[Journal, tg.State]) -> str:
+        state.entries.append(text)
+        return text
+
+    @guard.tool
+    def note_twice(text: str, state: Annotated[Journal, tg.State]) -> int:
+        note(text, state=state)
+        note(text + "!", state=state)
+        return len(state.entries)
+
+    with otel.trajectory("nested") as traj:
+        assert guard.call("note_twice", {"text": "a"}) == 2
+    # One fork for the outer call's dry run (its inner calls run on that fork, unforked),
+    # then one each for the inner calls of the real run.
+    assert journal.forks == journal.discards == 3
+    assert journal.entries == ["a", "a!"]
+    assert traj.length == 1 and traj.live_values("entry") == []  # nested: no step, no binding
+    assert len(otel.call_spans("nested")) == 1
