@@ -189,6 +189,10 @@ class Tool:
                 parts.append(f"{label}={value!r}")
         if self.spec.mode:
             parts.append(f"mode={self.spec.mode!r}")
+        if self.dry_run is not None:
+            parts.append(f"dry_run={self.dry_run!r}")
+        if self.spec.external_effects:
+            parts.append("external_effects=True")
         return f"Tool({', '.join(parts)})"
 
     def _dry_run(self, fn: Callable[..., Any] | None, guard_default: DryRun) -> ForkStrategy | None:
