@@ -275,8 +275,8 @@ class StepChecks:
             parts.append(f"Known {kind} values: {', '.join(shorten(v) for v in known)}.")
         if names:
             parts.append(
-                f"Or refer to the result of an earlier step that returns one ({', '.join(names)}): "
-                '{"$step": <index or id>, "path": "..."}.'
+                f"{'Or r' if known else 'R'}efer to the result of an earlier step that returns "
+                f'one ({", ".join(names)}): {{"$step": <index or id>, "path": "..."}}.'
             )
         return " ".join(parts) or f"No tool here returns a {kind}."
 
