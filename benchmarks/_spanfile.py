@@ -1,6 +1,8 @@
 """Span files shaped like the embedded exporter's: one ExportTraceServiceRequest per line,
-SDK resource and scope, the guard's call and summary spans, a few spans per line (what a
-BatchSpanProcessor flushes from an agent service every 200 ms), trajectories interleaved."""
+SDK resource and scope, the guard's call and summary spans, trajectories interleaved. By
+default a few spans per line (what a BatchSpanProcessor flushes from a quiet agent service
+every 200 ms); ``per_line=2048`` writes the batches of a busy one, up to 2,048 spans a line as
+the official file exporter writes them (each line half to fully full)."""
 
 from __future__ import annotations
 
@@ -123,9 +125,16 @@ def _span(
 
 
 def generate(
-    path: Path, trajectories: int, calls: int, *, seed: int = 1, concurrent: int = 16
+    path: Path,
+    trajectories: int,
+    calls: int,
+    *,
+    seed: int = 1,
+    concurrent: int = 16,
+    per_line: int | None = None,
 ) -> dict[str, int]:
-    """Write ``trajectories`` x ``calls`` call spans plus one summary each; returns counts."""
+    """Write ``trajectories`` x ``calls`` call spans plus one summary each; returns counts.
+    ``per_line``: the largest batch a line holds (None: 1 to 8 spans a line)."""
     rng = random.Random(seed)
     pending = iter(range(trajectories))
     active = [_trajectory(t, calls, rng) for t in _take(pending, concurrent)]
@@ -133,7 +142,8 @@ def generate(
     with path.open("wb") as f:
         while active:
             batch = []
-            for _ in range(rng.randint(1, 8)):
+            size = rng.randint(1, 8) if per_line is None else rng.randint(per_line // 2, per_line)
+            for _ in range(size):
                 if not active:
                     break
                 i = rng.randrange(len(active))

@@ -166,15 +166,21 @@ def sql_report(
     rows = run(report_query(table, by=by, where=where, max_length=max_length, cost=cost))
     overall_row: Row | None = None
     group_rows: list[tuple[tuple[str | None, ...], Row]] = []
+    problems, first_problem = 0, None
     for row in rows:
         values = tuple(row["group_labels"])
-        if by and not values:
+        whole = not by or not values  # a row over every trajectory (of its `used` value)
+        if whole and _int(row["problems"]):
+            problems += _int(row["problems"])
+            here = tuple(row["problem_first"])
+            first_problem = here if first_problem is None else min(first_problem, here)
+        if not _int(row["used"]):
+            continue
+        if whole:
             overall_row = row
-        else:
+        if not by or values:
             group_rows.append((values, row))
-    if overall_row is None and len(group_rows) == 1 and not by:
-        overall_row = group_rows[0][1]
-    if overall_row is None or (_int(overall_row["n"]) == 0 and not _int(overall_row["problems"])):
+    if overall_row is None and not problems:
         raise ClickHouseError(
             f"no toolguard trajectory in table {table}"
             + (f" where {where}" if where else "")
@@ -182,9 +188,8 @@ def sql_report(
             "toolguard.trajectory.length"
         )
     warnings = []
-    problems = _int(overall_row["problems"])
     if problems:
-        trace, span, why = overall_row["problem_first"]
+        trace, span, why = first_problem or ("?", "?", "?")
         first = f"trace {trace} span {span}: {why}"
         if not skip_invalid:
             raise ClickHouseError(
@@ -192,7 +197,7 @@ def sql_report(
                 f"(docs/report-limits.md); the first: {first}"
             )
         warnings.append(f"{problems} invalid spans skipped; the first: {first}")
-    if _int(overall_row["n"]) == 0:
+    if overall_row is None:
         raise ClickHouseError(f"no valid toolguard trajectory in table {table}")
 
     def group(labels: Labels, row: Row) -> GroupMetrics:
@@ -208,7 +213,6 @@ def sql_report(
             g["cost"] = cost_from_counts(_cost(row))
         return g
 
-    group_rows = [(v, r) for v, r in group_rows if _int(r["n"])]
     group_rows.sort(key=lambda vr: _sort_key(vr[0]))
     groups = [group(dict(zip(by, values, strict=True)), row) for values, row in group_rows]
     overall = group({}, overall_row) if by else groups[0].copy()

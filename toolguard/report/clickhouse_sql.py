@@ -82,8 +82,10 @@ def report_query(
     max_length: int = 100_000,
     cost: bool = False,
 ) -> str:
-    """The query: one row per group (``labels`` holds the ``by`` values, null for a missing
-    label) and, when ``by`` is given, one row for everything (``labels`` empty)."""
+    """The query: one row per group (``group_labels`` holds the ``by`` values, null for a
+    missing label) and, when ``by`` is given, one row for everything (``group_labels``
+    empty); each for ``used`` = 1, and again for ``used`` = 0 when some trajectory has only
+    spans that break the contract (those rows carry only ``problems``)."""
     if max_length < 1:
         raise ValueError(f"max_length must be >= 1, got {max_length}")
     tid, step, valid, cause = (_lit(k) for k in (A.TRAJECTORY_ID, A.STEP, A.VALID, A.CAUSE))
@@ -101,7 +103,7 @@ def report_query(
     # Where a span id is kept apart: summaries always, call spans only for their durations.
     kept = "kind = 's' OR kind = 'c'" if cost else "kind = 's'"
     sql = f"""
-WITH spans AS (
+WITH raw AS (
     SELECT
         TraceId AS trace_id,
         SpanId AS span_id,
@@ -111,20 +113,38 @@ WITH spans AS (
         multiIf(NOT has_tid, '', mapContains(a, {length}), 's',
                 mapContains(a, {step}), 'c', '') AS kind,
         a[{step}] AS step_s,
-        if({_int_check("step_s")}, toInt64OrNull(step_s), NULL) AS step_n,
         a[{valid}] AS valid_s,
+        mapContains(a, {valid}) AS has_valid,
         a[{length}] AS len_s,
-        if({_int_check("len_s")}, toInt64OrNull(len_s), NULL) AS len_n,
         a[{fed}] AS fed_s,
-        if({_int_check("fed_s")}, toInt64OrNull(fed_s), NULL) AS fed_n,
+        mapContains(a, {fed}) AS has_fed,
         a[{success}] AS success_s,
+        mapContains(a, {success}) AS has_success,
+        mapContains(a, {cause}) AS has_cause,
+        a[{cause}] AS cause_s,
+        mapContains(a, {s_cause}) AS has_s_cause,
+        a[{s_cause}] AS s_cause_s,
+        arrayFilter(kv -> startsWith(kv.1, {prefix}),
+            arrayZip(CAST(mapKeys(a), 'Array(String)'), mapValues(a))) AS label_kvs
+        {cost_columns(inp, out) if cost else ""}
+    FROM {quote_table(table)}
+    WHERE ({wanted}) AND {user}
+),
+nums AS (
+    SELECT *,
+        if({_int_check("step_s")}, toInt64OrNull(step_s), NULL) AS step_n,
+        if({_int_check("len_s")}, toInt64OrNull(len_s), NULL) AS len_n,
+        if({_int_check("fed_s")}, toInt64OrNull(fed_s), NULL) AS fed_n
+    FROM raw
+),
+spans AS (
+    SELECT *,
         multiIf(
             NOT has_tid, '',
             tid = '', concat({_lit(A.TRAJECTORY_ID)}, ' is empty'),
             kind = 's' AND len_n IS NULL,
                 concat({length}, ' is not an integer: ', {_shown("len_s")}),
-            kind = 's' AND NOT mapContains(a, {fed}),
-                concat('summary span lacks ', {fed}),
+            kind = 's' AND NOT has_fed, concat('summary span lacks ', {fed}),
             kind = 's' AND fed_n IS NULL,
                 concat({fed}, ' is not an integer: ', {_shown("fed_s")}),
             kind = 's' AND len_n < 0, concat({length}, ' must be >= 0, got ', len_s),
@@ -133,14 +153,14 @@ WITH spans AS (
             kind = 's' AND fed_n < 1, concat({fed}, ' must be >= 1, got ', fed_s),
             kind = 's' AND fed_n > {limit + 1},
                 concat({fed}, ' exceeds the maximum trajectory length: ', fed_s),
-            kind = 's' AND mapContains(a, {success}) AND success_s NOT IN ('true', 'false'),
+            kind = 's' AND has_success AND success_s NOT IN ('true', 'false'),
                 concat({success}, ' is not a boolean: ', {_shown("success_s")}),
             kind = 'c' AND step_n IS NULL,
                 concat({step}, ' is not an integer: ', {_shown("step_s")}),
             kind = 'c' AND step_n < 1, concat({step}, ' must be >= 1, got ', step_s),
             kind = 'c' AND step_n > {limit},
                 concat({step}, ' exceeds the maximum trajectory length: ', step_s),
-            kind = 'c' AND NOT mapContains(a, {valid}), concat('call span lacks ', {valid}),
+            kind = 'c' AND NOT has_valid, concat('call span lacks ', {valid}),
             kind = 'c' AND valid_s NOT IN ('true', 'false'),
                 concat({valid}, ' is not a boolean: ', {_shown("valid_s")}),
             '') AS problem,
@@ -148,19 +168,14 @@ WITH spans AS (
         -- a call span's failure: (step, cause rank, cause); rank 5 = an unknown word,
         -- 6 = no cause at all, so min() takes the precedence order and is order-free.
         (toInt64(ifNull(step_n, 0)),
-         if(mapContains(a, {cause}), if(has({ranks}, a[{cause}]),
-            indexOf({ranks}, a[{cause}]) - 1, 5), 6),
-         a[{cause}]) AS failure,
+         if(has_cause, if(has({ranks}, cause_s), indexOf({ranks}, cause_s) - 1, 5), 6),
+         cause_s) AS failure,
         -- a summary: (T, FED, has cause, cause, success -1/0/1, sorted label pairs)
-        (toInt64(ifNull(len_n, 0)), toInt64(ifNull(fed_n, 0)),
-         toUInt8(mapContains(a, {s_cause})), a[{s_cause}],
-         toInt8(if(mapContains(a, {success}), success_s = 'true', -1)),
+        (toInt64(ifNull(len_n, 0)), toInt64(ifNull(fed_n, 0)), toUInt8(has_s_cause),
+         s_cause_s, toInt8(if(has_success, success_s = 'true', -1)),
          arraySort(arrayMap(kv -> (substring(kv.1, {len(A.LABEL_PREFIX) + 1}), kv.2),
-             arrayFilter(kv -> startsWith(kv.1, {prefix}),
-                 arrayZip(CAST(mapKeys(a), 'Array(String)'), mapValues(a)))))) AS content
-        {cost_columns(inp, out) if cost else ""}
-    FROM {quote_table(table)}
-    WHERE ({wanted}) AND {user}
+             label_kvs))) AS content
+    FROM nums
 ),{cost_ctes() if cost else ""}
 idents AS (
     SELECT
@@ -198,115 +213,135 @@ traj AS (
     FROM idents
     GROUP BY tid
 ),
-rec AS (
+rec0 AS (
     SELECT
-        tid, t_calls AS calls, t_max_step AS max_step, summary_spans, used,
-        t_problems, t_first_problem,
+        tid, t_calls AS calls, t_max_step AS max_step, summary_spans, used, has_bad,
+        t_problems, t_first_problem, conflict,
         summary_spans = 0 AS incomplete,
         bad_t.1 AS bad_step,
         if(has_bad AND bad_t.2 != 6, bad_t.3, NULL) AS bad_cause,
         summary.1 AS s_t,
         summary.2 AS s_fed,
+        if(summary.3 = 1, summary.4, NULL) AS s_cause,
+        if(incomplete OR summary.5 < 0, NULL, toUInt8(summary.5)) AS success,
+        if(incomplete, CAST([], 'Array(Tuple(String, String))'), summary.6) AS labels
+        {", tool_ns, tokens_hit, tokens_in, tokens_out" if cost else ""}
+    FROM traj
+    {tokens_join() if cost else ""}
+),
+rec1 AS (
+    SELECT *,
         if(incomplete, max_step, s_t) AS t,
-        if(incomplete, if(has_bad, bad_step, max_step + 1), least(s_fed, s_t + 1)) AS fed,
+        if(incomplete, if(has_bad, bad_step, max_step + 1), least(s_fed, s_t + 1)) AS fed
+    FROM rec0
+),
+rec AS (
+    SELECT *,
         NOT incomplete AND s_fed > s_t + 1 AS fed_out_of_range,
         NOT incomplete AND max_step > s_t AS step_beyond,
         NOT incomplete AND has_bad AND bad_step < fed AS bad_before,
-        if(summary.3 = 1, summary.4, NULL) AS s_cause,
-        NOT incomplete AND NOT bad_before AND has_bad AND bad_step = fed
-            AND bad_cause IS NOT NULL AND s_cause IS NOT NULL
-            AND s_cause != bad_cause AS cause_differs,
+        NOT incomplete AND has_bad AND bad_step = fed AND bad_step >= fed AS fills,
+        fills AND bad_cause IS NOT NULL AND s_cause IS NOT NULL AND s_cause != bad_cause
+            AS cause_differs,
         multiIf(
             fed > t, NULL,
             incomplete, if(has_bad, bad_cause, NULL),
-            NOT bad_before AND has_bad AND bad_step = fed AND s_cause IS NULL, bad_cause,
+            fills AND s_cause IS NULL, bad_cause,
             s_cause) AS cause,
-        if(incomplete OR summary.5 < 0, NULL, toUInt8(summary.5)) AS success,
-        if(incomplete, CAST([], 'Array(Tuple(String, String))'), summary.6) AS labels,
         NOT incomplete AND conflict AS two_summaries,
         fed_out_of_range OR step_beyond OR bad_before OR cause_differs OR two_summaries
             OR summary_spans > 1 AS disagrees,
         arrayMap(k -> if(has(arrayMap(x -> x.1, labels), k),
             labels[indexOf(arrayMap(x -> x.1, labels), k)].2, NULL),
             {keys}) AS gkey
-        {", tool_ns, tokens_hit, tokens_in, tokens_out" if cost else ""}
-    FROM traj
-    {tokens_join() if cost else ""}
+    FROM rec1
+),
+agg AS (
+    SELECT
+        used,
+        gkey AS group_labels,
+        count() AS n,
+        countIf(fed = t + 1) AS n_executable,
+        countIf(success IS NOT NULL) AS n_outcome_known,
+        countIf(success = 1) AS n_success,
+        countIf(fed <= t AND success IS NOT NULL) AS rr_eligible,
+        countIf(fed <= t AND success = 1) AS rr_success,
+        countIf(fed = t + 1 AND success IS NOT NULL) AS s_eligible,
+        countIf(fed = t + 1 AND success = 1) AS s_success,
+        countIf(incomplete) AS n_incomplete,
+        countIf(disagrees) AS n_disagreements,
+        sumMapIf([ifNull(cause, '')], [toUInt64(1)], fed <= t) AS causes,
+        sumMap([fed], [toUInt64(1)]) AS feds,
+        sumMapIf([(fed - 1) * {AUC_SHIFT} + t], [toUInt64(1)], t >= 1) AS aucs,
+        sumMap([toUInt64(t)], [toUInt64(1)]) AS t_hist,
+        sumMap([toUInt64(least(fed - 1, t))], [toUInt64(1)]) AS survive_hist,
+        toUInt64(max(t)) AS k,
+        sum(fed) AS fed_sum,
+        avgIf((fed - 1) / t, t >= 1) AS auc_pec,
+        -- what the warnings name
+        sum(t_problems) AS problems,
+        minIf(t_first_problem, t_problems > 0) AS problem_first,
+        groupArraySortedIf(3)(tid, incomplete) AS incomplete_ids,
+        countIf(summary_spans > 1) AS several,
+        minIf((tid, summary_spans), summary_spans > 1) AS several_first,
+        countIf(calls < t AND summary_spans <= 1) AS short,
+        groupArraySortedIf(3)((tid, calls, t), calls < t AND summary_spans <= 1) AS short_ids,
+        countIf(fed_out_of_range) AS n_fed_out_of_range,
+        groupArraySortedIf(3)((tid, concat('FED ', toString(s_fed), ' with T ', toString(s_t))),
+            fed_out_of_range) AS fed_out_of_range_ids,
+        countIf(step_beyond) AS n_step_beyond,
+        groupArraySortedIf(3)((tid, concat('step ', toString(max_step), ' > T ', toString(s_t))),
+            step_beyond) AS step_beyond_ids,
+        countIf(bad_before) AS n_bad_before,
+        groupArraySortedIf(3)((tid, concat('step ', toString(bad_step), ' < FED ', toString(fed))),
+            bad_before) AS bad_before_ids,
+        countIf(cause_differs) AS n_cause_differs,
+        groupArraySortedIf(3)((tid, concat(s_cause, ' vs ', bad_cause)), cause_differs)
+            AS cause_differs_ids,
+        countIf(two_summaries) AS n_two_summaries,
+        groupArraySortedIf(3)(tid, two_summaries) AS two_summaries_ids,
+        sumForEach(arrayMap(x -> toUInt64(x IS NULL), gkey)) AS missing_labels,
+        {_missing_ids(len(by))} AS missing_label_ids
+        {cost_results() if cost else ""}
+    FROM rec
+    -- Trajectories with no usable span (only spans that break the contract) are kept apart
+    -- (used = 0): they count only in `problems`.
+    GROUP BY {"GROUPING SETS ((used, gkey), (used))" if by else "used, gkey"}
+),
+depths AS (
+    SELECT *,
+        {_depths("t_hist")} AS n_at_depth,
+        {_depths("survive_hist")} AS survive
+    FROM agg
 )
-SELECT
-    gkey AS group_labels,
-    countIf(used) AS n,
-    countIf(used AND fed = t + 1) AS n_executable,
-    countIf(used AND success IS NOT NULL) AS n_outcome_known,
-    countIf(used AND success = 1) AS n_success,
-    countIf(used AND fed <= t AND success IS NOT NULL) AS rr_eligible,
-    countIf(used AND fed <= t AND success = 1) AS rr_success,
-    countIf(used AND fed = t + 1 AND success IS NOT NULL) AS s_eligible,
-    countIf(used AND fed = t + 1 AND success = 1) AS s_success,
-    countIf(used AND incomplete) AS n_incomplete,
-    countIf(used AND disagrees) AS n_disagreements,
-    sumMapIf([ifNull(cause, '')], [toUInt64(1)], used AND fed <= t) AS causes,
-    sumMapIf([fed], [toUInt64(1)], used) AS feds,
-    sumMapIf([(fed - 1) * {AUC_SHIFT} + t], [toUInt64(1)], used AND t >= 1) AS aucs,
-    maxIf(t, used) AS k,
-    {_depths("t", "used")} AS n_at_depth,
-    {_depths("least(fed - 1, t)", "used")} AS survive,
+SELECT *,
     -- the ratios, for whoever runs this query alone (the report divides the counts itself)
     n_executable / n AS ter,
-    sumIf(fed, used) / n AS mean_fed,
-    avgIf((fed - 1) / t, used AND t >= 1) AS auc_pec,
+    fed_sum / n AS mean_fed,
     arrayMap(x -> x / n, survive) AS pec,
     arrayMap((x, d) -> if(d = 0, NULL, x / d), survive, n_at_depth) AS pec_elig,
     if(n_outcome_known = 0, NULL, n_success / n_outcome_known) AS final_success,
     if(rr_eligible = 0, NULL, rr_success / rr_eligible) AS rr,
-    if(s_eligible = 0, NULL, s_success / s_eligible) AS s,
-    -- what the warnings name
-    sum(t_problems) AS problems,
-    minIf(t_first_problem, t_problems > 0) AS problem_first,
-    groupArraySortedIf(3)(tid, used AND incomplete) AS incomplete_ids,
-    countIf(used AND summary_spans > 1) AS several,
-    minIf((tid, summary_spans), used AND summary_spans > 1) AS several_first,
-    countIf(used AND calls < t AND summary_spans <= 1) AS short,
-    groupArraySortedIf(3)((tid, calls, t), used AND calls < t AND summary_spans <= 1)
-        AS short_ids,
-    countIf(used AND fed_out_of_range) AS n_fed_out_of_range,
-    groupArraySortedIf(3)((tid, concat('FED ', toString(s_fed), ' with T ', toString(s_t))),
-        used AND fed_out_of_range) AS fed_out_of_range_ids,
-    countIf(used AND step_beyond) AS n_step_beyond,
-    groupArraySortedIf(3)((tid, concat('step ', toString(max_step), ' > T ', toString(s_t))),
-        used AND step_beyond) AS step_beyond_ids,
-    countIf(used AND bad_before) AS n_bad_before,
-    groupArraySortedIf(3)((tid, concat('step ', toString(bad_step), ' < FED ', toString(fed))),
-        used AND bad_before) AS bad_before_ids,
-    countIf(used AND cause_differs) AS n_cause_differs,
-    groupArraySortedIf(3)((tid, concat(s_cause, ' vs ', bad_cause)),
-        used AND cause_differs) AS cause_differs_ids,
-    countIf(used AND two_summaries) AS n_two_summaries,
-    groupArraySortedIf(3)(tid, used AND two_summaries) AS two_summaries_ids,
-    sumForEachIf(arrayMap(x -> toUInt64(x IS NULL), gkey), used) AS missing_labels,
-    {_missing_ids(len(by))} AS missing_label_ids
-    {cost_results() if cost else ""}
-FROM rec
-GROUP BY {"GROUPING SETS ((gkey), ())" if by else "gkey"}
+    if(s_eligible = 0, NULL, s_success / s_eligible) AS s
+FROM depths
 """
     return sql
 
 
-def _depths(end: str, cond: str) -> str:
+def _depths(hist: str) -> str:
     """The per-depth counts #{end >= k}, k = 1 .. K (K = the largest T of the group), from a
-    histogram of ``end``: each depth takes the count of trajectories ending at or beyond the
-    next end point, written out as runs (O(K + distinct end points))."""
-    hist = f"sumMapIf([toUInt64({end})], [toUInt64(1)], {cond})"
+    histogram of end points (a sumMap: sorted ends, counts): each depth takes the count of
+    trajectories ending at or beyond the next end point, written out as runs (O(K + distinct
+    end points), never O(N * K))."""
     return (
-        f"arrayResize(arrayFlatten(arrayMap((e, p, c) -> arrayWithConstant(e - p, c), "
+        "arrayResize(arrayFlatten(arrayMap((e, p, c) -> arrayWithConstant(e - p, c), "
         f"{hist}.1, arrayPushFront(arrayPopBack({hist}.1), toUInt64(0)), "
-        f"arrayReverse(arrayCumSum(arrayReverse({hist}.2))))), toUInt64(maxIf(t, {cond})), "
-        "toUInt64(0))"
+        f"arrayReverse(arrayCumSum(arrayReverse({hist}.2))))), k, toUInt64(0))"
     )
 
 
 def _missing_ids(keys: int) -> str:
-    parts = [f"groupArraySortedIf(3)(tid, used AND gkey[{i}] IS NULL)" for i in range(1, keys + 1)]
+    parts = [f"groupArraySortedIf(3)(tid, gkey[{i}] IS NULL)" for i in range(1, keys + 1)]
     return "[" + ", ".join(parts) + "]" if parts else "CAST([], 'Array(Array(String))')"
 
 
@@ -360,10 +395,10 @@ def tokens_join() -> str:
 
 def cost_results() -> str:
     return """,
-    countIf(used AND tokens_hit = 1) AS n_with_tokens,
-    sumIf(tokens_in, used AND tokens_hit = 1) AS input_tokens,
-    sumIf(tokens_out, used AND tokens_hit = 1) AS output_tokens,
-    countIf(used AND calls > 0) AS n_with_latency,
-    sumIf(toUInt128(tool_ns), used AND calls > 0) AS tool_ns_total,
+    countIf(tokens_hit = 1) AS n_with_tokens,
+    sumIf(tokens_in, tokens_hit = 1) AS input_tokens,
+    sumIf(tokens_out, tokens_hit = 1) AS output_tokens,
+    countIf(calls > 0) AS n_with_latency,
+    sumIf(toUInt128(tool_ns), calls > 0) AS tool_ns_total,
     (SELECT countIf(n_tids > 1 AND is_model) FROM model_owned) AS cost_unattributed_spans,
     (SELECT countIf(invalid) FROM model_owned) AS cost_invalid_spans"""
