@@ -13,11 +13,21 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import SpanKind
 
 import toolguard as tg
-from toolguard.demo.__main__ import _PEOPLE, _achieved
 from toolguard.demo.agents import POLICIES, Task, as_model_call
 from toolguard.demo.app import Phone, build_tools
 
 EPISODES = 30
+_PEOPLE = [("Alice", "+1-555-0199"), ("Bob", "+1-555-0142"), ("Carol", "+1-555-0177")]
+
+
+def _achieved(phone: Phone, task: Task) -> bool:
+    numbers = {c.phone for c in phone.contacts.values()}
+    if task.kind == "remove":
+        return task.phone not in numbers
+    if task.kind == "add":
+        return task.phone in numbers
+    ids = {c.id for c in phone.contacts.values() if c.name == task.name}
+    return any(contact_id in ids for contact_id, _ in phone.messages)
 
 
 def run_workload(provider: TracerProvider, *, episodes: int = EPISODES, seed: int = 12) -> int:
@@ -50,7 +60,7 @@ def _model_call(provider: TracerProvider, i: int) -> None:
     """The model's turn as a framework traces it: a CLIENT span with token usage and a float,
     inside the trajectory (so its child), carrying no toolguard attribute."""
     tracer = provider.get_tracer("scripted-framework")
-    attributes = {
+    attributes: dict[str, str | float | int] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.request.model": "scripted",
         "gen_ai.request.temperature": 0.25,

@@ -350,5 +350,5 @@ def test_demo_exported_by_the_environment_alone(phoenix: PhoenixServer, tmp_path
     filed, stats = read_records([str(tmp_path / "demo.jsonl")])
     _wait_for(phoenix.url, "toolguard-demo", stats.spans)
     pulled, _ = read_phoenix(phoenix.url, "toolguard-demo")
-    assert len(pulled) == 20
+    assert len(pulled) == len(filed) >= 20  # the demo runs 20 episodes (per agent loop)
     assert build_report(pulled, by=["method"]) == build_report(filed, by=["method"])
