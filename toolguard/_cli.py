@@ -252,6 +252,7 @@ def _read(args: _Args) -> tuple[list[TrajectoryRecord], list[str]]:
                 max_length=args.max_length,
                 max_page_bytes=args.max_line_bytes,
                 cost=cost,
+                skip_invalid=args.skip_invalid,
             )
         else:
             records, stats = read_records(

@@ -267,6 +267,25 @@ def test_no_authorization_header_without_a_key(fake_phoenix: str) -> None:
     assert [auth for _, _, auth in _Phoenix.requests] == [None]
 
 
+def test_a_span_that_breaks_the_contract_names_its_page(fake_phoenix: str) -> None:
+    spans = _all_spans()
+    bad = json.loads(json.dumps(spans[0]))
+    bad["span_id"] = "00000000000000ff"
+    bad["attributes"] = [
+        {"key": "toolguard.trajectory.id", "value": {"string_value": "x"}},
+        {"key": "toolguard.step", "value": {"int_value": -3}},
+        {"key": "toolguard.valid", "value": {"bool_value": True}},
+    ]
+    _Phoenix.spans = [*spans[:10], bad, *spans[10:]]
+    with pytest.raises(ReportInputError, match=r"otlpv1 page 2: toolguard.step must be >= 1"):
+        read_phoenix(fake_phoenix, PROJECT, page_size=10)
+    records, stats = read_phoenix(fake_phoenix, PROJECT, page_size=10, skip_invalid=True)
+    assert stats.skipped == 1 and stats.first_skipped is not None
+    assert "page 2" in stats.first_skipped
+    assert stats.spans == len(spans) - 9  # the bad span's whole page (10 spans) is left out
+    assert records != read_records([str(ORIGINAL)])[0]
+
+
 def test_a_cursor_that_comes_back_is_an_error_not_a_loop(fake_phoenix: str) -> None:
     _Phoenix.repeat_cursor = True
     with pytest.raises(BackendError, match="next_cursor already followed"):

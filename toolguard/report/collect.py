@@ -452,13 +452,15 @@ def read_phoenix(
     max_length: int = DEFAULT_MAX_LENGTH,
     max_page_bytes: int = DEFAULT_MAX_LINE_BYTES,
     cost: bool = False,
+    skip_invalid: bool = False,
 ) -> tuple[list[TrajectoryRecord], ReadStats]:
     """Pull every span of ``project`` from the Phoenix server at ``url`` (its span export,
     page by page) into trajectory records, with the same reading rules as the files.
 
     ``api_key`` is sent as ``Authorization: Bearer``. Raises BackendError (a ReportInputError)
     naming the URL and its answer when the server is down, refuses or answers no span export,
-    and ReportInputError when the project holds no toolguard trajectory."""
+    and ReportInputError when the project holds no toolguard trajectory, or (unless
+    ``skip_invalid``, which skips the page) a span that breaks the contract, naming its page."""
     stats = ReadStats()
     requests = iter_phoenix_requests(
         url,
@@ -469,7 +471,9 @@ def read_phoenix(
         timeout=timeout,
         max_page_bytes=max_page_bytes,
     )
-    return collect_requests(requests, stats, max_length=max_length, cost=cost)
+    return collect_requests(
+        requests, stats, skip_invalid=skip_invalid, max_length=max_length, cost=cost
+    )
 
 
 def collect_requests(
