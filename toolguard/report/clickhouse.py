@@ -216,11 +216,11 @@ def sql_report(
     group_rows.sort(key=lambda vr: _sort_key(vr[0]))
     groups = [group(dict(zip(by, values, strict=True)), row) for values, row in group_rows]
     overall = group({}, overall_row) if by else groups[0].copy()
-    warnings += render_findings(_findings(overall_row, by))
-    if cost:
+    if cost:  # where the Python report has them: with what the reading found
         warnings += cost_warnings(
             _int(overall_row["cost_unattributed_spans"]), _int(overall_row["cost_invalid_spans"])
         )
+    warnings += render_findings(_findings(overall_row, by))
     return {"groups": groups, "overall": overall, "warnings": warnings}
 
 

@@ -1,0 +1,144 @@
+"""--cost: mean tokens of the model calls and mean tool time per trajectory, the same in the
+Python report, the Python report of otel_traces rows and the SQL report (chdb)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spanfiles import Writer, call, export, span, summary
+
+from toolguard.report.build import build_report, read_warnings
+from toolguard.report.collect import read_records
+
+IN, OUT = "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"
+T1, T2, T3, SHARED = "1" * 32, "2" * 32, "3" * 32, "4" * 32
+
+
+def timed(s: dict[str, Any], start: int, end: int) -> dict[str, Any]:
+    s["startTimeUnixNano"], s["endTimeUnixNano"] = str(start), str(end)
+    return s
+
+
+def model(trace: str, tokens_in: Any, tokens_out: Any = None, span_id: str | None = None) -> Any:
+    attrs = {"gen_ai.operation.name": "chat"}
+    if tokens_in is not None:
+        attrs[IN] = tokens_in
+    if tokens_out is not None:
+        attrs[OUT] = tokens_out
+    return span(attrs, trace=trace, span_id=span_id, name="chat model")
+
+
+def cohort() -> list[dict[str, Any]]:
+    m1 = model(T1, 100, 20, span_id="00000000000000m1")
+    return [
+        export(
+            timed(call("a", 1, trace=T1), 0, 2_000_000),
+            timed(call("a", 2, False, "schema", trace=T1), 10, 1_000_010),
+            summary("a", 2, 2, "schema", True, {"model": "x"}, trace=T1),
+            m1,
+            model(T1, "50", "7"),  # digits as ClickHouse stores them
+        ),
+        # The same model span again (one batch exported twice), and a call span twice.
+        export(m1, timed(call("a", 1, trace=T1, span_id="00000000000000c1"), 0, 5)),
+        export(timed(call("a", 1, trace=T1, span_id="00000000000000c1"), 0, 5)),
+        export(
+            timed(call("b", 1, trace=T2), 100, 400_100),
+            summary("b", 1, 2, success=False, labels={"model": "x"}, trace=T2),
+            model(T2, None, 9),  # output only
+            model(T2, "lots", None),  # no valid count: ignored, counted as invalid
+            model(T2, -3, 4),  # a negative count is invalid, the output still counts
+        ),
+        # Two trajectories in one trace: its model spans are attributed to neither.
+        export(
+            summary("c", 0, 1, labels={"model": "y"}, trace=SHARED),
+            timed(call("d", 1, trace=SHARED), 0, 3_000_000),
+            summary("d", 1, 2, success=True, labels={"model": "y"}, trace=SHARED),
+            model(SHARED, 1000, 1000),
+        ),
+        # A trajectory without model spans, and model spans in a trace of no trajectory.
+        export(summary("e", 0, 1, labels={"model": "y"}, trace=T3), model("9" * 32, 5, 5)),
+    ]
+
+
+def test_cost_figures(write_lines: Writer) -> None:
+    path = write_lines(cohort())
+    records, stats = read_records([str(path)], cost=True)
+    report = build_report(records, by=["model"], warnings=read_warnings(stats), cost=True)
+    x, y = (g["cost"] for g in report["groups"])
+    # a: 100 + 50 in, 20 + 7 out (m1 once); b: 0 in, 9 + 4 out. Both have model spans.
+    assert x["n_with_tokens"] == 2
+    assert x["mean_input_tokens"] == (150 + 0) / 2 and x["mean_output_tokens"] == (27 + 13) / 2
+    # a: 2 ms + 1 ms + 5 ns (c1 once), b: 0.4 ms.
+    assert x["n_with_latency"] == 2
+    assert x["mean_tool_ms"] == (2_000_000 + 1_000_000 + 5 + 400_000) / 2 / 1e6
+    # c and e have no call span and no attributed model span; d's trace is shared.
+    assert y == {
+        "n_with_tokens": 0,
+        "mean_input_tokens": None,
+        "mean_output_tokens": None,
+        "n_with_latency": 1,
+        "mean_tool_ms": 3.0,
+    }
+    assert report["overall"]["cost"]["n_with_latency"] == 3
+    warnings = " ".join(report["warnings"])
+    assert "cost_unattributed_spans: 1 model-call spans" in warnings
+    assert "2 model-call spans have a token count that is not a whole number" in warnings
+
+
+def test_cost_columns_in_every_format(write_lines: Writer) -> None:
+    from toolguard._cli import main
+
+    path = str(write_lines(cohort()))
+    import contextlib
+    import io
+
+    def run(*args: str) -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(["report", path, "--by", "model", "--cost", "--quiet", *args]) == 0
+        return out.getvalue()
+
+    table = run()
+    assert "in tok  out tok  tool ms" in table.splitlines()[1]
+    row = next(line for line in table.splitlines() if line.startswith("model=x"))
+    assert row.split()[-3:] == ["75.0", "20.0", "1.70"]
+    csv_head = run("--format", "csv").splitlines()[0].split(",")
+    assert csv_head[-5:] == [
+        "n_with_tokens",
+        "mean_input_tokens",
+        "mean_output_tokens",
+        "n_with_latency",
+        "mean_tool_ms",
+    ]
+    assert "| in tok | out tok | tool ms |" in run("--format", "markdown")
+    assert json.loads(run("--format", "json"))["overall"]["cost"]["n_with_tokens"] == 2
+    assert "cost" not in json.loads(run_plain(path))["overall"]
+
+
+def run_plain(path: str) -> str:
+    import contextlib
+    import io
+
+    from toolguard._cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["report", path, "--format", "json", "--quiet"]) == 0
+    return out.getvalue()
+
+
+def test_cost_the_same_from_rows_and_in_sql(write_lines: Writer, tmp_path: Path) -> None:
+    pytest.importorskip("chdb", reason="chdb (embedded ClickHouse) comes with the dev extra")
+    from chdb_engine import RUN, load, python_report, to_rows
+
+    from toolguard.report.clickhouse import sql_report
+
+    path = write_lines(cohort())
+    want = python_report([path], ["model"], cost=True)
+    rows = to_rows([path], tmp_path / "rows.jsonl")
+    assert json.dumps(python_report([rows], ["model"], cost=True)) == json.dumps(want)
+    got = sql_report(RUN, load([path], tmp_path), by=["model"], cost=True)
+    assert json.dumps(got) == json.dumps(want)
