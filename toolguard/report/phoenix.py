@@ -9,8 +9,8 @@ OTLP-shaped with snake_case keys (``trace_id``, ``span_id``, ``parent_span_id``,
 "message"}``), every member present and null when unset. The pages are turned into the
 camelCase ``ExportTraceServiceRequest`` objects the rest of the report reads, so every reading
 rule (de-duplication by trace and span id, the summary span authoritative, the limits) applies
-unchanged. Phoenix keeps no resource and no span kind (docs/backends.md): the converted spans
-carry none.
+unchanged. Phoenix keeps no resource (the converted spans have an empty one) and answers
+SPAN_KIND_INTERNAL for every span, whatever kind was sent (docs/backends.md).
 
 A saved export is one page per line (JSON Lines, as pulled), or a single JSON document (one
 page, possibly pretty-printed). Nothing read is ever evaluated: pages are parsed as JSON.
