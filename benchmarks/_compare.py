@@ -58,6 +58,15 @@ def _columns(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "env_rejections": len(rejected),
         "caught_before_execution": len(caught),
         "caught_by_dry_run": sum(r["dry_run"] for r in caught),
+        # the dry run's own verdict, whatever check flagged the call first
+        "rejected_by_dry_run": sum(r.get("dry_run_outcome") == "rejected" for r in rejected),
+        "not_dry_run": dict(
+            Counter(
+                f"{r['check']} (dry run: {r.get('dry_run_outcome') or 'not run'})"
+                for r in rejected
+                if r.get("dry_run_outcome") != "rejected"
+            )
+        ),
         "flags_on_accepted": sum(r["before_execution"] and not r["env_rejected"] for r in rows),
         "first_rejections": len(first),
         "first_rejections_caught": sum(r["before_execution"] for r in first.values()),
@@ -84,6 +93,12 @@ def _rate(caught: int, total: int) -> str:
     return f"{caught}/{total} ({100 * caught / total:.1f}%)" if total else "0/0"
 
 
+def _alone(mu: dict[str, Any]) -> str:
+    if not mu["dry_runs"]:
+        return "-"
+    return _rate(mu["rejected_by_dry_run"], mu["env_rejections"])
+
+
 def _agreement(gt: dict[str, Any], mu: dict[str, Any]) -> str:
     runs = gt["dry_runs"] + mu["dry_runs"]
     return f"{gt['dry_run_agrees'] + mu['dry_run_agrees']}/{runs}" if runs else "-"
@@ -93,9 +108,9 @@ def config_table(summary: dict[str, Any]) -> list[str]:
     lines = [
         "| configuration | ground truth: env rejections caught | false positives (of "
         "accepted calls) | mutations: env rejections caught before execution | first "
-        "rejection per trajectory caught | flags on accepted mutated calls | dry run's verdict "
-        "= the real execution's |",
-        "|---|---|---|---|---|---|---|",
+        "rejection per trajectory caught | flags on accepted mutated calls | mutations' env "
+        "rejections the dry run itself rejects | dry run's verdict = the real execution's |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for s in summary.values():
         gt, mu = s["ground_truth"], s["mutations"]
@@ -105,7 +120,7 @@ def config_table(summary: dict[str, Any]) -> list[str]:
             f"{gt['flags_on_accepted']} (of {accepted}) | "
             f"{_rate(mu['caught_before_execution'], mu['env_rejections'])} | "
             f"{_rate(mu['first_rejections_caught'], mu['first_rejections'])} | "
-            f"{mu['flags_on_accepted']} | {_agreement(gt, mu)} |"
+            f"{mu['flags_on_accepted']} | {_alone(mu)} | {_agreement(gt, mu)} |"
         )
     return lines
 
@@ -172,6 +187,12 @@ def targets(
         f"the dry run's verdict equals the real execution's on the same state for "
         f"{agree}/{dry_runs} calls, {missed_real} passed on the fork but rejected for real)."
     ]
+    alone = gt["rejected_by_dry_run"] + mu["rejected_by_dry_run"]
+    rest: Counter[str] = Counter(gt["not_dry_run"]) + Counter(mu["not_dry_run"])
+    lines.append(
+        f"  - the dry run's own verdict rejects {alone}/{rejections}; the others, by the check "
+        f"that stopped them: {', '.join(f'{k} {n}' for k, n in rest.most_common()) or 'none'}."
+    )
     for m in s["misses"][:10]:
         lines.append(f"  - missed: {m['task']} {m['method']} step {m['step']} `{m['tool']}` "
                      f"({m['backend']})")  # fmt: skip

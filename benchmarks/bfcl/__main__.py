@@ -15,6 +15,7 @@ dependencies, hand rules, fork dry-run, both) and writes ``compare.md`` / ``comp
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import subprocess
 import sys
@@ -266,8 +267,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     (out / "compare.json").write_text(
         json.dumps({"summary": summary, "cost": costs, "seconds": seconds}, indent=1) + "\n"
     )
+    with gzip.open(out / "compare-records.jsonl.gz", "wt") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in records)
     print(text)
-    print(f"wrote {out}/compare.md, compare.json in {seconds} s")
+    print(f"wrote {out}/compare.md, compare.json, compare-records.jsonl.gz in {seconds} s")
     return 0
 
 

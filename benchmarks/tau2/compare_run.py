@@ -11,6 +11,7 @@ tasks per domain (a deep copy of the airline database takes about a second). Wri
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 import time
@@ -97,8 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     (out / "compare.json").write_text(
         json.dumps({"summary": summary, "cost": costs, "seconds": seconds}, indent=1) + "\n"
     )
+    with gzip.open(out / "compare-records.jsonl.gz", "wt") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in records)
     print(text)
-    print(f"wrote {out}/compare.md, compare.json in {seconds} s")
+    print(f"wrote {out}/compare.md, compare.json, compare-records.jsonl.gz in {seconds} s")
     return 0 if lazy_ok else 1
 
 
