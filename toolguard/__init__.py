@@ -34,7 +34,8 @@ if TYPE_CHECKING:  # what the lazy loader below provides, visible to type checke
     from .replay.model import ReplayInputError
     from .replay.sources import read_runs
     from .report.build import build_report
-    from .report.collect import read_phoenix, read_records
+    from .report.clickhouse import ClickHouseError, clickhouse_report, sql_report
+    from .report.collect import read_phoenix, read_records, read_rows
     from .report.compare import compare
     from .report.metrics import TrajectoryRecord, compute_metrics
     from .report.outcomes import join_outcomes, load_outcomes
@@ -49,6 +50,10 @@ _LAZY = {
     "ReportInputError": ".report.reader",
     "TrajectoryRecord": ".report.metrics",
     "build_report": ".report.build",
+    "ClickHouseError": ".report.clickhouse",
+    "clickhouse_report": ".report.clickhouse",
+    "sql_report": ".report.clickhouse",
+    "read_rows": ".report.collect",
     "compare": ".report.compare",
     "compute_metrics": ".report.metrics",
     "join_outcomes": ".report.outcomes",
@@ -82,6 +87,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "BackendError",
     "CallbackFork",
+    "ClickHouseError",
     "Contract",
     "ContractFileError",
     "DeepCopyFork",
@@ -120,6 +126,7 @@ __all__ = [
     "arun_openai_response_calls",
     "arun_openai_tool_calls",
     "build_report",
+    "clickhouse_report",
     "compare",
     "compute_metrics",
     "current_trajectory",
@@ -129,11 +136,13 @@ __all__ = [
     "plot_report",
     "read_phoenix",
     "read_records",
+    "read_rows",
     "read_runs",
     "replay_files",
     "run_anthropic_tool_uses",
     "run_openai_response_calls",
     "run_openai_tool_calls",
     "setup_file_export",
+    "sql_report",
     "trajectory",
 ]

@@ -286,28 +286,24 @@ def _clickhouse_report(args: _Args) -> Report:
         )
     if args.resamples < 0 or args.seed < 0:
         raise ToolGuardError("--resamples and --seed must be >= 0")
-    from .report.clickhouse import connect, sql_report
+    from .report.clickhouse import clickhouse_report
     from .report.clickhouse_sql import quote_table
 
     try:
         quote_table(args.table)
     except ValueError as exc:
         raise ToolGuardError(f"--table {exc}") from None
-    client, run = connect(args.clickhouse or "")
-    try:
-        return sql_report(
-            run,
-            args.table,
-            by=args.by,
-            where=args.where,
-            max_length=args.max_length,
-            cost=args.cost,
-            skip_invalid=args.skip_invalid,
-            seed=args.seed,
-            resamples=args.resamples,
-        )
-    finally:
-        client.close()
+    return clickhouse_report(
+        args.clickhouse or "",
+        args.table,
+        by=args.by,
+        where=args.where,
+        max_length=args.max_length,
+        cost=args.cost,
+        skip_invalid=args.skip_invalid,
+        seed=args.seed,
+        resamples=args.resamples,
+    )
 
 
 def _pairs(keys: list[str], values: str, flag: str) -> dict[str, str]:

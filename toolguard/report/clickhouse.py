@@ -23,7 +23,7 @@ from .clickhouse_sql import AUC_SHIFT, quote_table, report_query
 from .cost import CostCounts, cost_from_counts, cost_warnings
 from .findings import TWO_SUMMARIES, Examples, Findings, render_findings
 from .metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, CohortCounts, metrics_from_counts
-from .reader import ReportInputError
+from .reader import BackendError
 
 Row = Mapping[str, Any]
 Run = Callable[[str], Sequence[Row]]
@@ -43,7 +43,7 @@ _DISAGREEMENTS = (
 )
 
 
-class ClickHouseError(ReportInputError):
+class ClickHouseError(BackendError):
     """ClickHouse could not be read: the server is down or refused, the table is missing or
     lacks a column the report needs, the query failed, or the spans break the contract. The
     message names the URL or table and what was answered."""
@@ -288,3 +288,34 @@ def connect(url: str) -> tuple[Any, Run]:
             raise ClickHouseError(f"ClickHouse at {where}: {_answer(exc)}") from None
 
     return client, run
+
+
+def clickhouse_report(
+    url: str,
+    table: str = "otel_traces",
+    *,
+    by: Sequence[str] = (),
+    where: str | None = None,
+    max_length: int = 100_000,
+    cost: bool = False,
+    skip_invalid: bool = False,
+    seed: int = DEFAULT_SEED,
+    resamples: int = DEFAULT_RESAMPLES,
+) -> Report:
+    """``sql_report`` on the ClickHouse server at ``url`` (see ``connect``): what
+    ``toolguard report --clickhouse URL --table TABLE`` prints, as the report object."""
+    client, run = connect(url)
+    try:
+        return sql_report(
+            run,
+            table,
+            by=by,
+            where=where,
+            max_length=max_length,
+            cost=cost,
+            skip_invalid=skip_invalid,
+            seed=seed,
+            resamples=resamples,
+        )
+    finally:
+        client.close()
