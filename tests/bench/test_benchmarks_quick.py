@@ -90,3 +90,15 @@ def test_throughput_quick(tmp_path: Path) -> None:
         assert entry["same_answer"], entry
         assert entry["report"]["n"] == result["trajectories"]
         assert entry["file"]["spans"] == entry["file"]["call_spans"] + result["trajectories"]
+
+
+def test_sql_report_quick(tmp_path: Path) -> None:
+    pytest.importorskip("duckdb", reason="the bench extra: pip install -e '.[bench]'")
+    pytest.importorskip("chdb", reason="chdb comes with the dev extra")
+    result = run_quick("sql_report", tmp_path)
+    # The three routes must agree, or the timing compares different work.
+    assert result["sql_equals_python"] and result["duckdb_differences"] == []
+    assert set(result["targets"]) == {
+        "SQL report >= 5x faster than the Python report",
+        "Python report not slower than DuckDB read_json + the same metrics",
+    }
