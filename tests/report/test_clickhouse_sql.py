@@ -22,6 +22,7 @@ from spanfiles import Writer, call, export, span, summary, trajectory
 from toolguard import _contract as A
 from toolguard.report.clickhouse import ClickHouseError, sql_report
 from toolguard.report.clickhouse_sql import report_query
+from toolguard.report.reader import ReportInputError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -310,6 +311,10 @@ def test_spans_that_break_the_contract(write_lines: Writer, tmp_path: Path) -> N
     table = load([path], tmp_path)
     with pytest.raises(ClickHouseError, match=r"1 spans break.*toolguard\.step is not an integer"):
         sql_report(RUN, table)
+    with pytest.raises(
+        ReportInputError, match=r"spans\.jsonl:2: toolguard\.step is not an integer"
+    ):
+        python_report([path])
     # Skipped, it is one span (the Python reader of the same rows skips its line: one row).
     report = sql_report(RUN, table, skip_invalid=True)
     want = python_report([write_lines([export(*good)], "good.jsonl")])
