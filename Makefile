@@ -68,7 +68,8 @@ bench: $(STAMP)
 
 # The report three ways on one million-span file (benchmarks/README.md, section "The report
 # in SQL"): the Python report, the same report in SQL on chdb (embedded ClickHouse; the table's
-# load timed apart) and DuckDB read_json computing the same metrics. About 5 minutes on 2 cores.
+# load timed apart) and DuckDB read_json computing the same metrics. About 15 minutes on 2
+# idle cores (the million-span file is generated and loaded into chdb first).
 .PHONY: bench-sql
 bench-sql: $(STAMP)
 	$(PY) -m benchmarks.sql_report
