@@ -53,7 +53,15 @@ def demo_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-@pytest.mark.parametrize("by", [[], ["model", "method"], ["method", "nolabel"]])
+@pytest.mark.parametrize(
+    "by",
+    [
+        [],
+        ["model", "method"],
+        ["method", "nolabel", "method"],  # a key twice, a key no span has
+        ["it's'; DROP TABLE x; --", "\\"],  # keys reach the query as hex only
+    ],
+)
 def test_demo_file(demo_file: Path, tmp_path: Path, by: list[str]) -> None:
     report = same([demo_file], tmp_path, by)
     assert report["overall"]["n"] > 10 and report["overall"]["pec"]

@@ -126,9 +126,10 @@ def _findings(row: Row, by: Sequence[str]) -> Findings:
         if cause not in CAUSES:
             f.odd_causes[cause or "(none)"] = f.odd_causes.get(cause or "(none)", 0) + _int(k)
     counts, lists = list(row["missing_labels"]), list(row["missing_label_ids"])
+    first = {key: i for i, key in reversed(list(enumerate(by)))}  # a key given twice: once
     f.missing_labels = [
         (key, _examples(counts[i] if i < len(counts) else 0, lists[i] if i < len(lists) else []))
-        for i, key in enumerate(by)
+        for key, i in sorted(first.items(), key=lambda kv: kv[1])
     ]
     return f
 

@@ -240,7 +240,7 @@ rec AS (
         NOT incomplete AND s_fed > s_t + 1 AS fed_out_of_range,
         NOT incomplete AND max_step > s_t AS step_beyond,
         NOT incomplete AND has_bad AND bad_step < fed AS bad_before,
-        NOT incomplete AND has_bad AND bad_step = fed AND bad_step >= fed AS fills,
+        NOT incomplete AND has_bad AND bad_step = fed AS fills,
         fills AND bad_cause IS NOT NULL AND s_cause IS NOT NULL AND s_cause != bad_cause
             AS cause_differs,
         multiIf(
