@@ -147,3 +147,28 @@ def test_bad_rows_name_their_line(write_lines: Writer, tmp_path: Path) -> None:
         read_records([str(path)])
     with pytest.raises(ReportInputError, match=r"row 1: TraceId and SpanId must be strings"):
         read_rows([{"TraceId": 1, "SpanId": "b", "SpanAttributes": {}}])
+
+
+def test_rows_out_of_clickhouse_read_like_the_otlp_file(
+    write_lines: Writer, tmp_path: Path
+) -> None:
+    """The rows as ClickHouse gives them back: `SELECT * ... FORMAT JSONEachRow` saved to a
+    file, and the rows clickhouse-connect pulls from the server (its chdb backend here)."""
+    pytest.importorskip("chdb", reason="chdb (embedded ClickHouse) comes with the dev extra")
+    pytest.importorskip("clickhouse_connect", reason="clickhouse-connect comes with dev")
+    import clickhouse_connect
+    from chdb_engine import engine, load
+
+    otlp = _quirky(write_lines)
+    want, _ = read_records([str(otlp)])
+    table = load([otlp], tmp_path)
+    saved = tmp_path / "select.jsonl"
+    saved.write_bytes(engine()[1].query(f"SELECT * FROM {table}", "JSONEachRow").bytes())
+    assert read_records([str(saved)])[0] == want
+    client = clickhouse_connect.get_client(dsn=f"chdb://{engine()[0]}")
+    try:
+        pulled = list(client.query(f"SELECT * FROM {table}").named_results())
+    finally:
+        client.close()
+    assert isinstance(pulled[0]["SpanAttributes"], dict)
+    assert read_rows(pulled)[0] == want
