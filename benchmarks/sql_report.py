@@ -53,12 +53,13 @@ def parse_only(path: Path) -> None:
             gc.enable()
 
 
-def python_report(path: Path) -> dict[str, Any]:
+def python_report(path: Path, *more: str) -> dict[str, Any]:
     from toolguard._cli import main
 
+    argv = ["report", str(path), "--by", ",".join(BY), "--format", "json", "--quiet", *more]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        status = main(["report", str(path), "--by", ",".join(BY), "--format", "json", "--quiet"])
+        status = main(argv)
     if status:
         raise RuntimeError(f"toolguard report exited with {status}")
     return dict(json.loads(out.getvalue()))
@@ -97,10 +98,10 @@ class Chdb:
         loaded = time.perf_counter()
         return {"convert_s": converted - start, "load_s": loaded - converted}
 
-    def report(self, _: Path) -> dict[str, Any]:
+    def report(self, _: Path, cost: bool = False) -> dict[str, Any]:
         from toolguard.report.clickhouse import sql_report
 
-        return dict(sql_report(self.run, "otel_traces", by=BY))
+        return dict(sql_report(self.run, "otel_traces", by=BY, cost=cost))
 
 
 def median_ratio(samples: dict[str, list[float]], a: str, b: str) -> float:
@@ -111,6 +112,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="200 x 20 calls, 1 round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--with-cost",
+        action="store_true",
+        help="also time both reports with --cost (tokens and tool time; two more cases)",
+    )
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
     trajectories, calls = (200, 20) if args.quick else (10_000, 100)
@@ -144,6 +150,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "SQL report (chdb)": ch.report,
             "DuckDB read_json + metrics": lambda p: duck_report(p, con),
         }
+        if args.with_cost:
+            cases["toolguard report --cost (Python)"] = lambda p: python_report(p, "--cost")
+            cases["SQL report --cost (chdb)"] = lambda p: ch.report(p, cost=True)
         samples: dict[str, list[float]] = {name: [] for name in cases}
         values: dict[str, Any] = {}
         order = list(cases)
@@ -166,7 +175,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     result["sql_equals_python"] = json.dumps(values["SQL report (chdb)"]) == json.dumps(py)
     result["duckdb_differences"] = same_figures(values["DuckDB read_json + metrics"], py)
-    result["ok"] = result["sql_equals_python"] and not result["duckdb_differences"]
+    if args.with_cost:
+        result["cost_sql_equals_python"] = json.dumps(
+            values["SQL report --cost (chdb)"]
+        ) == json.dumps(values["toolguard report --cost (Python)"])
+        result["python_over_sql_with_cost"] = median_ratio(
+            samples, "toolguard report --cost (Python)", "SQL report --cost (chdb)"
+        )
+    result["ok"] = (
+        result["sql_equals_python"]
+        and not result["duckdb_differences"]
+        and result.get("cost_sql_equals_python", True)
+    )
     result["targets"] = {
         "SQL report >= 5x faster than the Python report": result["python_over_sql"] >= 5.0,
         "Python report not slower than DuckDB read_json + the same metrics": (
@@ -182,7 +202,7 @@ def report(result: dict[str, Any]) -> None:
     spans = result["file"]["spans"]
     print(f"\n{spans:,} spans, {result['file']['bytes'] / 1e6:,.0f} MB:")
     for name, s in result["seconds"].items():
-        print(f"  {name:30} {s:8.2f} s  {spans / s / 1e3:8.0f} k spans/s")
+        print(f"  {name:34} {s:8.2f} s  {spans / s / 1e3:8.0f} k spans/s")
     print(
         f"  (chdb load, apart: {result['chdb_load']['load_s']:.1f} s; rows written "
         f"{result['chdb_load']['convert_s']:.1f} s)"
@@ -191,6 +211,11 @@ def report(result: dict[str, Any]) -> None:
     print(f"  Python / DuckDB:     {result['python_over_duckdb']:.2f}")
     print(f"  Python / parse-only: {result['python_over_parse']:.2f}")
     print(f"  SQL report equals the Python report: {result['sql_equals_python']}")
+    if "cost_sql_equals_python" in result:
+        print(
+            f"  with --cost: Python / SQL {result['python_over_sql_with_cost']:.2f}, equal: "
+            f"{result['cost_sql_equals_python']}"
+        )
     print(f"  DuckDB figures equal the report's: {not result['duckdb_differences']}")
     for d in result["duckdb_differences"][:5]:
         print(f"    {d}")
