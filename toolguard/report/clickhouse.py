@@ -21,7 +21,16 @@ from .._contract import CAUSES
 from .build import GroupMetrics, Labels, Report, _sort_key
 from .clickhouse_sql import AUC_SHIFT, quote_table, report_query
 from .cost import CostCounts, cost_from_counts, cost_warnings
-from .findings import TWO_SUMMARIES, Examples, Findings, render_findings
+from .findings import (
+    BAD_BEFORE,
+    CAUSE_DIFFERS,
+    FED_OUT_OF_RANGE,
+    STEP_BEYOND,
+    TWO_SUMMARIES,
+    Examples,
+    Findings,
+    render_findings,
+)
 from .metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, CohortCounts, metrics_from_counts
 from .reader import BackendError
 
@@ -35,10 +44,10 @@ CLICKHOUSE_EXTRA_HINT = (
 NEEDED_COLUMNS = ("TraceId", "SpanId", "SpanAttributes")
 COST_COLUMNS = ("Duration",)
 _DISAGREEMENTS = (
-    ("summary FED out of range", "n_fed_out_of_range", "fed_out_of_range_ids"),
-    ("call step beyond the summary's length", "n_step_beyond", "step_beyond_ids"),
-    ("invalid call before the summary's FED", "n_bad_before", "bad_before_ids"),
-    ("cause differs from the call span's", "n_cause_differs", "cause_differs_ids"),
+    (FED_OUT_OF_RANGE, "n_fed_out_of_range", "fed_out_of_range_ids"),
+    (STEP_BEYOND, "n_step_beyond", "step_beyond_ids"),
+    (BAD_BEFORE, "n_bad_before", "bad_before_ids"),
+    (CAUSE_DIFFERS, "n_cause_differs", "cause_differs_ids"),
     (TWO_SUMMARIES, "n_two_summaries", "two_summaries_ids"),
 )
 

@@ -22,7 +22,14 @@ from .. import _contract as A
 from .clickhouse_rows import iter_rows
 from .cost import CostCollector
 from .escape import short, short_id
-from .findings import MORE_THAN_ONE_SUMMARY, TWO_SUMMARIES
+from .findings import (
+    BAD_BEFORE,
+    CAUSE_DIFFERS,
+    FED_OUT_OF_RANGE,
+    MORE_THAN_ONE_SUMMARY,
+    STEP_BEYOND,
+    TWO_SUMMARIES,
+)
 from .inputs import chooser
 from .metrics import TrajectoryRecord
 from .phoenix import DEFAULT_PAGE_SIZE, DEFAULT_TIMEOUT_S, iter_phoenix_requests
@@ -357,17 +364,17 @@ def _record(tid: str, t: _Traj) -> TrajectoryRecord:
         )
     length, fed, cause, success, labels = t.summary
     if not 1 <= fed <= length + 1:
-        problems.add(f"summary FED out of range: FED {fed} with T {length}")
+        problems.add(f"{FED_OUT_OF_RANGE}: FED {fed} with T {length}")
         fed = min(max(fed, 1), length + 1)
     if t.max_step > length:
-        problems.add(f"call step beyond the summary's length: step {t.max_step} > T {length}")
+        problems.add(f"{STEP_BEYOND}: step {t.max_step} > T {length}")
     if bad is not None and bad < fed:
-        problems.add(f"invalid call before the summary's FED: step {bad} < FED {fed}")
+        problems.add(f"{BAD_BEFORE}: step {bad} < FED {fed}")
     elif bad == fed and t.bad_cause is not None:
         if cause is None:
             cause = t.bad_cause  # the summary omitted it; the call span still knows
         elif cause != t.bad_cause:
-            problems.add(f"cause differs from the call span's: {cause} vs {t.bad_cause}")
+            problems.add(f"{CAUSE_DIFFERS}: {cause} vs {t.bad_cause}")
     if fed > length:
         cause = None
     return TrajectoryRecord(

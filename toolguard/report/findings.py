@@ -17,8 +17,13 @@ from .._contract import CAUSES
 from .escape import short_id
 from .metrics import UNKNOWN_CAUSE, TrajectoryRecord
 
+# The kinds of disagreement (docs/protocol.md section 5), each written "kind: detail".
 MORE_THAN_ONE_SUMMARY = "more than one summary span"
 TWO_SUMMARIES = "two different summaries under one span id"
+FED_OUT_OF_RANGE = "summary FED out of range"
+STEP_BEYOND = "call step beyond the summary's length"
+BAD_BEFORE = "invalid call before the summary's FED"
+CAUSE_DIFFERS = "cause differs from the call span's"
 EXAMPLES = 3
 
 
