@@ -204,7 +204,7 @@ def targets(
         f"**{'met' if not added and not wrong else 'missed'}** ({len(added)} dry-run flags on "
         f"accepted ground-truth calls; {wrong} calls anywhere rejected on the fork and accepted "
         f"by the real execution. The configuration's schema and dependency checks flag "
-        f"{len(others)} accepted ground-truth calls, as in (a): see the flags by kind)."
+        f"{len(others)} accepted ground-truth calls, as (a) does)."
     )
     for f in added[:10]:
         why = ": {}, {}".format(*classify({**f, "env_rejected": False})) if classify else ""
