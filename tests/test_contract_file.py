@@ -117,11 +117,16 @@ def test_a_missing_contract_file_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_predicates_may_live_beside_the_contract_file(otel, tmp_path: Path) -> None:
     (tmp_path / "beside_rules.py").write_text("def never(x):\n    return False\n")
-    contract = tg.load_contract(write(tmp_path, """
+    contract = tg.load_contract(
+        write(
+            tmp_path,
+            """
 [tools.t]
 strict = false
 preconditions = [{ id = "never", predicate = "beside_rules:never" }]
-"""))
+""",
+        )
+    )
     guard = otel.guard()
     schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
     guard.declare("t", contract.spec_for("t", schema))

@@ -265,9 +265,7 @@ def test_a_framework_side_rejection_counts_in_t(otel) -> None:
         unknown = guard.record_rejection(
             "delete_all", "the framework has no tool delete_all", call_id="c1"
         )
-        invalid = guard.record_rejection(
-            "search_contacts", "phone: field required", call_id="c2"
-        )
+        invalid = guard.record_rejection("search_contacts", "phone: field required", call_id="c2")
         guard.call("search_contacts", {"phone": PHONE}, call_id="c3")
     assert (unknown.check, invalid.check) == ("schema.tool", "schema.args")
     assert (unknown.step, invalid.step) == (1, 2)

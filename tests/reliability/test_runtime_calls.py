@@ -284,8 +284,11 @@ def test_an_integer_argument_is_judged_by_the_json_schema(otel, bad) -> None:
 
 def test_undeclared_arguments_are_unknown_whatever_the_source(otel) -> None:
     guard = otel.guard()
-    guard.register(lambda **kw: kw, name="by_schema",
-                   json_schema={"type": "object", "properties": {"a": {"type": "string"}}})
+    guard.register(
+        lambda **kw: kw,
+        name="by_schema",
+        json_schema={"type": "object", "properties": {"a": {"type": "string"}}},
+    )
     guard.register(lambda order_id, quantity: order_id, name="by_model", args_model=Order)
     assert guard.call("by_schema", {"a": "x", "b": 1}).check == "schema.args"
     rejected = guard.call("by_model", {"order_id": "o", "quantity": 1, "coupon": "FREE"})

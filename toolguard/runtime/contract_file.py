@@ -137,7 +137,7 @@ def _tool_spec(where: str, name: str, table: Any) -> ToolSpec:
         if not isinstance(value, dict) or not all(
             isinstance(k, str) and isinstance(v, str) and v for k, v in value.items()
         ):
-            raise fail(key, "must be a table of place = \"kind\" strings")
+            raise fail(key, 'must be a table of place = "kind" strings')
     grounded = table.get("grounded", [])
     if not isinstance(grounded, list) or not all(isinstance(g, str) for g in grounded):
         raise fail("grounded", "must be a list of argument names")
@@ -185,7 +185,7 @@ def _conditions(
 ) -> list[dict[str, Any]]:
     items = table.get(key, [])
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-        raise fail(key, "must be a list of { id = ..., predicate = \"module:function\" } tables")
+        raise fail(key, 'must be a list of { id = ..., predicate = "module:function" } tables')
     return items
 
 
