@@ -30,7 +30,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from .escape import short
-from .reader import ExportRequest, ReadStats, ReportInputError, _loads, _Progress, _Stream
+from .reader import (
+    ExportRequest,
+    ReadStats,
+    ReportInputError,
+    _loads,
+    _Progress,
+    _Stream,
+    iter_lines,
+)
 
 ROW_KEYS = frozenset({"Timestamp", "TraceId", "SpanId", "SpanAttributes"})
 """A JSON object whose first key is one of these is an ``otel_traces`` row (``SELECT *``
@@ -150,43 +158,18 @@ def iter_rows_file(
     """Yield ``(export request, "file:line")`` for each row of a JSONEachRow file (the
     ``FileReader`` of toolguard/report/inputs.py). Lines are read with the same bound as
     OTLP files; a bad line stops the read or, with ``skip_invalid``, is counted and skipped."""
-    cap = max_line_bytes + 1
-    lineno = 0
-    readline = stream.readline
-    while line := readline(cap):
-        lineno += 1
-        stats.lines += 1
-        if meter.enabled and not lineno & 255:
-            meter.update(name, stats)
-        where = f"{name}:{lineno}"
-        if len(line) == cap and line[-1:] != b"\n":
-            _fail(
-                where,
-                f"line longer than {max_line_bytes:,} bytes (the line-length limit; raise it "
-                "with --max-line-bytes)",
-                stats,
-                skip_invalid,
-            )
-            while (rest := readline(1 << 20)) and rest[-1:] != b"\n":
-                pass
-            continue
-        if line.isspace():
-            continue
+    for line, where in iter_lines(stream, name, stats, skip_invalid, meter, max_line_bytes):
+        why = None
         try:
             request = row_to_request(_loads(line))
         except (ValueError, UnicodeDecodeError) as exc:
-            _fail(where, f"not valid JSON ({exc})", stats, skip_invalid)
-            continue
+            why = f"not valid JSON ({exc})"
         except ReportInputError as exc:
-            _fail(where, str(exc), stats, skip_invalid)
+            why = str(exc)
+        if why is not None:
+            stats.refuse(where, why, skip_invalid)
             continue
         yield request, where
-
-
-def _fail(where: str, why: str, stats: ReadStats, skip_invalid: bool) -> None:
-    if not skip_invalid:
-        raise ReportInputError(f"{where}: {why}")
-    stats.skip(where, why)
 
 
 # --- writing rows ------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from .reader import (
     _loads,
     _Progress,
     _Stream,
+    iter_lines,
 )
 
 DEFAULT_PAGE_SIZE = 1000
@@ -167,25 +168,8 @@ def iter_phoenix_file(
 
     One page per line; a file whose first non-blank line is not a whole JSON value is read as
     one document (a pretty-printed page) of at most ``max_line_bytes``."""
-    cap = max_line_bytes + 1
-    lineno = 0
     first = True
-    while line := stream.readline(cap):
-        lineno += 1
-        stats.lines += 1
-        if line.isspace():
-            continue
-        where = f"{name}:{lineno}"
-        if len(line) == cap and line[-1:] != b"\n":
-            why = (
-                f"line longer than {max_line_bytes:,} bytes (the line-length limit; raise it "
-                "with --max-line-bytes)"
-            )
-            _fail(where, why, stats, skip_invalid)
-            while (rest := stream.readline(1 << 20)) and rest[-1:] != b"\n":
-                pass
-            first = False
-            continue
+    for line, where in iter_lines(stream, name, stats, skip_invalid, meter, max_line_bytes):
         try:
             page = _loads(line)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -193,13 +177,13 @@ def iter_phoenix_file(
                 # No whole value on the first line: one document over several lines.
                 yield from _document(stream, line, name, stats, skip_invalid, max_line_bytes)
                 return
-            _fail(where, f"not valid JSON ({exc})", stats, skip_invalid)
+            stats.refuse(where, f"not valid JSON ({exc})", skip_invalid)
             continue
         first = False
         try:
             request = page_to_request(page)
         except ReportInputError as exc:
-            _fail(where, str(exc), stats, skip_invalid)
+            stats.refuse(where, str(exc), skip_invalid)
             continue
         if meter.enabled:
             meter.update(name, stats)
@@ -229,15 +213,9 @@ def _document(
     try:
         request = page_to_request(page)
     except ReportInputError as exc:
-        _fail(name, str(exc), stats, skip_invalid)
+        stats.refuse(name, str(exc), skip_invalid)
         return
     yield request, name
-
-
-def _fail(where: str, why: str, stats: ReadStats, skip_invalid: bool) -> None:
-    if not skip_invalid:
-        raise ReportInputError(f"{where}: {why}")
-    stats.skip(where, why)
 
 
 def spans_url(base_url: str, project: str) -> str:

@@ -77,6 +77,12 @@ class ReadStats:
         if self.first_skipped is None:
             self.first_skipped = f"{where}: {why}"
 
+    def refuse(self, where: str, why: str, skip_invalid: bool) -> None:
+        """Bad input at ``where``: an error naming it, or with ``skip_invalid`` counted."""
+        if not skip_invalid:
+            raise ReportInputError(f"{where}: {why}")
+        self.skip(where, why)
+
 
 def expand_paths(patterns: Iterable[str]) -> list[str]:
     """Expand globs (sorted, so a report does not depend on directory order); `-` is stdin.
@@ -189,14 +195,19 @@ def iter_exports(
         meter.done()
 
 
-def _iter_file(
+def iter_lines(
     stream: _Stream,
     name: str,
     stats: ReadStats,
     skip_invalid: bool,
     meter: _Progress,
     max_line_bytes: int,
-) -> Iterator[tuple[ExportRequest, str]]:
+) -> Iterator[tuple[bytes, str]]:
+    """Yield ``(line, "file:line")`` for each non-blank line of ``stream`` within the bound.
+
+    The one line loop of every file format: a line longer than ``max_line_bytes`` is refused
+    (``ReadStats.refuse``) and, when skipped, dropped a chunk at a time, never held whole; a
+    truncated or corrupt gzip file is an error naming the last line read."""
     lineno = 0
     readline = stream.readline
     cap = max_line_bytes + 1  # room for the newline: a line of exactly the limit is fine
@@ -207,36 +218,41 @@ def _iter_file(
             if meter.enabled and not lineno & 255:
                 meter.update(name, stats)
             if len(line) == cap and line[-1:] != b"\n":
-                # Longer than the limit: never hold it whole, whatever its length.
-                why = (
+                stats.refuse(
+                    f"{name}:{lineno}",
                     f"line longer than {max_line_bytes:,} bytes (the line-length limit; "
-                    "raise it with --max-line-bytes)"
+                    "raise it with --max-line-bytes)",
+                    skip_invalid,
                 )
-                if not skip_invalid:
-                    raise ReportInputError(f"{name}:{lineno}: {why}")
-                stats.skip(f"{name}:{lineno}", why)
                 del line
                 while (rest := readline(_SKIP_CHUNK)) and rest[-1:] != b"\n":
                     pass
                 continue
-            if line.isspace():
-                continue
-            where = f"{name}:{lineno}"
-            try:
-                obj = _loads(line)
-            except (_DecodeError, ValueError, UnicodeDecodeError) as exc:
-                why = f"not valid JSON ({exc})"
-                if not skip_invalid:
-                    raise ReportInputError(f"{where}: {why}") from None
-                stats.skip(where, why)
-                continue
-            if not isinstance(obj, dict) or not isinstance(obj.get("resourceSpans"), list):
-                why = _describe(obj)
-                if not skip_invalid:
-                    raise ReportInputError(f"{where}: {why}")
-                stats.skip(where, why)
-                continue
-            yield obj, where
+            if not line.isspace():
+                yield line, f"{name}:{lineno}"
     except (OSError, EOFError, zlib.error) as exc:
         # A truncated or corrupt gzip file surfaces here, mid-iteration.
         raise ReportInputError(f"{name}: cannot read after line {lineno}: {exc}") from None
+
+
+def _iter_file(
+    stream: _Stream,
+    name: str,
+    stats: ReadStats,
+    skip_invalid: bool,
+    meter: _Progress,
+    max_line_bytes: int,
+) -> Iterator[tuple[ExportRequest, str]]:
+    for line, where in iter_lines(stream, name, stats, skip_invalid, meter, max_line_bytes):
+        why = None
+        try:
+            obj = _loads(line)
+        except (_DecodeError, ValueError, UnicodeDecodeError) as exc:
+            why = f"not valid JSON ({exc})"
+        else:
+            if not isinstance(obj, dict) or not isinstance(obj.get("resourceSpans"), list):
+                why = _describe(obj)
+        if why is not None:  # refused outside the except: no chained JSON error
+            stats.refuse(where, why, skip_invalid)
+            continue
+        yield obj, where
