@@ -4,6 +4,7 @@ by name, and the steps they share (prologue, span, step, run, close).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .tool import Tool
@@ -232,38 +233,10 @@ def emit_make_direct(src: Source, tool: Tool) -> None:
                 "return proceed(_PendingCall(guard, NAME, TOOL, owner, None, traj, None, step), "
                 "wrapped, args, kwargs)",
             )
-            src("raw = None")
-            src("try:")
-            with src.indent():
-                src("failure = None")
-                src("if args:")
-                with src.indent():
-                    src("try:")
-                    with src.indent():
-                        src("raw = TOOL.bind(args, kwargs)")
-                    src("except TypeError as exc:")
-                    with src.indent():
-                        src("failure = _bind_failure(TOOL, exc)")
-                        src("raw = {}")
-                src("else:")
-                with src.indent():
-                    src("raw = kwargs")
-                src("if failure is None:")
-                with src.indent():
-                    emit_checks(src, tool)
-                src("else:")
-                with src.indent():
-                    src("values = raw")
-            src("except BaseException:")
-            with src.indent():
-                src("_cancel(guard, owner, None, traj, step, span, recording, raw)")
-                src("raise")
+            _emit_admission(src, tool, "None", _emit_bound_arguments)
             src("if failure is not None:")
             with src.indent():
-                src(
-                    "rejection = _blocked(guard, owner, None, traj, step, span, recording, "
-                    "values, failure)"
-                )
+                _emit_blocked(src, "None")
                 if tool.is_async:
                     src("return _raise_async(rejection)")
                 else:
@@ -314,38 +287,10 @@ def emit_make_dispatch(src: Source, tool: Tool) -> None:
                 "return proceed(_PendingCall(guard, NAME, TOOL, owner, call_id, traj, None, "
                 "step), arguments)",
             )
-            src("raw = None")
-            src("try:")
-            with src.indent():
-                src("failure = None")
-                src("if type(arguments) is dict:")
-                with src.indent():
-                    src("raw = dict(arguments)")
-                src("else:")
-                with src.indent():
-                    src("try:")
-                    with src.indent():
-                        src("raw = _parse_arguments(NAME, arguments)")
-                    src("except _SchemaFailure as exc:")
-                    with src.indent():
-                        src("failure = exc.failure")
-                        src("raw = {}")
-                src("if failure is None:")
-                with src.indent():
-                    emit_checks(src, tool)
-                src("else:")
-                with src.indent():
-                    src("values = raw")
-            src("except BaseException:")
-            with src.indent():
-                src("_cancel(guard, owner, call_id, traj, step, span, recording, raw)")
-                src("raise")
+            _emit_admission(src, tool, "call_id", _emit_parsed_arguments)
             src("if failure is not None:")
             with src.indent():
-                src(
-                    "rejection = _blocked(guard, owner, call_id, traj, step, span, recording, "
-                    "values, failure)"
-                )
+                _emit_blocked(src, "call_id")
                 src("return _value(rejection)" if tool.is_async else "return rejection")
             if tool.is_async:
                 src(
@@ -361,3 +306,65 @@ def emit_make_dispatch(src: Source, tool: Tool) -> None:
                 _emit_run(src, tool, "call_id", "FN", dispatch=True)
         src("return dispatch")
     src("")
+
+
+def _emit_admission(
+    src: Source, tool: Tool, call_id: str, emit_raw: Callable[[Source], None]
+) -> None:
+    """``raw`` (by ``emit_raw``), then the checks into ``values`` and ``failure``; an
+    exception meanwhile cancels the call."""
+    src("raw = None")
+    src("try:")
+    with src.indent():
+        src("failure = None")
+        emit_raw(src)
+        src("if failure is None:")
+        with src.indent():
+            emit_checks(src, tool)
+        src("else:")
+        with src.indent():
+            src("values = raw")
+    src("except BaseException:")
+    with src.indent():
+        src(f"_cancel(guard, owner, {call_id}, traj, step, span, recording, raw)")
+        src("raise")
+
+
+def _emit_blocked(src: Source, call_id: str) -> None:
+    """The rejection of a call its checks failed, the call closed."""
+    src(
+        f"rejection = _blocked(guard, owner, {call_id}, traj, step, span, recording, "
+        "values, failure)"
+    )
+
+
+def _emit_bound_arguments(src: Source) -> None:
+    """A direct call's ``raw``: its positional and keyword arguments bound by name."""
+    src("if args:")
+    with src.indent():
+        src("try:")
+        with src.indent():
+            src("raw = TOOL.bind(args, kwargs)")
+        src("except TypeError as exc:")
+        with src.indent():
+            src("failure = _bind_failure(TOOL, exc)")
+            src("raw = {}")
+    src("else:")
+    with src.indent():
+        src("raw = kwargs")
+
+
+def _emit_parsed_arguments(src: Source) -> None:
+    """A dispatched call's ``raw``: a dict copied, or JSON text parsed."""
+    src("if type(arguments) is dict:")
+    with src.indent():
+        src("raw = dict(arguments)")
+    src("else:")
+    with src.indent():
+        src("try:")
+        with src.indent():
+            src("raw = _parse_arguments(NAME, arguments)")
+        src("except _SchemaFailure as exc:")
+        with src.indent():
+            src("failure = exc.failure")
+            src("raw = {}")
