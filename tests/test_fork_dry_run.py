@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import pytest
-from conftest import Telemetry
 
 import toolguard as tg
+
+if TYPE_CHECKING:  # the root conftest's type; importing it at run time could find another conftest
+    from conftest import Telemetry
 
 DictState = Annotated[dict[str, Any], tg.State]
 

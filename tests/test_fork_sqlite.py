@@ -10,11 +10,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from conftest import Telemetry
 
 import toolguard as tg
+
+if TYPE_CHECKING:  # the root conftest's type; importing it at run time could find another conftest
+    from conftest import Telemetry
 
 
 @pytest.fixture

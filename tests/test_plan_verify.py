@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from conftest import Telemetry
 
 import toolguard as tg
+
+if TYPE_CHECKING:  # the root conftest's type; importing it at run time could find another conftest
+    from conftest import Telemetry
 
 
 class Disk:
