@@ -146,20 +146,10 @@ def _compare(out: Path, episodes: dict[str, list[Episode]]) -> int:
     from toolguard._cli import main as cli
 
     print("\nDual-Loop (plan, verify on a copy, repair, execute) against ReAct, same tasks:")
-    code = cli(
-        [
-            "compare",
-            str(out),
-            "--by",
-            "loop",
-            "--a",
-            "react",
-            "--b",
-            "dual",
-            "--task-label",
-            "episode",
-        ]
-    )
+    argv = ["compare", str(out), "--by", "loop", "--a", "react", "--b", "dual"]
+    argv += ["--task-label", "episode"]
+    print("toolguard " + " ".join(argv))
+    code = cli(argv)
     if code:
         return code
     records, _ = tg.read_records([str(out)])
