@@ -55,15 +55,16 @@ bench-bfcl: $(STAMP)
 # Overhead and throughput (benchmarks/README.md, section "Overhead and throughput"): per-call
 # overhead against validate_call / a lean hand-written span / LangChain, where a call's time
 # goes (overhead_parts), no span lost in
-# 100,000 calls, and the report against an orjson parse-only loop and DuckDB (one round, no
-# peak-memory runs: `python -m benchmarks.throughput` does those). At most 5 minutes on 2
+# 100,000 calls, and the report against an orjson parse-only loop and DuckDB (one round, files
+# of 50,000 and 500,000 spans, no peak-memory runs: `python -m benchmarks.throughput` does
+# those on 100,000 and 1,000,000; make bench-sql runs a million spans too). At most 5 minutes on 2
 # cores; the last line says how long it took (the venv stamp installs .[bench]).
 .PHONY: bench
 bench: $(STAMP)
 	@start=$$(date +%s); \
 	$(PY) -m benchmarks.overhead && $(PY) -m benchmarks.overhead_parts && \
 	$(PY) -m benchmarks.no_span_lost && \
-	$(PY) -m benchmarks.throughput --rounds 1 --no-memory; status=$$?; \
+	$(PY) -m benchmarks.throughput --rounds 1 --no-memory --trajectories 5000; status=$$?; \
 	echo "make bench: $$(( $$(date +%s) - start )) s (budget: 300 s on 2 cores)"; exit $$status
 
 # The report three ways on one million-span file (benchmarks/README.md, section "The report

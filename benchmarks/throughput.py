@@ -154,10 +154,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="skip the peak-memory runs (under tracemalloc the million-span file alone takes "
         "about 3 minutes on 2 cores; `make bench` skips them to stay within 5 minutes)",
     )
+    parser.add_argument(
+        "--trajectories",
+        type=int,
+        default=10_000,
+        help="trajectories per file (%(default)s: files of 100,000 and 1,000,000 call spans; "
+        "`make bench` halves them to stay within 5 minutes, `make bench-sql` runs a million)",
+    )
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
     # Quick: the same shape, small enough for CI (2,000 and 20,000 call spans).
-    trajectories, sizes = (500, (4, 40)) if args.quick else (10_000, (10, 100))
+    trajectories, sizes = (500, (4, 40)) if args.quick else (args.trajectories, (10, 100))
     rounds = 1 if args.quick else args.rounds
     try:
         import duckdb
