@@ -160,13 +160,7 @@ class PendingCall:
                     tracer,
                     name,
                     guard.reuse_framework_spans,
-                    tel.call_attributes(
-                        name,
-                        traj.id if traj else None,
-                        step,
-                        call_id,
-                        traj.conversation_id if traj else None,
-                    ),
+                    self._call_attributes(),
                     traj._span if traj else None,
                 )
                 self.owns_span = span is not tel.REUSED
@@ -180,16 +174,17 @@ class PendingCall:
         # A span records from start to end or never: asked once, not at every step.
         self.recording = span is not INVALID_SPAN and span.is_recording()
         if self.recording and not started:  # a framework's span: the attributes go on it
-            tel.set_attributes(
-                span,
-                tel.call_attributes(
-                    name,
-                    traj.id if traj else None,
-                    step,
-                    call_id,
-                    traj.conversation_id if traj else None,
-                ),
-            )
+            tel.set_attributes(span, self._call_attributes())
+
+    def _call_attributes(self) -> dict[str, Any]:
+        traj = self.traj
+        return tel.call_attributes(
+            self.name,
+            traj.id if traj else None,
+            self.step,
+            self.call_id,
+            traj.conversation_id if traj else None,
+        )
 
     def __repr__(self) -> str:
         state = f"closed, {self.decision}" if self.decision is not None else "admitted, running"

@@ -76,6 +76,8 @@ class PlanRun(StepChecks):
                 if self.traj._span is not None:
                     parent = trace.set_span_in_context(self.traj._span)
             self.span = tel.start_span(tracer, contract.OPERATION_VERIFY_PLAN, parent, attributes)
+        if self.plan_error is not None:  # a malformed plan: no step is checked
+            self.failure = _malformed(self.plan_error.message)
         return self
 
     def __exit__(
@@ -336,8 +338,6 @@ def verify(guard: Guard, steps: Any, trajectory: Trajectory | None, dry_run: Any
     """``guard.verify_plan``: a sync tool on the fork runs inline; an async one is not run."""
     checker = PlanRun(guard, steps, trajectory, dry_run, is_async=False)
     with checker:
-        if checker.plan_error is not None:
-            checker.failure = _malformed(checker.plan_error.message)
         for i in range(len(checker.steps)):
             run = checker.begin(i)
             if run is not None:
@@ -359,8 +359,6 @@ async def averify(
     """``guard.averify_plan``: :func:`verify` that awaits async tools on the fork."""
     checker = PlanRun(guard, steps, trajectory, dry_run, is_async=True)
     with checker:
-        if checker.plan_error is not None:
-            checker.failure = _malformed(checker.plan_error.message)
         for i in range(len(checker.steps)):
             run = checker.begin(i)
             if run is not None:
