@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import toolguard as tg
+from toolguard.runtime.plan import Unresolvable, read_refs, refs_in, replace_refs, resolve
 
 from .agents import Call, Task, _lookup
 
@@ -99,7 +100,10 @@ def execute(call: Call, plan: list[dict[str, Any]]) -> None:
     """Each step with its references replaced by the real results; stops at a rejection."""
     results: list[Any] = []
     for step in plan:
-        result = call(step["tool"], _resolved(step["arguments"], results))
+        arguments = _resolved(step["arguments"], results)
+        if arguments is None:
+            return  # a result without what the plan expected of it: the plan is stale
+        result = call(step["tool"], arguments)
         if isinstance(result, tg.Rejection):
             return
         results.append(result)
@@ -126,22 +130,15 @@ def _is_ref(value: Any) -> bool:
     return isinstance(value, Mapping) and "$step" in value
 
 
-def _resolved(arguments: Mapping[str, Any], results: list[Any]) -> dict[str, Any]:
-    out = {}
-    for key, value in arguments.items():
-        if _is_ref(value):
-            found: Any = results[value["$step"]]
-            for part in str(value.get("path", "")).split("."):
-                if part == "":
-                    continue
-                if isinstance(found, list):
-                    found = found[int(part)] if found else None
-                elif isinstance(found, Mapping):
-                    found = found.get(part)
-                else:
-                    found = getattr(found, part, None)
-                if found is None:
-                    break
-            value = found
-        out[key] = value
-    return out
+def _resolved(arguments: Mapping[str, Any], results: list[Any]) -> dict[str, Any] | None:
+    """The step's arguments with each reference replaced by the value it names in an earlier
+    step's real result (the reference syntax verify_plan reads); None when one names nothing."""
+    args = read_refs(dict(arguments), "arguments")
+    known = {}
+    for _, ref in refs_in(args):
+        try:
+            known[ref] = resolve(results[int(ref.step)], ref.parts)
+        except Unresolvable:
+            return None
+    resolved: dict[str, Any] = replace_refs(args, known)
+    return resolved
