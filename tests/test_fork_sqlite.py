@@ -132,7 +132,7 @@ def test_a_tool_that_commits_without_the_transaction_guard_is_caught(
     guard = bank_guard(otel, conn, guard_transactions=False)
     out = guard.call("withdraw", {"account": "acc_1", "amount": 1})
     assert isinstance(out, tg.Rejection) and out.check == "state.dry_run"
-    assert "the dry run's discard raised ForkError" in out.message
+    assert "the dry run's keep raised ForkError" in out.message  # the COMMIT ended it
 
 
 def test_the_application_authorizer_is_chained_and_put_back(

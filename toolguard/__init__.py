@@ -12,7 +12,14 @@ from .runtime.call import PendingCall
 from .runtime.conditions import Postcondition, Precondition
 from .runtime.contract_file import Contract, ContractFileError, load_contract
 from .runtime.export import setup_file_export
-from .runtime.fork import CallbackFork, DeepCopyFork, ForkStrategy, SQLiteSavepointFork, State
+from .runtime.fork import (
+    CallbackFork,
+    DeepCopyFork,
+    ForkStrategy,
+    SQLiteSavepointFork,
+    State,
+    UndoLogFork,
+)
 from .runtime.guard import Guard
 from .runtime.plan import PlanStep, PlanStepVerdict, PlanVerdict, StepRef
 from .runtime.tool import Grounded, Ref, Tool, ToolSpec
@@ -119,6 +126,7 @@ __all__ = [
     "Trajectory",
     "TrajectoryRecord",
     "TrajectoryRegistry",
+    "UndoLogFork",
     "UsageError",
     "Verdict",
     "__version__",

@@ -162,10 +162,14 @@ async def arun(call: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
         _in_dry_run.reset(dry)
 
 
-def judge(tool: Tool, guard: Guard, outcome: Outcome) -> tuple[Failure | None, str]:
-    """Whether the environment rejected the call on the fork: (failure, span outcome)."""
+def judge(
+    tool: Tool, guard: Guard, outcome: Outcome, *, in_place: bool = False
+) -> tuple[Failure | None, str]:
+    """Whether the environment rejected the call on the fork: (failure, span outcome).
+    ``in_place``: the call ran in a transaction on the real state (transaction.py)."""
+    tried = _TRIED_IN_PLACE if in_place else _TRIED_ON_COPY
     if outcome.error is not None:
-        return exception_rejection(tool.name, outcome.error), REJECTED
+        return exception_rejection(tool.name, outcome.error, tried), REJECTED
     detect = tool.spec.error_result
     if detect is None:
         detect = guard.error_result
@@ -176,30 +180,35 @@ def judge(tool: Tool, guard: Guard, outcome: Outcome) -> tuple[Failure | None, s
     except Exception as exc:
         return fork_failure("error_result predicate", exc, guard), GUARD_ERROR
     if error:
-        return result_rejection(tool.name, outcome.result), REJECTED
+        return result_rejection(tool.name, outcome.result, tried), REJECTED
     return None, PASSED
 
 
-def exception_rejection(tool: str, exc: Exception) -> Failure:
+# How the model's message says the call was tried (the call did not take effect either way).
+_TRIED_ON_COPY: Final = "tried first on a copy of the state"
+_TRIED_IN_PLACE: Final = "tried in a transaction that was rolled back"
+
+
+def exception_rejection(tool: str, exc: Exception, tried: str = _TRIED_ON_COPY) -> Failure:
     text = f"{type(exc).__name__}: {_text(exc)}"
     return Failure(
         contract.STATE_CONSISTENCY,
         DRY_RUN_CHECK,
         f"{tool} raised {text} on a dry run",
-        f"`{tool}` was not run: tried first on a copy of the state, it was rejected by the "
+        f"`{tool}` was not run: {tried}, it was rejected by the "
         f"environment ({text[:300]}). Change the call, or first bring the state to where "
         "it is accepted.",
         telemetry_message=f"{tool} raised {type(exc).__name__} on a dry run",
     )
 
 
-def result_rejection(tool: str, result: Any) -> Failure:
+def result_rejection(tool: str, result: Any, tried: str = _TRIED_ON_COPY) -> Failure:
     text = _text(result)
     return Failure(
         contract.STATE_CONSISTENCY,
         DRY_RUN_CHECK,
         f"the environment rejected {tool} on a dry run: {text[:200]}",
-        f"`{tool}` was not run: tried first on a copy of the state, it was rejected by the "
+        f"`{tool}` was not run: {tried}, it was rejected by the "
         f"environment: {text[:300]}. Change the call, or first bring the state to where "
         "it is accepted.",
         telemetry_message=f"the environment rejected {tool} on a dry run (an error result)",

@@ -6,12 +6,17 @@ execution and always calls ``strategy.discard(forked)`` after it. Two families:
 - **copying** strategies (:class:`DeepCopyFork`, a :class:`CallbackFork` by default) return a
   new object; the tool then runs on that object (a method tool on the forked instance, a
   function tool through its ``tg.State`` parameter);
-- **in-place** strategies (``in_place = True``: :class:`SQLiteSavepointFork`, or a
-  ``CallbackFork(..., in_place=True)``) isolate the changes some other way (a savepoint, a
-  transaction) and the tool runs unchanged on the real objects between ``fork`` and
-  ``discard``.
+- **in-place** strategies (``in_place = True``: :class:`SQLiteSavepointFork`,
+  :class:`UndoLogFork`, or a ``CallbackFork(..., in_place=True)``) isolate the changes some
+  other way (a savepoint, an undo log) and the tool runs unchanged on the real objects
+  between ``fork`` and ``discard``.
 
-This module is a leaf: it imports nothing else of the runtime.
+An in-place strategy that can also ``keep(forked)`` (commit what the call did) is
+*transactional*: the dry run is then the call itself, run once. Accepted, its effects are
+kept and its result is the call's; rejected, they are rolled back and the call is blocked.
+No second execution, so the dry run costs only what the transaction costs.
+
+This module imports nothing else of the runtime (undolog.py is a leaf too).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from collections.abc import Callable
 from typing import Any, Final, Protocol, runtime_checkable
 
 from .._errors import ForkError, ToolDefinitionError
+from .undolog import Journal
 
 DRY_RUN_CHECK: Final = "state.dry_run"  # the check id of every failure a dry run finds
 
@@ -33,6 +39,9 @@ class ForkStrategy(Protocol):
     ``discard`` is always called once per successful ``fork`` (also when the dry run raised).
     An optional class or instance attribute ``in_place = True`` says the strategy isolates
     the dry run's changes without a new object (a savepoint): the tool then runs unchanged.
+    An in-place strategy may also have ``keep(forked)``, which commits what the call did:
+    the guard then calls exactly one of ``keep`` (the environment accepted the call, which
+    is not run again) and ``discard`` (it rejected it: rolled back, the call is blocked).
     """
 
     def fork(self, state: Any) -> Any: ...
@@ -48,6 +57,11 @@ class State:
 
 def is_in_place(strategy: ForkStrategy) -> bool:
     return getattr(strategy, "in_place", False) is True
+
+
+def is_transactional(strategy: ForkStrategy) -> bool:
+    """In place and able to keep what the call did: the dry run is the call itself."""
+    return is_in_place(strategy) and callable(getattr(strategy, "keep", None))
 
 
 class DeepCopyFork:
@@ -74,7 +88,8 @@ class CallbackFork:
     ``in_place=True`` when ``fork`` isolates changes without returning a new object (it opens
     a transaction, takes a snapshot...): the tool then runs unchanged on the real objects.
     Otherwise ``fork`` must return a new object, never ``state`` itself: a fork that returns
-    the state is a guard error, not a dry run on the real state.
+    the state is a guard error, not a dry run on the real state. ``keep`` (in place only)
+    commits what the call did: the dry run is then the call itself (see the module).
     """
 
     def __init__(
@@ -83,14 +98,21 @@ class CallbackFork:
         discard: Callable[[Any], Any] | None = None,
         *,
         in_place: bool = False,
+        keep: Callable[[Any], Any] | None = None,
     ) -> None:
-        if not callable(fork):
-            raise ToolDefinitionError(f"CallbackFork: fork must be callable, not {fork!r}")
-        if discard is not None and not callable(discard):
-            raise ToolDefinitionError(f"CallbackFork: discard must be callable, not {discard!r}")
+        for name, value in (("fork", fork), ("discard", discard), ("keep", keep)):
+            if not callable(value) and (value is not None or name == "fork"):
+                raise ToolDefinitionError(f"CallbackFork: {name} must be callable, not {value!r}")
+        if keep is not None and not in_place:
+            raise ToolDefinitionError(
+                "CallbackFork: keep commits a call run on the real state, so it needs "
+                "in_place=True (a copying fork has nothing to keep)"
+            )
         self._fork = fork
         self._discard = discard
         self.in_place = bool(in_place)
+        if keep is not None:
+            self.keep = keep
 
     def fork(self, state: Any) -> Any:
         return self._fork(state)
@@ -101,7 +123,8 @@ class CallbackFork:
 
     def __repr__(self) -> str:
         name = getattr(self._fork, "__qualname__", type(self._fork).__name__)
-        return f"CallbackFork({name}, in_place={self.in_place})"
+        keeps = ", keep=..." if is_transactional(self) else ""
+        return f"CallbackFork({name}, in_place={self.in_place}{keeps})"
 
 
 class _Savepoint:
@@ -134,6 +157,11 @@ class SQLiteSavepointFork:
     transaction during the dry run makes ``discard`` raise :class:`ForkError` (its writes may
     be committed by then).
 
+    Transactional: an accepted call is kept with ``RELEASE`` (its writes join the enclosing
+    transaction, or are committed when the savepoint opened it), and the last ``COMMIT`` or
+    ``ROLLBACK`` the tool asked for during its run is then carried out, as it would have
+    been without the dry run.
+
     One dry run at a time per connection: the savepoint covers every write made on the
     connection while it is open, also another task's real call.
     """
@@ -155,27 +183,38 @@ class SQLiteSavepointFork:
         self.connection = connection
         self.authorizer = authorizer
         self.guard_transactions = guard_transactions
-        self._ignored = False  # a transaction statement was compiled as a no-op
+        self._ignored: str | None = None  # the last transaction statement made a no-op
 
     def fork(self, state: Any) -> _Savepoint:
         savepoint = _Savepoint(_SAVEPOINT)
         self.connection.execute(f'SAVEPOINT "{savepoint.name}"')
         if self.guard_transactions:
-            self._ignored = False
+            self._ignored = None
             self.connection.set_authorizer(self._authorize)
         return savepoint
 
+    def keep(self, forked: _Savepoint) -> None:
+        """The call stands: ``RELEASE``, then the tool's own last COMMIT or ROLLBACK."""
+        connection = self.connection
+        asked = self._ignored
+        self._reset_authorizer()
+        try:
+            if not connection.in_transaction:
+                raise sqlite3.OperationalError("no transaction is open")
+            connection.execute(f'RELEASE "{forked.name}"')
+        except sqlite3.Error as exc:
+            raise ForkError(
+                f"savepoint {forked.name} could not be released ({exc}): the call ended the "
+                "transaction itself (guard_transactions=False?)"
+            ) from exc
+        if asked == "COMMIT":
+            connection.commit()
+        elif asked == "ROLLBACK":
+            connection.rollback()
+
     def discard(self, forked: _Savepoint) -> None:
         connection = self.connection
-        if self.guard_transactions:
-            # Installing an authorizer expires every prepared statement (removing one does
-            # not), so a COMMIT compiled as a no-op during the dry run and kept in sqlite3's
-            # statement cache is compiled again, for real, when next used. Without such a
-            # statement, every statement compiled as it would have anyway: none to expire.
-            if self.authorizer is not None or self._ignored:
-                connection.set_authorizer(self.authorizer or _allow_all)
-            if self.authorizer is None:
-                connection.set_authorizer(None)
+        self._reset_authorizer()
         name = forked.name
         try:
             if not connection.in_transaction:
@@ -189,11 +228,23 @@ class SQLiteSavepointFork:
                 "writes may have been committed"
             ) from exc
 
+    def _reset_authorizer(self) -> None:
+        connection = self.connection
+        if self.guard_transactions:
+            # Installing an authorizer expires every prepared statement (removing one does
+            # not), so a COMMIT compiled as a no-op during the dry run and kept in sqlite3's
+            # statement cache is compiled again, for real, when next used. Without such a
+            # statement, every statement compiled as it would have anyway: none to expire.
+            if self.authorizer is not None or self._ignored:
+                connection.set_authorizer(self.authorizer or _allow_all)
+            if self.authorizer is None:
+                connection.set_authorizer(None)
+
     def _authorize(
         self, action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None
     ) -> int:
         if action == _SQLITE_TRANSACTION:
-            self._ignored = True
+            self._ignored = arg1 or "BEGIN"
             return sqlite3.SQLITE_IGNORE  # the statement compiles to nothing
         if self.authorizer is not None:
             return self.authorizer(action, arg1, arg2, db, source)
@@ -201,6 +252,39 @@ class SQLiteSavepointFork:
 
     def __repr__(self) -> str:
         return f"SQLiteSavepointFork({self.connection!r})"
+
+
+class UndoLogFork:
+    """The state's own objects, journaled: the call runs on them once, inside an undo log
+    that records, lazily, only what the call reaches (undolog.py). Accepted, its effects
+    stay; rejected, they are rolled back in place. For plain Python state (objects with a
+    ``__dict__``, dicts, lists, sets, ``random.Random``), where a copy of the whole state
+    costs far more than the call.
+
+    The state is the method's instance or the tool's ``tg.State`` argument; what the call
+    changes outside it (a module global, a file) is not journaled. One dry run at a time per
+    state: another thread using the same objects meanwhile sees them mid-transaction.
+    """
+
+    in_place: Final = True
+
+    def fork(self, state: Any) -> Journal:
+        journal = Journal()
+        if not journal.track(state):
+            raise ForkError(
+                f"an undo log has nothing to track in {type(state).__name__!r}: it needs the "
+                "tool's state, a method's instance or a tg.State parameter"
+            )
+        return journal
+
+    def keep(self, forked: Journal) -> None:
+        forked.keep()
+
+    def discard(self, forked: Journal) -> None:
+        forked.rollback()
+
+    def __repr__(self) -> str:
+        return "UndoLogFork()"
 
 
 def _allow_all(*_: Any) -> int:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 import wrapt
 
 from .._errors import ToolCallRejected
-from . import dryrun
+from . import dryrun, transaction
 from .call import PendingCall
 from .checks import bind_failure
 from .compiled import compile_tool
@@ -90,13 +90,18 @@ def _make_wrapper(guard: Guard, tool: Tool, fixed_instance: Any) -> Callable[...
 def execute(pending: PendingCall, fn: Callable[..., Any], *, dispatch: bool) -> Any:
     """Run an admitted call's function and close the call. ``dispatch``: a tool's exception
     comes back as the :class:`Rejection` the agent reads; otherwise it is re-raised."""
-    args, kwargs = pending.call_parts()
     tool = pending.tool
     assert tool is not None
     if tool.is_async:
-        return _execute_async(pending, fn, args, kwargs, dispatch)
-    if tool.dry_run is not None and not dryrun.try_on_fork(pending, fn):
-        return _blocked(pending, dispatch)
+        return _execute_async(pending, fn, dispatch)
+    if tool.dry_run is not None:
+        if transaction.applies(tool):  # the dry run is the call itself
+            done = transaction.run(pending, fn, dispatch)
+            if done is not transaction.RUN_PLAIN:
+                return done
+        elif not dryrun.try_on_fork(pending, fn):
+            return _blocked(pending, dispatch)
+    args, kwargs = pending.call_parts()
     pending.enter()
     try:
         result = fn(*args, **kwargs)
@@ -109,16 +114,16 @@ def execute(pending: PendingCall, fn: Callable[..., Any], *, dispatch: bool) -> 
     return result
 
 
-async def _execute_async(
-    pending: PendingCall,
-    fn: Callable[..., Any],
-    args: list[Any],
-    kwargs: dict[str, Any],
-    dispatch: bool,
-) -> Any:
+async def _execute_async(pending: PendingCall, fn: Callable[..., Any], dispatch: bool) -> Any:
     tool = pending.tool
-    if tool is not None and tool.dry_run is not None and not await dryrun.atry_on_fork(pending, fn):
-        return _blocked(pending, dispatch)
+    if tool is not None and tool.dry_run is not None:
+        if transaction.applies(tool):
+            done = await transaction.arun(pending, fn, dispatch)
+            if done is not transaction.RUN_PLAIN:
+                return done
+        elif not await dryrun.atry_on_fork(pending, fn):
+            return _blocked(pending, dispatch)
+    args, kwargs = pending.call_parts()
     pending.enter()
     try:
         result = await fn(*args, **kwargs)

@@ -1,0 +1,270 @@
+"""The undo log behind ``tg.UndoLogFork`` (toolguard/runtime/undolog.py), on its own.
+
+A call runs on the real objects inside a journal; rolling back must give back the state as it
+was (values and identities), keeping must leave exactly what the call did, and either way the
+objects must wear their own classes again. The property test drives random programs of
+writes over a random object graph and compares against a deep copy taken beforehand.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import random
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+import toolguard as tg
+from toolguard.runtime.undolog import Journal
+
+
+class Node:
+    label = "class default"  # an instance value may hide it: the log must not unhide it
+
+    def __init__(self, name: str, children: list[Node] | None = None) -> None:
+        self.name = name
+        self.children = children or []
+        self.tags: set[str] = set()
+        self.meta: dict[str, Any] = {"hits": 0, "history": []}
+        self.parent: Node | None = None
+
+
+class Store:
+    def __init__(self) -> None:
+        self.items: dict[str, dict[str, Any]] = {"a": {"qty": 1, "log": [1]}}
+        self.queue = collections.deque([1, 2])
+        self.rng = random.Random(7)
+        self.count = 0
+        self.root = Node("root", [Node("x"), Node("y")])
+        self.root.label = "mine"
+        for child in self.root.children:
+            child.parent = self.root
+
+
+def snapshot(obj: Any) -> Any:
+    """Everything observable, as plain data (random state included)."""
+    seen: dict[int, int] = {}
+
+    def walk(x: Any) -> Any:
+        if isinstance(x, random.Random):
+            return ("rng", x.getstate())
+        if isinstance(x, dict):
+            return {k: walk(v) for k, v in x.items()}
+        if isinstance(x, list | tuple | collections.deque):
+            return [walk(v) for v in x]
+        if isinstance(x, set):
+            return sorted(x)
+        if hasattr(x, "__dict__"):
+            if id(x) in seen:
+                return ("ref", seen[id(x)])
+            seen[id(x)] = len(seen)
+            return (type(x).__name__, {k: walk(v) for k, v in vars(x).items()})
+        return x
+
+    return walk(obj)
+
+
+def mutate(store: Store) -> str:
+    store.count += 1
+    store.items["a"]["qty"] -= 5
+    store.items["a"]["log"].append(2)
+    store.items["b"] = {"qty": 9, "log": []}
+    store.queue.append(3)
+    store.rng.random()
+    store.root.children[0].tags.add("t")
+    store.root.children[1].meta["history"].append("moved")
+    store.root.children.pop()
+    store.root.label = "changed"
+    store.root.extra = "new"  # type: ignore[attr-defined]
+    del store.root.children[0].parent
+    return "done"
+
+
+def test_rollback_restores_values_identities_and_classes() -> None:
+    store = Store()
+    before = snapshot(store)
+    ids = (id(store.items), id(store.items["a"]["log"]), id(store.root.children))
+    journal = Journal()
+    assert journal.track(store)
+    assert mutate(store) == "done"
+    assert type(store) is not Store and isinstance(store, Store)  # the stand-in, meanwhile
+    journal.rollback()
+    assert snapshot(store) == before
+    assert (id(store.items), id(store.items["a"]["log"]), id(store.root.children)) == ids
+    assert type(store) is Store and type(store.root) is Node
+    assert store.rng.random() == random.Random(7).random()  # the draw was undone
+
+
+def test_keep_leaves_exactly_what_the_call_did() -> None:
+    expected, store = Store(), Store()
+    mutate(expected)
+    journal = Journal()
+    journal.track(store)
+    mutate(store)
+    journal.keep()
+    assert snapshot(store) == snapshot(expected)
+    assert list(vars(store.root)) == list(vars(expected.root))  # attribute order kept
+    assert type(store) is Store and type(store.root.children[0]) is Node
+
+
+def test_an_instance_value_that_hides_a_class_attribute_stays_visible() -> None:
+    store = Store()
+    journal = Journal()
+    journal.track(store)
+    assert store.root.label == "mine"
+    assert store.root.children[0].label == "class default"
+    journal.rollback()
+
+
+def test_vars_is_complete_during_the_call_and_deletes_are_undone() -> None:
+    node = Node("n")
+    journal = Journal()
+    journal.track(node)
+    del node.name
+    assert "name" not in vars(node) and set(vars(node)) == {"children", "tags", "meta", "parent"}
+    with pytest.raises(AttributeError):
+        _ = node.name
+    with pytest.raises(AttributeError):
+        del node.name
+    journal.rollback()
+    assert node.name == "n"
+
+
+def test_a_deleted_then_rewritten_attribute_is_kept() -> None:
+    node = Node("n")
+    journal = Journal()
+    journal.track(node)
+    del node.name
+    node.name = "again"
+    journal.keep()
+    assert vars(node)["name"] == "again"
+
+
+class Account(BaseModel):
+    owner: str
+    balance: int
+    history: list[int] = []
+
+
+def test_a_pydantic_model_is_entered_eagerly_and_restored() -> None:
+    account = Account(owner="ann", balance=10, history=[1])
+    holder = Node("h")
+    holder.meta["account"] = account
+    journal = Journal()
+    journal.track(holder)
+    holder.meta["account"].balance -= 4
+    holder.meta["account"].history.append(2)
+    assert holder.meta["account"].model_dump() == {"owner": "ann", "balance": 6, "history": [1, 2]}
+    journal.rollback()
+    assert account.model_dump() == {"owner": "ann", "balance": 10, "history": [1]}
+    assert type(account) is Account
+
+
+class Slotted:
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = [1]
+
+
+def test_what_cannot_be_journaled_is_a_fork_error_that_names_it() -> None:
+    holder = Node("h")
+    holder.meta["slotted"] = Slotted()
+    journal = Journal()
+    journal.track(holder)
+    with pytest.raises(tg.ForkError, match=r"Node\.meta.*Slotted.*DeepCopyFork"):
+        _ = holder.meta
+    journal.rollback()
+    assert type(holder) is Node
+
+
+def test_an_object_is_in_one_transaction_at_a_time() -> None:
+    node = Node("n")
+    first, second = Journal(), Journal()
+    first.track(node)
+    with pytest.raises(tg.ForkError, match="one at a time"):
+        second.track(node)
+    first.rollback()
+    assert second.track(node)
+    second.keep()
+
+
+def test_nothing_to_track_is_refused_by_the_strategy() -> None:
+    with pytest.raises(tg.ForkError, match="nothing to track"):
+        tg.UndoLogFork().fork(None)
+
+
+# -- property: random programs on a random graph ----------------------------------------------
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["set", "del", "append", "pop", "dict_set", "dict_del", "add", "swap", "rng", "new"]
+        ),
+        st.integers(0, 5),
+        st.integers(-3, 3),
+    ),
+    max_size=12,
+)
+
+
+def build(seed: int) -> Node:
+    rnd = random.Random(seed)
+    nodes = [Node(f"n{i}") for i in range(4)]
+    for node in nodes:
+        node.children = rnd.sample(nodes, rnd.randint(0, 3))  # shared and cyclic on purpose
+        node.meta["hits"] = rnd.randint(0, 9)
+        node.meta["nested"] = {"xs": [rnd.randint(0, 9) for _ in range(3)]}
+        node.rng = random.Random(seed)  # type: ignore[attr-defined]
+    return nodes[0]
+
+
+def run(root: Node, ops: list[tuple[str, int, int]]) -> None:
+    reachable = [root, *root.children]
+    for op, i, v in ops:
+        node = reachable[i % len(reachable)]
+        if op == "set":
+            node.name = f"{node.name}{v}"
+        elif op == "del" and "parent" in vars(node):
+            del node.parent
+        elif op == "append":
+            node.meta.setdefault("nested", {"xs": []})["xs"].append(v)
+        elif op == "pop" and node.children:
+            reachable.append(node.children.pop())
+        elif op == "dict_set":
+            node.meta[f"k{v}"] = [v]
+        elif op == "dict_del":
+            node.meta.pop("hits", None)
+        elif op == "add":
+            node.tags.add(str(v))
+        elif op == "swap":
+            node.children = list(reversed(node.children))
+        elif op == "rng":
+            node.meta["draw"] = node.rng.random()  # type: ignore[attr-defined]
+        elif op == "new":
+            node.children.append(Node(f"new{v}"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 1000), ops=OPS)
+def test_rollback_equals_the_state_before_and_keep_equals_a_plain_run(
+    seed: int, ops: list[tuple[str, int, int]]
+) -> None:
+    root = build(seed)
+    before = snapshot(root)
+    plain = copy.deepcopy(root)
+    run(plain, ops)
+    journal = Journal()
+    journal.track(root)
+    run(root, ops)
+    journal.rollback()
+    assert snapshot(root) == before
+    journal = Journal()
+    journal.track(root)
+    run(root, ops)
+    journal.keep()
+    assert snapshot(root) == snapshot(plain)

@@ -1,0 +1,183 @@
+"""A dry run that is the call itself: a transactional fork strategy (fork.py) runs it once.
+
+With an in-place strategy that can ``keep`` (``tg.UndoLogFork``, ``tg.SQLiteSavepointFork``,
+a ``CallbackFork(..., in_place=True, keep=...)``), ``wrappers.execute`` hands an admitted
+call to :func:`run` (or :func:`arun`) instead of trying it on a fork and then running it
+again: the call runs inside the strategy's transaction, with its span current as a real call.
+
+- The environment accepts it: ``keep``, and its result is the call's result.
+- It rejects it (raises, or returns what ``error_result`` calls an error): block mode rolls
+  it back with ``discard`` and blocks the call (cause ``state_consistency``, check
+  ``state.dry_run``, the environment's own message), as a copying dry run would; log mode
+  keeps it and records the rejection, since the call would have run anyway.
+- The strategy fails: opening the transaction, or keeping it (then it is rolled back),
+  follows ``on_guard_error``: fail closed blocks the call; fail open runs it as if no dry
+  run were configured (:data:`RUN_PLAIN`).
+
+A cancellation (not an ``Exception``) rolls the call back and propagates.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from .. import _contract as contract
+from .._errors import ToolCallRejected
+from . import telemetry as tel
+from .dryrun import GUARD_ERROR, Outcome, _in_dry_run, fork_failure, judge, placement
+from .fork import is_transactional
+
+if TYPE_CHECKING:
+    from .call import PendingCall
+    from .tool import Tool
+    from .verdict import Failure
+
+logger = logging.getLogger("toolguard")
+
+RUN_PLAIN: Final = object()  # the transaction could not be had and the guard fails open
+
+
+def applies(tool: Tool) -> bool:
+    """Whether ``tool``'s dry run is the call itself (and not inside another dry run)."""
+    strategy = tool.dry_run
+    return strategy is not None and is_transactional(strategy) and not _in_dry_run.get()
+
+
+class _Transaction:
+    """One call's transaction: opened at creation, then kept or rolled back exactly once."""
+
+    def __init__(self, pending: PendingCall) -> None:
+        tool = pending.tool
+        assert tool is not None and tool.dry_run is not None
+        self.pending = pending
+        self.tool = tool
+        self.strategy: Any = tool.dry_run
+        self.forked: Any = None
+        self.open = False
+        self.error: Exception | None = None
+        where = placement(tool, self.strategy, pending.instance, pending.state_value())
+        try:
+            assert where is not None  # an in-place strategy always has a place
+            self.forked = self.strategy.fork(where.target)
+            self.open = True
+        except Exception as exc:
+            self.error = exc
+
+    def close(self, keep: bool) -> Exception | None:
+        """Keep or roll back; the strategy's exception, if it raised."""
+        if not self.open:
+            return None
+        self.open = False
+        return self._call(self.strategy.keep if keep else self.strategy.discard)
+
+    def _call(self, method: Callable[[Any], Any]) -> Exception | None:
+        try:
+            method(self.forked)
+        except Exception as exc:
+            return exc
+        return None
+
+    def record(self, outcome: str) -> None:
+        if self.pending.recording:
+            tel.set_attributes(self.pending.span, {contract.DRY_RUN: outcome})
+
+    def fork_failed(self, dispatch: bool) -> Any:
+        """The transaction could not be opened: blocked (fail closed) or :data:`RUN_PLAIN`."""
+        assert self.error is not None
+        failure = fork_failure("fork", self.error, self.pending.guard)
+        self.record(GUARD_ERROR)
+        if failure is None:
+            return RUN_PLAIN
+        return _block(self.pending, failure, dispatch)
+
+    def settle(self, outcome: Outcome, dispatch: bool) -> Any:
+        """The call ran in the transaction: keep or roll back, and close the call."""
+        pending = self.pending
+        failure, verdict = judge(self.tool, pending.guard, outcome, in_place=True)
+        if failure is not None and pending.mode == "block":
+            problem = self.close(keep=False)
+            pending.leave()
+            self.record(verdict if problem is None else GUARD_ERROR)
+            if problem is not None:
+                logger.error("toolguard: rolling back %s failed: %r", self.tool.name, problem)
+            return _block(pending, failure, dispatch)
+        problem = self.close(keep=True)
+        if problem is not None:  # the call ran but cannot stand: undone, then the policy
+            undo = self._call(self.strategy.discard)
+            if undo is not None:
+                logger.error("toolguard: rolling back %s failed: %r", self.tool.name, undo)
+            pending.leave()
+            self.record(GUARD_ERROR)
+            keep_failure = fork_failure("keep", problem, pending.guard)
+            if keep_failure is None:
+                return RUN_PLAIN
+            return _block(pending, keep_failure, dispatch)
+        self.record(verdict)
+        if failure is not None:
+            pending.failures.append(failure)  # log mode: recorded, the call stands
+        if outcome.error is not None:
+            rejection = pending.fail(outcome.error)
+            if dispatch:
+                return rejection
+            raise outcome.error
+        pending.finish(outcome.result)
+        return outcome.result
+
+    def abandon(self, exc: BaseException) -> None:
+        """A cancellation during the call: rolled back, the call recorded as cancelled."""
+        undo = self.close(keep=False)
+        if undo is not None:
+            logger.error("toolguard: rolling back %s failed: %r", self.tool.name, undo)
+        if not self.pending.done:
+            self.pending.fail(exc)
+
+
+def _block(pending: PendingCall, failure: Failure, dispatch: bool) -> Any:
+    pending.reject(failure)
+    rejection = pending.rejection
+    assert rejection is not None
+    if dispatch:
+        return rejection
+    raise ToolCallRejected(rejection)
+
+
+def run(pending: PendingCall, fn: Callable[..., Any], dispatch: bool) -> Any:
+    """Run an admitted call of a sync tool in its strategy's transaction (module doc)."""
+    trial = _Transaction(pending)
+    if not trial.open:
+        return trial.fork_failed(dispatch)
+    args, kwargs = pending.call_parts()
+    pending.enter()
+    dry = _in_dry_run.set(True)
+    try:
+        outcome = Outcome(fn(*args, **kwargs), None)
+    except Exception as exc:
+        outcome = Outcome(None, exc)
+    except BaseException as exc:
+        _in_dry_run.reset(dry)
+        trial.abandon(exc)
+        raise
+    _in_dry_run.reset(dry)
+    return trial.settle(outcome, dispatch)
+
+
+async def arun(pending: PendingCall, fn: Callable[..., Any], dispatch: bool) -> Any:
+    """:func:`run` for an async tool."""
+    trial = _Transaction(pending)
+    if not trial.open:
+        return trial.fork_failed(dispatch)
+    args, kwargs = pending.call_parts()
+    pending.enter()
+    dry = _in_dry_run.set(True)
+    try:
+        outcome = Outcome(await fn(*args, **kwargs), None)
+    except Exception as exc:
+        outcome = Outcome(None, exc)
+    except BaseException as exc:
+        _in_dry_run.reset(dry)
+        trial.abandon(exc)
+        raise
+    _in_dry_run.reset(dry)
+    return trial.settle(outcome, dispatch)
