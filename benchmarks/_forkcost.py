@@ -9,12 +9,23 @@ from typing import Any
 
 
 class TimedFork:
-    """Wraps a fork strategy and adds up the time its fork() and discard() take."""
+    """Wraps a fork strategy and adds up the time its fork() and discard() (or keep(), for a
+    transactional strategy) take. It is in place and transactional when ``inner`` is."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.seconds = 0.0
         self.count = 0
+        self.in_place = getattr(inner, "in_place", False) is True
+        if callable(getattr(inner, "keep", None)):
+            self.keep = self._keep
+
+    def _keep(self, forked: Any) -> None:
+        t0 = time.perf_counter()
+        try:
+            self.inner.keep(forked)
+        finally:
+            self.seconds += time.perf_counter() - t0
 
     def fork(self, state: Any) -> Any:
         t0 = time.perf_counter()

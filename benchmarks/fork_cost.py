@@ -4,15 +4,18 @@
 
 Three environments, each with one tool that changes one record:
 
-- a dict state of 10 contacts (small) and of 1,000 contacts (medium), forked with
-  ``tg.DeepCopyFork()`` and reached through a ``tg.State`` parameter;
+- a dict state of 10 contacts (small) and of 1,000 contacts (medium), reached through a
+  ``tg.State`` parameter, forked with ``tg.DeepCopyFork()`` (a copy, tried, then the call runs
+  again) and with ``tg.UndoLogFork()`` (transactional: the call runs once in an undo log);
 - a SQLite database file of 1,000 accounts (WAL journal, synchronous=NORMAL), forked with
-  ``tg.SQLiteSavepointFork``; the tool commits its own write.
+  ``tg.SQLiteSavepointFork`` (transactional: SAVEPOINT, the call, RELEASE); the tool commits
+  its own write.
 
 Per environment, side by side in interleaved rounds (medians over rounds, benchmarks/_timing):
 the tool called bare, the guarded call without a dry run (``guard.call`` on the general path,
 where every dry-run tool runs, so the difference is the dry run alone), the guarded call with
-the dry run, and the fork and discard alone. Tracing is off: span costs are overhead.py's.
+the dry run, and the strategy alone (fork, then keep for a transactional strategy, discard
+otherwise). Tracing is off: span costs are overhead.py's.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ def timed(run: Callable[[int], None]) -> Case:
     return case
 
 
-def dict_cases(size: int) -> dict[str, Case]:
+def dict_cases(size: int, strategy: Any) -> dict[str, Case]:
     state = contacts(size)
 
     def set_phone(contact_id: str, phone: str, db: Annotated[Contacts, tg.State]) -> dict[str, str]:
@@ -62,10 +65,10 @@ def dict_cases(size: int) -> dict[str, Case]:
     plain = tg.Guard(state=state, dry_run=False)
     plain._compiled = False  # the general path, as every dry-run tool takes
     plain.register(set_phone)
-    forked = tg.Guard(state=state, dry_run=tg.DeepCopyFork())
+    forked = tg.Guard(state=state, dry_run=strategy)
     forked.register(set_phone)
     ids = itertools.cycle(list(state))
-    strategy = tg.DeepCopyFork()
+    close = getattr(strategy, "keep", strategy.discard)  # what an accepted call costs
 
     def bare(n: int) -> None:
         for _ in range(n):
@@ -80,7 +83,7 @@ def dict_cases(size: int) -> dict[str, Case]:
 
     def fork_only(n: int) -> None:
         for _ in range(n):
-            strategy.discard(strategy.fork(state))
+            close(strategy.fork(state))
 
     return {
         "tool": timed(bare),
@@ -90,8 +93,10 @@ def dict_cases(size: int) -> dict[str, Case]:
     }
 
 
-def sqlite_cases(directory: Path, rows: int = 1000) -> tuple[dict[str, Case], sqlite3.Connection]:
-    conn = sqlite3.connect(directory / "accounts.db")
+def sqlite_cases(
+    directory: Path, rows: int = 1000, guard_transactions: bool = True
+) -> tuple[dict[str, Case], sqlite3.Connection]:
+    conn = sqlite3.connect(directory / f"accounts-{guard_transactions}.db")
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute(
@@ -112,7 +117,7 @@ def sqlite_cases(directory: Path, rows: int = 1000) -> tuple[dict[str, Case], sq
     plain = tg.Guard(dry_run=False)
     plain._compiled = False
     plain.register(debit)
-    strategy = tg.SQLiteSavepointFork(conn)
+    strategy = tg.SQLiteSavepointFork(conn, guard_transactions=guard_transactions)
     forked = tg.Guard(dry_run=strategy)
     forked.register(debit)
     ids = itertools.cycle([f"a{i}" for i in range(rows)])
@@ -130,7 +135,7 @@ def sqlite_cases(directory: Path, rows: int = 1000) -> tuple[dict[str, Case], sq
 
     def fork_only(n: int) -> None:
         for _ in range(n):
-            strategy.discard(strategy.fork(None))
+            strategy.keep(strategy.fork(None))
 
     cases = {
         "tool": timed(bare),
@@ -168,18 +173,23 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         environments: list[tuple[str, dict[str, Case], int]] = [
-            ("dict, 10 contacts", dict_cases(10), 2000),
-            ("dict, 1,000 contacts", dict_cases(1000), 20),
+            ("dict 10, deep copy", dict_cases(10, tg.DeepCopyFork()), 2000),
+            ("dict 1,000, deep copy", dict_cases(1000, tg.DeepCopyFork()), 20),
+            ("dict 10, undo log", dict_cases(10, tg.UndoLogFork()), 2000),
+            ("dict 1,000, undo log", dict_cases(1000, tg.UndoLogFork()), 2000),
         ]
         sqlite, conn = sqlite_cases(Path(tmp))
-        environments.append(("SQLite, 1,000 rows", sqlite, 500))
+        environments.append(("SQLite 1,000, savepoint", sqlite, 500))
+        unguarded, conn2 = sqlite_cases(Path(tmp), guard_transactions=False)
+        environments.append(("SQLite, no COMMIT guard", unguarded, 500))
         for label, cases, n in environments:
             samples = interleaved(cases, rounds=rounds, n=max(1, n // (10 if args.quick else 1)))
             results[label] = summarise(samples)
         conn.close()
+        conn2.close()
     print(f"per call, medians over {rounds} interleaved rounds (tracing off)\n")
     print(f"{'environment':24} {'tool':>12} {'guard':>12} {'+dry run':>12} {'dry run adds':>13}"
-          f" {'fork+discard':>13} {'adds/tool':>10}")  # fmt: skip
+          f" {'strategy':>13} {'adds/tool':>10}")  # fmt: skip
     for label, r in results.items():
         print(
             f"{label:24} {us(r['tool_us'] / 1e6)} {us(r['guard_us'] / 1e6)} "

@@ -123,16 +123,28 @@ def test_an_open_transaction_of_the_application_survives_the_dry_run(
     assert balances(observer)["acc_1"] == 90
 
 
-def test_a_tool_that_commits_without_the_transaction_guard_is_caught(
+def test_without_the_transaction_guard_a_commit_keeps_and_a_late_failure_is_caught(
     otel: Telemetry, db: tuple[sqlite3.Connection, sqlite3.Connection]
 ) -> None:
-    """guard_transactions=False: the tool's COMMIT ends the savepoint; the discard says so
-    (a guard error, failing closed) instead of pretending the dry run was rolled back."""
-    conn, _ = db
+    """guard_transactions=False: a tool's own COMMIT ends the savepoint. An accepted call has
+    then kept what it did; a call that commits and is rejected afterwards cannot be rolled
+    back, and the discard says so (a guard error, failing closed) instead of pretending."""
+    conn, observer = db
     guard = bank_guard(otel, conn, guard_transactions=False)
-    out = guard.call("withdraw", {"account": "acc_1", "amount": 1})
+    assert guard.call("withdraw", {"account": "acc_1", "amount": 1}) == {"balance": 99}
+    assert balances(observer)["acc_1"] == 99 and audit_rows(observer) == 1
+
+    @guard.tool
+    def commit_then_fail(account: str) -> None:
+        conn.execute("UPDATE accounts SET balance = 0 WHERE id = ?", (account,))
+        conn.commit()
+        raise ValueError("failed after committing")
+
+    out = guard.call("commit_then_fail", {"account": "acc_2"})
     assert isinstance(out, tg.Rejection) and out.check == "state.dry_run"
-    assert "the dry run's keep raised ForkError" in out.message  # the COMMIT ended it
+    assert "the dry run's discard raised ForkError" in out.message
+    assert "may have been committed" in out.message
+    assert balances(observer)["acc_2"] == 0  # what the guard could not undo, as it says
 
 
 def test_the_application_authorizer_is_chained_and_put_back(

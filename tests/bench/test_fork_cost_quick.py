@@ -24,11 +24,14 @@ def test_fork_cost_quick(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(out.read_text())
     assert set(result["results"]) == {
-        "dict, 10 contacts",
-        "dict, 1,000 contacts",
-        "SQLite, 1,000 rows",
+        "dict 10, deep copy",
+        "dict 1,000, deep copy",
+        "dict 10, undo log",
+        "dict 1,000, undo log",
+        "SQLite 1,000, savepoint",
+        "SQLite, no COMMIT guard",
     }
     for figures in result["results"].values():
         assert all(math.isfinite(v) for v in figures.values()), figures
         assert figures["tool_us"] > 0 and figures["fork_discard_us"] > 0
-    assert len(result["targets"]) == 3
+    assert len(result["targets"]) == 6

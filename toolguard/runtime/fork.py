@@ -194,18 +194,22 @@ class SQLiteSavepointFork:
         return savepoint
 
     def keep(self, forked: _Savepoint) -> None:
-        """The call stands: ``RELEASE``, then the tool's own last COMMIT or ROLLBACK."""
+        """The call stands: ``RELEASE``, then the tool's own last COMMIT or ROLLBACK. With
+        ``guard_transactions=False`` a tool that ended the savepoint itself (its COMMIT) has
+        already kept what it did."""
         connection = self.connection
         asked = self._ignored
         self._reset_authorizer()
         try:
             if not connection.in_transaction:
-                raise sqlite3.OperationalError("no transaction is open")
+                raise sqlite3.OperationalError("no such savepoint: no transaction is open")
             connection.execute(f'RELEASE "{forked.name}"')
-        except sqlite3.Error as exc:
+        except sqlite3.OperationalError as exc:
+            if not self.guard_transactions and "no such savepoint" in str(exc):
+                return
             raise ForkError(
                 f"savepoint {forked.name} could not be released ({exc}): the call ended the "
-                "transaction itself (guard_transactions=False?)"
+                "transaction itself"
             ) from exc
         if asked == "COMMIT":
             connection.commit()

@@ -100,8 +100,10 @@ class _Transaction:
             problem = self.close(keep=False)
             pending.leave()
             self.record(verdict if problem is None else GUARD_ERROR)
-            if problem is not None:
-                logger.error("toolguard: rolling back %s failed: %r", self.tool.name, problem)
+            if problem is not None:  # blocked, but what it did may stand: said first
+                undone = fork_failure("discard", problem, pending.guard)
+                if undone is not None:
+                    pending.failures.append(undone)
             return _block(pending, failure, dispatch)
         problem = self.close(keep=True)
         if problem is not None:  # the call ran but cannot stand: undone, then the policy
