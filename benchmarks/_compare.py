@@ -141,27 +141,41 @@ def class_table(summary: dict[str, Any]) -> list[str]:
 
 
 def fork_overhead(c: dict[str, Any]) -> float | None:
-    """What the fork costs beyond a second execution of the call: the dry run's added time
-    minus the execution's (a copy on read pays its copies inside the call, not in fork())."""
+    """What the dry run costs per call. A copying strategy runs the call twice (on the fork,
+    then for real): its cost is the dry run's added time minus one execution (a copy on read
+    pays its copies inside the call, not in fork()). A transactional one runs it once: its
+    cost is all the time it adds."""
     if c.get("dry_run_added_us") is None or c.get("exec_us") is None:
         return None
+    if c.get("transactional"):
+        return float(c["dry_run_added_us"])
     return round(c["dry_run_added_us"] - c["exec_us"], 1)
 
 
 def cost_table(cost: dict[str, dict[str, Any]]) -> list[str]:
+    executor = any("executor_us" in c for c in cost.values())
     lines = [
-        "| backend | calls | environment's execution | fork() + discard() | dry run added to "
-        "the guarded call | fork cost beyond re-running the call | fork() + discard() / "
-        "execution | calls where fork() + discard() is cheaper |",
-        "|---|---|---|---|---|---|---|---|",
+        "| backend | calls | environment's execution | "
+        + ("BFCL's executor (eval of the call, its answer) | " if executor else "")
+        + "fork() + discard() (or keep()) | dry run added to the guarded call | the dry run's "
+        "cost (added, minus a second execution where the call ran twice) | cost / execution | "
+        + ("cost / BFCL's executor | " if executor else "")
+        + "calls where fork() + discard() is cheaper |",
+        "|---|---|---|" + ("---|---|" if executor else "") + "---|---|---|---|---|",
     ]
     for backend, c in cost.items():
         overhead = fork_overhead(c)
-        lines.append(
-            f"| {backend} | {c['calls']} | {c['exec_us']} us | {c['fork_us']} us | "
-            f"{c['dry_run_added_us']} us | {overhead} us | {c['fork_over_exec']}x | "
-            f"{c['calls_fork_cheaper']}/{c['calls']} |"
-        )
+        ratio = round(overhead / c["exec_us"], 2) if overhead and c["exec_us"] else None
+        cells = [backend, str(c["calls"]), f"{c['exec_us']} us"]
+        if executor:
+            cells.append(f"{c.get('executor_us')} us")
+        cells += [f"{c['fork_us']} us", f"{c['dry_run_added_us']} us", f"{overhead} us"]
+        cells.append(f"{ratio}x")
+        if executor:
+            ex = c.get("executor_us")
+            cells.append(f"{round(overhead / ex, 2)}x" if overhead and ex else "-")
+        cells.append(f"{c['calls_fork_cheaper']}/{c['calls']}")
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
@@ -180,13 +194,33 @@ def targets(
     missed_real = gt["dry_run_passed_real_rejected"] + mu["dry_run_passed_real_rejected"]
     dry_runs = gt["dry_runs"] + mu["dry_runs"]
     agree = gt["dry_run_agrees"] + mu["dry_run_agrees"]
+    overall = cost.get("all") or {}
+    once = bool(overall.get("transactional"))
+    agreement = (
+        f"the dry run is the execution itself (one run, kept in log mode), so its verdict is "
+        f"the real execution's on all {agree}/{dry_runs} calls by construction; what keeps "
+        f"the replay honest is the raw oracle, a separate replay that rejected exactly these calls"
+        if once
+        else f"the dry run's verdict equals the real execution's on the same state for "
+        f"{agree}/{dry_runs} calls, {missed_real} passed on the fork but rejected for real"
+    )
     lines = [
         f"- Blocks before execution every environment rejection: "
         f"**{'met' if caught == rejections and not missed_real else 'missed'}** "
         f"({caught}/{rejections} calls the raw replay rejects, ground truth and mutations; "
-        f"the dry run's verdict equals the real execution's on the same state for "
-        f"{agree}/{dry_runs} calls, {missed_real} passed on the fork but rejected for real)."
+        f"{agreement})."
     ]
+    copy = summary.get("fork_copy")
+    if copy is not None:
+        cg, cm = copy["ground_truth"], copy["mutations"]
+        lines.append(
+            f"  - with a copying fork instead ({copy['label']}), where the dry run is a run of "
+            f"its own followed by the real one: "
+            f"{cg['caught_before_execution'] + cm['caught_before_execution']}/"
+            f"{cg['env_rejections'] + cm['env_rejections']} caught, and the dry run's verdict "
+            f"equals the real execution's on {cg['dry_run_agrees'] + cm['dry_run_agrees']}/"
+            f"{cg['dry_runs'] + cm['dry_runs']} calls."
+        )
     alone = gt["rejected_by_dry_run"] + mu["rejected_by_dry_run"]
     rest: Counter[str] = Counter(gt["not_dry_run"]) + Counter(mu["not_dry_run"])
     lines.append(
@@ -209,19 +243,42 @@ def targets(
     for f in added[:10]:
         why = ": {}, {}".format(*classify({**f, "env_rejected": False})) if classify else ""
         lines.append(f"  - {f['task']} step {f['step']} `{f['tool']}` {f['check']}{why}")
-    overall = cost.get("all")
     if overall and overall["exec_us"] is not None and overall["dry_run_added_us"] is not None:
-        exec_us, fork_us = overall["exec_us"], overall["fork_us"]
-        extra = fork_overhead(overall)
-        worse = [
-            k for k, c in cost.items() if k != "all" and (fork_overhead(c) or 0) >= c["exec_us"]
+        lines += _cost_target(cost, overall)
+    return lines
+
+
+def _cost_target(cost: dict[str, dict[str, Any]], overall: dict[str, Any]) -> list[str]:
+    exec_us, fork_us = overall["exec_us"], overall["fork_us"]
+    extra = fork_overhead(overall)
+    how = (
+        f"the call runs once, inside the transaction, so the dry run costs all it adds: "
+        f"{extra} us; its fork() + keep() alone {fork_us} us"
+        if overall.get("transactional")
+        else f"the dry run adds {overall['dry_run_added_us']} us to the guarded call, so the "
+        f"fork costs {extra} us beyond running the call once more; its fork() + discard() "
+        f"alone {fork_us} us"
+    )
+    worse = [k for k, c in cost.items() if k != "all" and (fork_overhead(c) or 0) >= c["exec_us"]]
+    met = extra is not None and extra < exec_us
+    lines = [
+        f"- Costs less per call than the environment's own execution: "
+        f"**{'met' if met else 'missed'}** against the call's own execution (medians over "
+        f"{overall['calls']} calls: execution {exec_us} us; {how}). Costlier than that "
+        f"execution on: {', '.join(worse) or 'none'}."
+    ]
+    executor_us = overall.get("executor_us")
+    if executor_us is not None:
+        slower = [
+            k
+            for k, c in cost.items()
+            if k != "all" and (fork_overhead(c) or 0) >= (c.get("executor_us") or 0)
         ]
         lines.append(
-            f"- Costs less per call than the environment's own execution: "
-            f"**{'met' if extra is not None and extra < exec_us else 'missed'}** (medians over "
-            f"{overall['calls']} calls: execution {exec_us} us; the dry run adds "
-            f"{overall['dry_run_added_us']} us to the guarded call, so the fork costs {extra} us "
-            f"beyond running the call once more; its fork() + discard() alone {fork_us} us). "
-            f"Costlier than the execution on: {', '.join(worse) or 'none'}."
+            f"  - against BFCL's own executor of the call (its `execute_multi_turn_func_call`: "
+            f"the call string evaluated, the answer rendered), {executor_us} us: "
+            f"**{'met' if extra is not None and extra < executor_us else 'missed'}** "
+            f"({round(extra / executor_us, 2) if extra else '-'}x). Costlier than the executor "
+            f"on: {', '.join(slower) or 'none'}."
         )
     return lines

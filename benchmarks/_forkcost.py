@@ -49,17 +49,29 @@ class TimedFork:
         return out
 
 
+def transactional(strategy: Any) -> bool:
+    """In place and able to keep: the call runs once (docs/fork-and-plans.md)."""
+    return getattr(strategy, "in_place", False) is True and callable(
+        getattr(strategy, "keep", None)
+    )
+
+
 def median_us(values: Sequence[float]) -> float | None:
     """The median of durations in seconds, in microseconds (None when there are none)."""
     return round(statistics.median(values) * 1e6, 1) if values else None
 
 
 def summarise_costs(
-    rows: Sequence[dict[str, Any]], group: Callable[[dict[str, Any]], str]
+    rows: Sequence[dict[str, Any]],
+    group: Callable[[dict[str, Any]], str],
+    *,
+    transactional: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """Per group and over all rows (``all``): calls, median execution, fork + discard and
-    dry-run added per call (us), their ratio, and how many calls forked cheaper than they
-    executed. Rows: ``exec_s``, ``fork_s``, ``dry_run_added_s`` (seconds)."""
+    """Per group and over all rows (``all``): calls, median execution, fork + discard (or
+    keep) and dry-run added per call (us), their ratio, and how many calls forked cheaper
+    than they executed. Rows: ``exec_s``, ``fork_s``, ``dry_run_added_s`` (seconds), and
+    optionally ``executor_s`` (the benchmark's own executor around the call, BFCL's).
+    ``transactional``: the strategy runs the call once (fork.py), not twice."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault(group(r), []).append(r)
@@ -69,13 +81,18 @@ def summarise_costs(
     def stats(g: list[dict[str, Any]]) -> dict[str, Any]:
         exec_us = median_us([r["exec_s"] for r in g])
         fork_us = median_us([r["fork_s"] for r in g])
-        return {
+        out = {
             "calls": len(g),
             "exec_us": exec_us,
             "fork_us": fork_us,
             "dry_run_added_us": median_us([r["dry_run_added_s"] for r in g]),
             "fork_over_exec": round(fork_us / exec_us, 2) if exec_us and fork_us else None,
             "calls_fork_cheaper": sum(r["fork_s"] < r["exec_s"] for r in g),
+            "transactional": transactional,
         }
+        executor = [r["executor_s"] for r in g if r.get("executor_s") is not None]
+        if executor:
+            out["executor_us"] = median_us(executor)
+        return out
 
     return {k: stats(g) for k, g in groups.items() if g}

@@ -241,7 +241,7 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from benchmarks._compare import summarise
-    from benchmarks.bfcl import compare, compare_report, cost
+    from benchmarks.bfcl import compare, compare_report, cost, undo
     from benchmarks.bfcl.configs import CONFIGS
     from benchmarks.bfcl.guarded import fork_strategies
 
@@ -255,18 +255,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
     costs = {
         name: cost.summarise(cost.measure(tasks, fork)) for name, fork in fork_strategies().items()
     }
+    fidelity = undo.check_all(tasks, kinds=kinds, seed=args.seed, jobs=args.jobs)
     seconds = round(time.monotonic() - t0, 1)
     header = [
-        f"# BFCL multi-turn: four guard configurations (bfcl-eval {BFCL_EVAL_VERSION})",
+        f"# BFCL multi-turn: the guard configurations (bfcl-eval {BFCL_EVAL_VERSION})",
         "",
         f"{len(tasks)} tasks, seed {args.seed}, mutations: {', '.join(kinds)}; "
         f"{seconds} s with {args.jobs} worker process(es).",
     ]
-    text = compare_report.markdown(summary, records, costs, header)
+    text = compare_report.markdown(summary, records, costs, header, fidelity)
     (out / "compare.md").write_text(text)
-    (out / "compare.json").write_text(
-        json.dumps({"summary": summary, "cost": costs, "seconds": seconds}, indent=1) + "\n"
-    )
+    document = {"summary": summary, "cost": costs, "undo_log": fidelity, "seconds": seconds}
+    (out / "compare.json").write_text(json.dumps(document, indent=1) + "\n")
     with gzip.open(out / "compare-records.jsonl.gz", "wt") as fh:
         fh.writelines(json.dumps(r) + "\n" for r in records)
     print(text)

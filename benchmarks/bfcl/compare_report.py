@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks._compare import class_table, config_table, cost_table, targets
+from benchmarks.bfcl import undo
 from benchmarks.bfcl.configs import CONFIGS
 from benchmarks.bfcl.data import load_category
 from benchmarks.bfcl.guarded import user_values
@@ -86,6 +87,7 @@ def markdown(
     records: Sequence[dict[str, Any]],
     costs: dict[str, dict[str, dict[str, Any]]],
     header: Sequence[str] = (),
+    undo_log: dict[str, int] | None = None,
 ) -> str:
     """The whole comparison; ``costs``: fork strategy name -> cost summary (the first one is
     the strategy the configurations ran with, and the one the targets are checked on)."""
@@ -94,6 +96,9 @@ def markdown(
     for name, cost in costs.items():
         lines += ["", f"## Cost per call with {name} (ground-truth calls, medians)", ""]
         lines += cost_table(cost)
+    if undo_log is not None:
+        lines += ["", "## Does the undo log undo exactly? (benchmarks/bfcl/undo.py)", ""]
+        lines += undo.markdown(undo_log)
     first = next(iter(costs))
     lines += ["", f"## Targets (fork dry-run alone, {first})", ""]
     lines += targets(summary, costs[first], classify)

@@ -4,8 +4,11 @@
   (``refs`` / ``produces`` / ``invalidates``: which ids must come from an earlier output);
 - ``hand_rules`` (b): (a) plus the hand-written preconditions and grounded arguments of
   ``rules/`` - what ``python -m benchmarks.bfcl run`` has always measured;
-- ``fork`` (c): (a) plus a fork dry-run of every call, no hand-written state rule;
-- ``fork_rules`` (d): (b) plus the fork dry-run.
+- ``fork`` (c): (a) plus a fork dry-run of every call, no hand-written state rule, with
+  ``tg.UndoLogFork()`` (the call runs once, in an undo log: kept when accepted);
+- ``fork_rules`` (d): (b) plus the fork dry-run;
+- ``fork_copy`` (c'): (c) with ``tg.DeepCopyFork()`` (the call tried on a copy, then run for
+  real): the dry run's verdict there is a separate run, checked against the real one.
 
 The dependency declarations are hand-written too (``rules/``): only the preconditions and the
 grounded arguments are what (a) and (c) leave out.
@@ -30,6 +33,7 @@ class Config:
     label: str
     state_rules: bool  # the hand-written preconditions and grounded arguments
     dry_run: bool
+    copy: bool = False  # dry-run on a deep copy instead of the default undo log
 
 
 CONFIGS: dict[str, Config] = {
@@ -39,6 +43,13 @@ CONFIGS: dict[str, Config] = {
         Config("hand_rules", "(b) hand rules", state_rules=True, dry_run=False),
         Config("fork", "(c) fork dry-run, no hand state rule", state_rules=False, dry_run=True),
         Config("fork_rules", "(d) fork dry-run + hand rules", state_rules=True, dry_run=True),
+        Config(
+            "fork_copy",
+            "(c') fork dry-run on a deep copy, no hand state rule",
+            state_rules=False,
+            dry_run=True,
+            copy=True,
+        ),
     )
 }
 DEFAULT = "hand_rules"

@@ -2,7 +2,10 @@
 
 Over the ground-truth calls, per call: the backend method itself on the raw environment
 (the environment's own execution: the arguments are built beforehand, as BFCL's eval has
-them before the call), the fork strategy's ``fork`` + ``discard`` inside the guard, and the
+them before the call), BFCL's own executor of the call (``execute_multi_turn_func_call`` on
+the turn's call strings, as BFCL's evaluation runs them: each string evaluated, the answer
+rendered; a turn's time divided among its calls), the fork strategy's ``fork`` + ``discard``
+(or ``keep``) inside the guard, and the
 guarded call with the dry run against the same guarded call without it (configuration
 ``fork`` against ``schema_deps``: the difference is what the dry run adds - the fork, the
 call on the fork, the discard). The three runs of a task follow each other, so drift on a
@@ -16,7 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks._forkcost import TimedFork, summarise_costs
+from benchmarks._forkcost import TimedFork, summarise_costs, transactional
 from benchmarks.bfcl.data import Task
 from benchmarks.bfcl.env import Environment
 
@@ -37,6 +40,36 @@ def _raw_seconds(task: Task) -> list[tuple[str | None, float]]:
     return out
 
 
+def render(call: Any) -> str:
+    """A parsed call as BFCL's call string (its arguments are literals: repr is the source)."""
+    parts = [repr(a) for a in call.args] + [f"{k}={v!r}" for k, v in call.kwargs.items()]
+    return f"{call.name}({', '.join(parts)})"
+
+
+def _executor_seconds(task: Task, run: int) -> list[float]:
+    """Per ground-truth call, BFCL's own executor: the turn's strings through
+    ``execute_multi_turn_func_call`` on instances made beforehand (as from its second turn
+    on), the turn's time shared equally among its calls."""
+    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils as bfcl
+
+    model, entry = "toolguard_cost", f"{task.id}_{run}"
+    args = (task.initial_config, task.involved_classes, model, entry, task.long_context)
+    bfcl.execute_multi_turn_func_call([], *args)  # creates the instances
+    out: list[float] = []
+    try:
+        for turn in task.ground_truth:
+            if not turn:
+                continue
+            strings = [render(c) for c in turn]
+            t0 = time.perf_counter()
+            bfcl.execute_multi_turn_func_call(strings, *args)
+            out += [(time.perf_counter() - t0) / len(strings)] * len(strings)
+    finally:  # BFCL keeps its instances in its module's globals
+        for name in [n for n in vars(bfcl) if n.startswith(f"{model}_")]:
+            delattr(bfcl, name)
+    return out
+
+
 def measure(tasks: Sequence[Task], fork: Any = None) -> list[dict[str, Any]]:
     """One row per ground-truth call: backend, execution, fork, dry-run added (seconds)."""
     from opentelemetry.sdk.trace import TracerProvider
@@ -49,15 +82,17 @@ def measure(tasks: Sequence[Task], fork: Any = None) -> list[dict[str, Any]]:
         with_fork.fork = timed_fork = TimedFork(with_fork.fork)
     without = Harness(TracerProvider(), config="schema_deps", timed=True)
     rows: list[dict[str, Any]] = []
-    for task in tasks:
+    once = transactional(timed_fork.inner)
+    for run, task in enumerate(tasks):
         raw = _raw_seconds(task)
+        executor = _executor_seconds(task, run)
         for h in (with_fork, without):
             assert h.timings is not None
             h.timings.clear()
             h.run(task, task.flat_calls(), f"{task.id}/cost/{h.config.key}", {"task": task.id})
         assert with_fork.timings is not None and without.timings is not None
-        for (backend, exec_s), (fork_call, fork_s, forks), (plain_call, _, _) in zip(
-            raw, with_fork.timings, without.timings, strict=True
+        for (backend, exec_s), executor_s, (fork_call, fork_s, forks), (plain_call, _, _) in zip(
+            raw, executor, with_fork.timings, without.timings, strict=True
         ):
             rows.append(
                 {
@@ -65,6 +100,8 @@ def measure(tasks: Sequence[Task], fork: Any = None) -> list[dict[str, Any]]:
                     "backend": backend,
                     "long_context": task.long_context,
                     "exec_s": exec_s,
+                    "executor_s": executor_s,
+                    "transactional": once,
                     "fork_s": fork_s if forks else None,
                     "dry_run_added_s": fork_call - plain_call,
                 }
@@ -77,4 +114,5 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return summarise_costs(
         [r for r in rows if r["backend"] is not None and r["fork_s"] is not None],
         lambda r: r["backend"] + (" (long context)" if r["long_context"] else ""),
+        transactional=any(r["transactional"] for r in rows),
     )

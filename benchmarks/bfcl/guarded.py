@@ -92,6 +92,7 @@ def _keep(forked: Any) -> None:
 def fork_strategies() -> dict[str, Any]:
     """The fork strategies whose cost the comparison measures (the first is the default)."""
     return {
+        "tg.UndoLogFork()": tg.UndoLogFork(),
         "tg.DeepCopyFork()": tg.DeepCopyFork(),
         "tg.CallbackFork(pickle round trip)": tg.CallbackFork(fork=_pickled, discard=_keep),
     }
@@ -100,8 +101,9 @@ def fork_strategies() -> dict[str, Any]:
 class Harness:
     """Owns the span pipeline: the user's exporter (a file) plus an in-memory copy we read.
 
-    ``config`` is one of ``configs.CONFIGS``; a dry-run configuration forks the backend
-    instance of every call with ``fork`` (default ``tg.DeepCopyFork()``) before it runs.
+    ``config`` is one of ``configs.CONFIGS``; a dry-run configuration tries every call with
+    ``fork`` (default: ``tg.UndoLogFork()``, or ``tg.DeepCopyFork()`` where the configuration
+    says ``copy``).
     """
 
     def __init__(
@@ -113,7 +115,8 @@ class Harness:
         self.config = CONFIGS[config]
         self.fork: Any = None
         if self.config.dry_run:
-            self.fork = fork or tg.DeepCopyFork()
+            default = tg.DeepCopyFork() if self.config.copy else tg.UndoLogFork()
+            self.fork = fork or default
         # per call when timed: (seconds in guard.call, seconds in fork/discard, forks)
         self.timings: list[tuple[float, float, int]] | None = [] if timed else None
         self.memory = InMemorySpanExporter()

@@ -8,11 +8,15 @@ every call still executes and the guarded database stays in step with the oracle
 
 - (a) ``schema_deps``: tau2's parameter schemas plus the ``refs`` / ``produces`` of specs.py;
 - (b) ``hand_rules``: (a) plus specs.py's preconditions and grounded arguments;
-- (c) ``fork``: (a) plus a dry run of every call on a fork of the database;
-- (d) ``fork_rules``: (b) plus the dry run.
+- (c) ``fork``: (a) plus a dry run of every call, no hand state rule;
+- (d) ``fork_rules``: (b) plus the dry run;
+- (c') ``fork_copy``: (c) on a copy instead (see below).
 
-The dry run forks with ``fork.fork_live`` (copy on read, a ``tg.CallbackFork``): a deep copy
-of the airline database takes about a second, so it is timed on a sample only (cost.py).
+The dry run of (c) and (d) is the call itself, run once on the real database inside an undo on
+read (``fork.begin_live``, a transactional ``tg.CallbackFork``); (c') tries the call on a
+copy-on-read fork (``fork.fork_live``) and then runs it for real, so its verdict is a run of
+its own that can be checked against the real one. A deep copy of the airline database takes
+about a second, so it is timed on a sample only (cost.py).
 The guarded replays run on copy-on-read environments of one pristine database per process
 (0.1 to 0.3 s saved per replay); the oracle runs on tau2's own fresh environment.
 """
@@ -28,7 +32,7 @@ from typing import Annotated, Any
 import toolguard as tg
 from benchmarks.tau2._tau2 import fresh_environment, openai_schemas, tool_call
 from benchmarks.tau2.context import account_bindings
-from benchmarks.tau2.fork import fork_live, lazy_environment
+from benchmarks.tau2.fork import begin_live, fork_live, keep_live, lazy_environment, roll_back_live
 from benchmarks.tau2.guarded import EnvironmentRejected, _strict
 from benchmarks.tau2.inject import inject, injection_classes
 from benchmarks.tau2.oracle import parse_content, replay
@@ -45,6 +49,7 @@ class Config:
     label: str
     state_rules: bool
     dry_run: bool
+    copy: bool = False  # the copy-on-read fork instead of the undo on read
 
 
 CONFIGS: dict[str, Config] = {
@@ -54,6 +59,13 @@ CONFIGS: dict[str, Config] = {
         Config("hand_rules", "(b) hand rules", state_rules=True, dry_run=False),
         Config("fork", "(c) fork dry-run, no hand state rule", state_rules=False, dry_run=True),
         Config("fork_rules", "(d) fork dry-run + hand rules", state_rules=True, dry_run=True),
+        Config(
+            "fork_copy",
+            "(c') fork dry-run on a copy on read, no hand state rule",
+            state_rules=False,
+            dry_run=True,
+            copy=True,
+        ),
     )
 }
 
@@ -75,6 +87,11 @@ def lazy_fork() -> Any:
     return tg.CallbackFork(fork=fork_live)
 
 
+def undo_fork() -> Any:
+    """The call run once on the real database, its touched records' pre-images kept."""
+    return tg.CallbackFork(begin_live, roll_back_live, in_place=True, keep=keep_live)
+
+
 @cache
 def config_guard(domain: str, config: str, fork: Any = None) -> tuple[tg.Guard, Live]:
     """One guard per (domain, configuration, fork) and process; ``live.env`` is swapped."""
@@ -82,7 +99,7 @@ def config_guard(domain: str, config: str, fork: Any = None) -> tuple[tg.Guard, 
     cfg = CONFIGS[config]
     options: dict[str, Any] = {}
     if cfg.dry_run:
-        options["dry_run"] = fork if fork is not None else lazy_fork()
+        options["dry_run"] = fork or (lazy_fork() if cfg.copy else undo_fork())
     guard = tg.Guard(mode="log", state=live, error_result=None, **options)
     for name, fn_schema in _schemas(domain).items():
         spec = dict(SPECS[domain].get(name, {}))

@@ -2,8 +2,9 @@
 
 Over the ground-truth calls, per call: ``Environment.get_response`` on tau2's own fresh
 environment (its execution: the tool, the database change, the JSON answer), the fork
-strategy's ``fork`` + ``discard`` inside the guard, and the guarded call with the dry run
-against the same call without it (configuration ``fork`` against ``schema_deps``). Medians.
+strategy's ``fork`` + ``discard`` (or ``keep``) inside the guard, and the guarded call with
+the dry run against the same call without it (configuration ``fork`` against
+``schema_deps``). Medians.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks._forkcost import TimedFork, summarise_costs
+from benchmarks._forkcost import TimedFork, summarise_costs, transactional
 from benchmarks.tau2._tau2 import fresh_environment, tool_call
-from benchmarks.tau2.compare import guarded_steps, lazy_fork
+from benchmarks.tau2.compare import guarded_steps, undo_fork
 from benchmarks.tau2.tasks import GroundTruth
 
 
@@ -31,7 +32,8 @@ def _exec_seconds(task: GroundTruth) -> list[float]:
 
 def measure(tasks: Sequence[GroundTruth], fork: Any = None) -> list[dict[str, Any]]:
     """One row per ground-truth call: domain, execution, fork, dry-run added (seconds)."""
-    timed = TimedFork(fork if fork is not None else lazy_fork())
+    timed = TimedFork(fork if fork is not None else undo_fork())
+    once = transactional(timed.inner)
     rows: list[dict[str, Any]] = []
     for task in tasks:
         execs = _exec_seconds(task)
@@ -49,6 +51,7 @@ def measure(tasks: Sequence[GroundTruth], fork: Any = None) -> list[dict[str, An
                     "task": task.key,
                     "domain": task.domain,
                     "exec_s": exec_s,
+                    "transactional": once,
                     "fork_s": fork_s if n else None,
                     "dry_run_added_s": fork_call - plain_call,
                 }
@@ -57,4 +60,8 @@ def measure(tasks: Sequence[GroundTruth], fork: Any = None) -> list[dict[str, An
 
 
 def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return summarise_costs([r for r in rows if r["fork_s"] is not None], lambda r: r["domain"])
+    return summarise_costs(
+        [r for r in rows if r["fork_s"] is not None],
+        lambda r: r["domain"],
+        transactional=any(r["transactional"] for r in rows),
+    )

@@ -9,11 +9,18 @@ fork never hands out an original record, so nothing the call does on the fork re
 real database; writes land in the fork's own tables. What it cannot see: a tool that reaches
 a record through the real database by another path (none does in airline or retail), or
 keeps a reference to one across calls.
+
+The undo on read (:func:`begin_live`, with :func:`keep_live` and :func:`roll_back_live`: a
+transactional ``tg.CallbackFork``) runs the call once on the real database instead: each
+table is, for the call, a view that takes a record's pre-image (``model_dump``, about a third
+of a dump-and-validate copy) the first time the call reads it. Accepted, nothing more is
+done; rejected, the touched records are rebuilt from their pre-images.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -104,3 +111,91 @@ def fork_live(live: Live) -> Live:
 def deep_copy_live(live: Live) -> Live:
     """What ``tg.DeepCopyFork()`` does to the same state, for the cost comparison."""
     return copy.deepcopy(live)
+
+
+# -- in place: the call runs once on the real database, its records' pre-images kept ---------
+
+_ABSENT = object()
+
+
+class JournaledTable(MutableMapping):  # type: ignore[type-arg]
+    """One table of the real database during one call: reads hand out the real records,
+    each one's pre-image (a ``model_dump``) taken the first time the call reaches it; writes
+    go to the real table. ``rollback`` puts back what was there before the call."""
+
+    __slots__ = ("before", "real")
+
+    def __init__(self, real: dict[Any, Any]) -> None:
+        self.real = real
+        self.before: dict[Any, Any] = {}  # key -> (model class, dump), a deep copy, or _ABSENT
+
+    def _note(self, key: Any) -> None:
+        if key in self.before:
+            return
+        value = self.real.get(key, _ABSENT)
+        if value is _ABSENT:
+            self.before[key] = _ABSENT
+        elif isinstance(value, BaseModel):
+            self.before[key] = (type(value), value.model_dump())
+        else:
+            self.before[key] = copy.deepcopy(value)
+
+    def __getitem__(self, key: Any) -> Any:
+        value = self.real[key]
+        self._note(key)
+        return value
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._note(key)
+        self.real[key] = value
+
+    def __delitem__(self, key: Any) -> None:
+        self._note(key)
+        del self.real[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.real
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.real)
+
+    def __len__(self) -> int:
+        return len(self.real)
+
+    def rollback(self) -> None:
+        for key, before in self.before.items():
+            if before is _ABSENT:
+                self.real.pop(key, None)
+            elif isinstance(before, tuple):
+                model, dump = before
+                self.real[key] = model.model_validate(dump)
+            else:
+                self.real[key] = before
+
+
+class _Transaction:
+    __slots__ = ("db", "tables")
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+        self.tables = {k: JournaledTable(v) for k, v in db.__dict__.items() if isinstance(v, dict)}
+        db.__dict__.update(self.tables)
+
+    def close(self, rollback: bool) -> None:
+        for name, table in self.tables.items():
+            self.db.__dict__[name] = table.real
+            if rollback:
+                table.rollback()
+
+
+def begin_live(live: Live) -> _Transaction:
+    """``CallbackFork(in_place=True)`` fork: journal the real database's tables."""
+    return _Transaction(live.db)
+
+
+def keep_live(transaction: _Transaction) -> None:
+    transaction.close(rollback=False)
+
+
+def roll_back_live(transaction: _Transaction) -> None:
+    transaction.close(rollback=True)

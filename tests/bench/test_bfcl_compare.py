@@ -17,7 +17,7 @@ pytest.importorskip("bfcl_eval", reason="bfcl-eval not installed (make test inst
 import toolguard as tg
 from benchmarks._compare import summarise
 from benchmarks._forkcost import TimedFork
-from benchmarks.bfcl import compare, cost
+from benchmarks.bfcl import compare, cost, undo
 from benchmarks.bfcl.compare_report import DATA_BUG, LOOKUP_SKIPPED, classify
 from benchmarks.bfcl.configs import CONFIGS, spec
 from benchmarks.bfcl.data import load_tasks
@@ -51,6 +51,11 @@ def test_fork_alone_blocks_every_rejection_and_flags_no_accepted_ground_truth_ca
     assert fork["false_positive_list"] == []
     # the dry run, not a hand rule, is what catches the state errors here
     assert mut["caught_by_dry_run"] > 0
+    # the same with a copying fork, whose verdict is a separate run checked against the real
+    copy = summary["fork_copy"]
+    assert copy["mutations"]["caught_before_execution"] == mut["env_rejections"]
+    both = [copy["ground_truth"], copy["mutations"]]
+    assert sum(c["dry_run_agrees"] for c in both) == sum(c["dry_runs"] for c in both) > 0
     assert summary["schema_deps"]["mutations"]["caught_before_execution"] < mut["env_rejections"]
 
 
@@ -95,6 +100,23 @@ def test_cost_rows_pair_each_ground_truth_call_with_its_fork():
     assert all(r["exec_s"] >= 0 and r["fork_s"] is not None for r in rows if r["backend"])
     stats = cost.summarise(rows)
     assert stats["all"]["calls"] == sum(r["backend"] is not None for r in rows)
+    assert stats["all"]["executor_us"] > 0 and not stats["all"]["transactional"]
+    assert all(r["executor_s"] > 0 for r in rows)
+
+
+def test_the_undo_log_is_measured_as_running_the_call_once():
+    tasks = load_tasks(("base",), limit=2)
+    rows = cost.measure(tasks, tg.UndoLogFork())
+    stats = cost.summarise(rows)
+    assert stats["all"]["transactional"] and stats["all"]["fork_us"] > 0
+
+
+def test_the_undo_log_undoes_and_keeps_exactly_on_real_backends():
+    tasks = load_tasks(("base", "long_context"), limit=3)
+    counts = undo.check_all(tasks, kinds=("wrong_id", "swap"), jobs=1)
+    assert counts["calls"] > 30
+    assert counts["rollback_exact"] == counts["keep_exact"] == counts["calls"]
+    assert counts["same_answer"] == counts["calls"]
 
 
 def test_compare_command_writes_the_tables(tmp_path):
@@ -105,6 +127,12 @@ def test_compare_command_writes_the_tables(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "compare.md").read_text()
-    for section in ("## Configurations", "## Targets (fork dry-run alone, tg.DeepCopyFork())"):
+    for section in (
+        "## Configurations",
+        "## Targets (fork dry-run alone, tg.UndoLogFork())",
+        "## Cost per call with tg.DeepCopyFork()",
+        "## Does the undo log undo exactly?",
+    ):
         assert section in text
+    assert "Undo log exact: **yes**" in text
     assert (tmp_path / "compare.json").is_file()

@@ -16,10 +16,19 @@ pytestmark = pytest.mark.skipif(_problem is not None, reason=_problem or "")
 if _problem is None:
     import toolguard as tg
     from benchmarks._compare import summarise
+    from benchmarks.tau2 import undo
     from benchmarks.tau2._tau2 import fresh_environment, tool_call
     from benchmarks.tau2.compare import CONFIGS, run_task
     from benchmarks.tau2.cost import measure
-    from benchmarks.tau2.fork import CopyOnRead, fork_live, lazy_environment
+    from benchmarks.tau2.cost import summarise as summarise_cost
+    from benchmarks.tau2.fork import (
+        CopyOnRead,
+        JournaledTable,
+        begin_live,
+        fork_live,
+        lazy_environment,
+        roll_back_live,
+    )
     from benchmarks.tau2.specs import Live
     from benchmarks.tau2.tasks import load_tasks
 
@@ -72,6 +81,10 @@ def test_fork_alone_catches_every_rejection_on_a_few_tasks():
     assert fork["false_positive_list"] == []
     assert fork["mutations"]["caught_by_dry_run"] >= 1  # a sibling id only tau2's state refuses
     assert summary["schema_deps"]["misses"]  # ... which schema + dependencies let through
+    copy = summary["fork_copy"]  # the copy on read: a separate run, checked against the real
+    assert copy["misses"] == [] and copy["false_positive_list"] == []
+    both = [copy["ground_truth"], copy["mutations"]]
+    assert sum(c["dry_run_agrees"] for c in both) == sum(c["dry_runs"] for c in both) > 0
 
 
 def test_cost_rows_pair_each_call_with_its_fork():
@@ -79,3 +92,29 @@ def test_cost_rows_pair_each_call_with_its_fork():
     rows = measure(tasks, tg.CallbackFork(fork=fork_live))
     assert len(rows) == len(tasks[0].calls)
     assert all(r["fork_s"] is not None and r["exec_s"] > 0 for r in rows)
+
+
+def test_the_undo_on_read_is_measured_as_running_the_call_once():
+    rows = measure(load_tasks("retail", 1))
+    stats = summarise_cost(rows)
+    assert stats["all"]["transactional"] and stats["all"]["calls"] == len(rows)
+
+
+def test_a_rolled_back_call_leaves_the_database_as_it_was():
+    env = fresh_environment("airline")
+    rid = next(r for r, res in env.tools.db.reservations.items() if res.status != "cancelled")
+    before = env.get_db_hash()
+    transaction = begin_live(Live(env=env))
+    assert isinstance(env.tools.db.reservations, JournaledTable)
+    msg = env.get_response(tool_call("cancel_reservation", {"reservation_id": rid}, "c1"))
+    assert not msg.error and env.tools.db.reservations[rid].status == "cancelled"
+    roll_back_live(transaction)
+    assert type(env.tools.db.reservations) is dict
+    assert env.get_db_hash() == before
+
+
+def test_the_undo_on_read_undoes_and_keeps_exactly_on_a_task():
+    counts = undo.check_all(load_tasks("retail", 1))
+    assert counts["calls"] > 5
+    assert counts["rollback_exact"] == counts["same_answer"] == counts["calls"]
+    assert counts["keep_exact"] == counts["trajectories"]
