@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             ("dict 10, deep copy", dict_cases(10, tg.DeepCopyFork()), 2000),
             ("dict 1,000, deep copy", dict_cases(1000, tg.DeepCopyFork()), 20),
             ("dict 10, undo log", dict_cases(10, tg.UndoLogFork()), 2000),
-            ("dict 1,000, undo log", dict_cases(1000, tg.UndoLogFork()), 2000),
+            ("dict 1,000, undo log", dict_cases(1000, tg.UndoLogFork()), 20),
         ]
         sqlite, conn = sqlite_cases(Path(tmp))
         environments.append(("SQLite 1,000, savepoint", sqlite, 500))

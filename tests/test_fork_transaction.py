@@ -302,3 +302,18 @@ def test_sqlite_runs_once_and_the_tools_commit_is_carried_out(
     assert isinstance(out, tg.Rejection) and "balance would be -430" in out.message
     assert conn.execute("SELECT count(*) FROM audit").fetchone() == (1,)  # rolled back
     assert other.execute("SELECT balance FROM accounts").fetchone() == (70,)
+
+
+def test_a_plan_verified_in_an_undo_log_leaves_the_state_as_it_was(otel: Telemetry) -> None:
+    bank = Bank()
+    guard = bank_guard(otel, bank)
+    verdict = guard.verify_plan(
+        [
+            tg.PlanStep("withdraw", {"account": "acc_1", "amount": 60}),
+            tg.PlanStep("withdraw", {"account": "acc_1", "amount": 30}),
+            tg.PlanStep("withdraw", {"account": "acc_1", "amount": 20}),  # 10 left by then
+        ]
+    )
+    assert not verdict and verdict.failed == 2 and verdict.check == "state.dry_run"
+    assert "balance would be -10" in verdict.message
+    assert bank.accounts["acc_1"] == {"balance": 100, "log": []} and type(bank) is Bank

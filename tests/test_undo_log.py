@@ -268,3 +268,80 @@ def test_rollback_equals_the_state_before_and_keep_equals_a_plain_run(
     run(root, ops)
     journal.keep()
     assert snapshot(root) == snapshot(plain)
+
+
+# -- plain data, journaled in one marshal pass ------------------------------------------------
+
+DATA_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["set", "del", "append", "insert", "replace", "add", "clear", "nest"]),
+        st.sampled_from(["a", "b", "p", "q", "new"]),
+        st.integers(-3, 3),
+    ),
+    max_size=10,
+)
+
+
+def plain_state() -> dict[str, Any]:
+    shared = [0, {"deep": [1]}]
+    return {"a": {"x": [1, 2], "n": 1}, "b": [{"y": 1}, {"y": 2}], "p": shared, "q": shared,
+            "s": {1, 2}}  # fmt: skip
+
+
+def run_data(state: dict[str, Any], ops: list[tuple[str, str, int]]) -> None:
+    for op, key, v in ops:
+        target = state.get(key)
+        if op == "set":
+            state[key] = v
+        elif op == "del":
+            state.pop(key, None)
+        elif op == "append" and isinstance(target, list):
+            target.append(v)
+        elif op == "insert" and isinstance(target, list):
+            target.insert(0, {"inserted": v})
+        elif op == "replace":
+            state[key] = {"replaced": [v]}
+        elif op == "add":
+            state["s"].add(v)
+        elif op == "clear" and isinstance(target, dict | list):
+            target.clear()
+        elif (
+            op == "nest"
+            and isinstance(target, list)
+            and len(target) > 1
+            and isinstance(target[1], dict)
+        ):
+            target[1].setdefault("deep", []).append(v)  # reached through the shared list
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=DATA_OPS)
+def test_plain_data_is_restored_with_values_sharing_and_untouched_identities(
+    ops: list[tuple[str, str, int]],
+) -> None:
+    state = plain_state()
+    before = copy.deepcopy(state)
+    ids = {k: id(state[k]) for k in ("a", "b", "p")}
+    journal = Journal()
+    journal.track(state)
+    run_data(state, ops)
+    journal.rollback()
+    assert state == before
+    assert state["p"] is state["q"]  # shared before, shared after
+    rebound = {key for op, key, _ in ops if op in ("set", "del", "replace")}
+    for key in ("a", "b", "p"):
+        if key not in rebound:
+            assert id(state[key]) == ids[key]  # not replaced by the call: the same object
+
+
+def test_plain_data_takes_one_marshal_pass_and_objects_inside_fall_back_to_a_walk() -> None:
+    journal = Journal()
+    journal.track({"rows": [{"id": 1}]})
+    assert type(journal.containers[0][1]).__name__ == "_Frozen"
+    holder = {"node": Node("n")}
+    journal = Journal()
+    journal.track(holder)
+    assert type(journal.containers[0][1]) is dict  # an object inside: walked, and entered
+    holder["node"].name = "changed"
+    journal.rollback()
+    assert holder["node"].name == "n" and type(holder["node"]) is Node
