@@ -89,12 +89,21 @@ def _keep(forked: Any) -> None:
     """Nothing to release: the copy is dropped with its last reference."""
 
 
+def _nothing(_: Any) -> Any:
+    return None
+
+
 def fork_strategies() -> dict[str, Any]:
-    """The fork strategies whose cost the comparison measures (the first is the default)."""
+    """The fork strategies whose cost the comparison measures (the first is the default).
+    The no-op transaction isolates nothing: it is the floor of any transactional dry run,
+    what the guard's own path for one costs."""
     return {
         "tg.UndoLogFork()": tg.UndoLogFork(),
         "tg.DeepCopyFork()": tg.DeepCopyFork(),
         "tg.CallbackFork(pickle round trip)": tg.CallbackFork(fork=_pickled, discard=_keep),
+        "tg.CallbackFork(no-op transaction: the floor)": tg.CallbackFork(
+            _nothing, _nothing, in_place=True, keep=_nothing
+        ),
     }
 
 
