@@ -243,7 +243,7 @@ def run(root: Node, ops: list[tuple[str, int, int]]) -> None:
             node.tags.add(str(v))
         elif op == "swap":
             node.children = list(reversed(node.children))
-        elif op == "rng":
+        elif op == "rng" and hasattr(node, "rng"):  # a node made by "new" has none
             node.meta["draw"] = node.rng.random()  # type: ignore[attr-defined]
         elif op == "new":
             node.children.append(Node(f"new{v}"))
