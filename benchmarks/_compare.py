@@ -11,9 +11,41 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 DRY_RUN_CHECK = "state.dry_run"  # the check id of a rejection found on the fork
+
+
+@dataclass(frozen=True)
+class Config:
+    """One guard configuration of the comparisons."""
+
+    key: str
+    label: str
+    state_rules: bool  # the hand-written preconditions and grounded arguments
+    dry_run: bool
+    copy: bool = False  # dry-run on a copying fork instead of the transactional default
+
+
+def configurations(copying_fork: str) -> dict[str, Config]:
+    """(a) to (d) and (c'), whose copying fork the benchmark names (``a deep copy``)."""
+    return {
+        c.key: c
+        for c in (
+            Config("schema_deps", "(a) schema + dependencies", state_rules=False, dry_run=False),
+            Config("hand_rules", "(b) hand rules", state_rules=True, dry_run=False),
+            Config("fork", "(c) fork dry-run, no hand state rule", False, dry_run=True),
+            Config("fork_rules", "(d) fork dry-run + hand rules", True, dry_run=True),
+            Config(
+                "fork_copy",
+                f"(c') fork dry-run on {copying_fork}, no hand state rule",
+                state_rules=False,
+                dry_run=True,
+                copy=True,
+            ),
+        )
+    }
 
 
 def summarise(records: Sequence[dict[str, Any]], labels: dict[str, str]) -> dict[str, Any]:

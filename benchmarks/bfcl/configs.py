@@ -16,42 +16,17 @@ grounded arguments are what (a) and (c) leave out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 import toolguard as tg
+from benchmarks._compare import Config, configurations
 from benchmarks.bfcl.data import function_docs
 from benchmarks.bfcl.env import is_error_result
 from benchmarks.bfcl.rules import RULES
 from benchmarks.bfcl.schema import to_json_schema
 
-
-@dataclass(frozen=True)
-class Config:
-    key: str
-    label: str
-    state_rules: bool  # the hand-written preconditions and grounded arguments
-    dry_run: bool
-    copy: bool = False  # dry-run on a deep copy instead of the default undo log
-
-
-CONFIGS: dict[str, Config] = {
-    c.key: c
-    for c in (
-        Config("schema_deps", "(a) schema + dependencies", state_rules=False, dry_run=False),
-        Config("hand_rules", "(b) hand rules", state_rules=True, dry_run=False),
-        Config("fork", "(c) fork dry-run, no hand state rule", state_rules=False, dry_run=True),
-        Config("fork_rules", "(d) fork dry-run + hand rules", state_rules=True, dry_run=True),
-        Config(
-            "fork_copy",
-            "(c') fork dry-run on a deep copy, no hand state rule",
-            state_rules=False,
-            dry_run=True,
-            copy=True,
-        ),
-    )
-}
+CONFIGS: dict[str, Config] = configurations("a deep copy")
 DEFAULT = "hand_rules"
 
 

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any
 
 import toolguard as tg
+from benchmarks._compare import Config, configurations
 from benchmarks.tau2._tau2 import fresh_environment, openai_schemas, tool_call
 from benchmarks.tau2.context import account_bindings
 from benchmarks.tau2.fork import begin_live, fork_live, keep_live, lazy_environment, roll_back_live
@@ -43,31 +43,7 @@ PRE_EXECUTION = frozenset({"schema", "dependency", "precondition", "information"
 DRY_RUN_CHECK = "state.dry_run"
 
 
-@dataclass(frozen=True)
-class Config:
-    key: str
-    label: str
-    state_rules: bool
-    dry_run: bool
-    copy: bool = False  # the copy-on-read fork instead of the undo on read
-
-
-CONFIGS: dict[str, Config] = {
-    c.key: c
-    for c in (
-        Config("schema_deps", "(a) schema + dependencies", state_rules=False, dry_run=False),
-        Config("hand_rules", "(b) hand rules", state_rules=True, dry_run=False),
-        Config("fork", "(c) fork dry-run, no hand state rule", state_rules=False, dry_run=True),
-        Config("fork_rules", "(d) fork dry-run + hand rules", state_rules=True, dry_run=True),
-        Config(
-            "fork_copy",
-            "(c') fork dry-run on a copy on read, no hand state rule",
-            state_rules=False,
-            dry_run=True,
-            copy=True,
-        ),
-    )
-}
+CONFIGS: dict[str, Config] = configurations("a copy on read")
 
 
 def _runner(name: str) -> Any:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 from .. import _contract as contract
 from .._errors import ToolCallRejected
 from . import telemetry as tel
-from .dryrun import GUARD_ERROR, Outcome, _in_dry_run, fork_failure, judge, placement
+from .dryrun import GUARD_ERROR, REJECTED, Outcome, _in_dry_run, fork_failure, judge, placement
 from .fork import is_transactional
 
 if TYPE_CHECKING:
@@ -124,7 +124,10 @@ class _Transaction:
             if dispatch:
                 return rejection
             raise outcome.error
-        pending.finish(outcome.result)
+        # judge() already read the result with error_result: finish() need not read it again
+        # (after a guard error it does, so that its own policy records it as before).
+        known = None if verdict == GUARD_ERROR else verdict == REJECTED
+        pending.finish(outcome.result, error=known)
         return outcome.result
 
     def abandon(self, exc: BaseException) -> None:

@@ -93,7 +93,7 @@ _KINDS: dict[type, _Kind] = {t: _Kind.ATOM for t in _ATOM_TYPES}
 def _kind(cls: type) -> _Kind:
     if cls is tuple or cls is frozenset:
         kind = _Kind.TUPLE
-    elif issubclass(cls, _ATOMS) or issubclass(cls, type):
+    elif issubclass(cls, _ATOMS):
         kind = _Kind.ATOM
     elif issubclass(cls, _CONTAINERS):
         kind = _Kind.CONTAINER
@@ -282,7 +282,7 @@ class Journal:
         info = _class_info(cls)
         standin = info.standin
         if standin is None:
-            self._enter_eagerly(value, cls, where)
+            self._enter_eagerly(value, cls)
             return
         dict_slot = info.dict_slot
         real = dict_slot.__get__(value)
@@ -295,7 +295,7 @@ class Journal:
             for name in info.shadowable.intersection(real):
                 entry.fetch(value, name)
 
-    def _enter_eagerly(self, obj: Any, cls: type, where: Any) -> None:
+    def _enter_eagerly(self, obj: Any, cls: type) -> None:
         real = object.__getattribute__(obj, "__dict__")
         slots = []
         for name in _slot_names(cls):
