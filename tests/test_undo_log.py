@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import datetime
 import random
 from typing import Any
 
@@ -345,3 +346,94 @@ def test_plain_data_takes_one_marshal_pass_and_objects_inside_fall_back_to_a_wal
     holder["node"].name = "changed"
     journal.rollback()
     assert holder["node"].name == "n" and type(holder["node"]) is Node
+
+
+# -- objects of plain values, recorded by a copy of their dict --------------------------------
+
+
+class Leaf:
+    """A file-like object: only plain values, so the log copies its dict instead of entering
+    it (many of them in one container are recorded in one pass)."""
+
+    def __init__(self, name: str, size: int) -> None:
+        self.name = name
+        self.size = size
+        self.stamp = datetime.datetime(2026, 1, 1)
+
+
+class Folder:
+    def __init__(self, name: str, leaves: int) -> None:
+        self.name = name
+        self.entries: dict[str, Leaf | Folder] = {f"f{i}": Leaf(f"f{i}", i) for i in range(leaves)}
+
+
+LEAF_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["grow", "rename", "forget", "stamp", "replace", "remove", "add", "move", "listify"]
+        ),
+        st.integers(0, 40),
+        st.integers(-3, 3),
+    ),
+    max_size=12,
+)
+
+
+def tree(leaves: int) -> Folder:
+    root = Folder("root", leaves)
+    sub = Folder("sub", leaves // 2)
+    root.entries["sub"] = sub
+    sub.entries["shared"] = root.entries.get("f0", Leaf("lone", 0))  # reached by two paths
+    return root
+
+
+def run_leaves(root: Folder, ops: list[tuple[str, int, int]]) -> None:
+    folders = [root, root.entries["sub"]]
+    for op, i, v in ops:
+        folder = folders[i % 2]
+        assert isinstance(folder, Folder)
+        names = sorted(k for k, e in folder.entries.items() if isinstance(e, Leaf))
+        leaf = folder.entries[names[i % len(names)]] if names else None
+        if op == "grow" and isinstance(leaf, Leaf) and isinstance(leaf.size, int):
+            leaf.size += v
+        elif op == "rename" and isinstance(leaf, Leaf):
+            leaf.name = f"{leaf.name}{v}"
+        elif op == "forget" and isinstance(leaf, Leaf) and "stamp" in vars(leaf):
+            del leaf.stamp
+        elif op == "stamp" and isinstance(leaf, Leaf):
+            leaf.extra = v  # type: ignore[attr-defined]
+        elif op == "replace" and names:
+            folder.entries[names[0]] = Leaf("replaced", v)
+        elif op == "remove" and names:
+            del folder.entries[names[-1]]
+        elif op == "add":
+            folder.entries[f"new{v}"] = Leaf(f"new{v}", v)
+        elif op == "move" and isinstance(leaf, Leaf):
+            folders[(i + 1) % 2].entries[f"moved{v}"] = leaf  # type: ignore[union-attr]
+        elif op == "listify" and isinstance(leaf, Leaf) and isinstance(leaf.size, int):
+            leaf.size = [leaf.size]  # type: ignore[assignment]
+            leaf.size.append(v)  # type: ignore[attr-defined]
+
+
+@settings(max_examples=200, deadline=None)
+@given(leaves=st.sampled_from([0, 1, 3, 12, 30]), ops=LEAF_OPS)
+def test_objects_of_plain_values_are_restored_and_kept(
+    leaves: int, ops: list[tuple[str, int, int]]
+) -> None:
+    root = tree(leaves)
+    before = snapshot(root)
+    members = {k: id(e) for k, e in root.entries.items()}
+    plain = copy.deepcopy(root)
+    run_leaves(plain, ops)
+    journal = Journal()
+    journal.track(root)
+    run_leaves(root, ops)
+    journal.rollback()
+    assert snapshot(root) == before
+    assert {k: id(e) for k, e in root.entries.items()} == members  # the same objects
+    journal = Journal()
+    journal.track(root)
+    run_leaves(root, ops)
+    journal.keep()
+    assert snapshot(root) == snapshot(plain)
+    assert all(type(e) in (Leaf, Folder) for e in root.entries.values())

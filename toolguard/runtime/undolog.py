@@ -11,6 +11,9 @@ restores the state:
   the call reads it (entering it when it is mutable). Writes land in the fresh dict. Keeping
   merges the fresh dict into the real one; rolling back drops it. Reading an attribute a
   second time costs nothing extra;
+- an object whose dict holds only plain values (str, numbers, dates: a file of a file
+  system, say) is recorded by a copy of its dict instead: cheaper than a stand-in, and the
+  many such objects of one container are checked and copied in one pass in C;
 - a builtin container reached (dict, list, set, bytearray, deque) gets a shallow copy of
   itself and of every builtin container inside it; objects inside are entered;
 - a ``random.Random`` keeps its ``getstate()``;
@@ -18,7 +21,8 @@ restores the state:
   metaclass) is entered eagerly: a copy of its dict and its slots, its values entered.
 
 Rolling back restores every recorded container in place (identities are kept). While a call
-runs, ``type(obj)`` is the stand-in (``isinstance`` and the class's name are unchanged);
+runs, ``type(obj)`` of an entered object is the stand-in (``isinstance`` and the class's name
+are unchanged);
 ``vars(obj)`` and ``obj.__dict__`` are complete. One transaction at a time per object.
 """
 
@@ -30,13 +34,15 @@ import datetime
 import decimal
 import enum
 import fractions
+import itertools
 import marshal
+import operator
 import pathlib
 import random
 import re
 import types
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from .._errors import ForkError
@@ -136,8 +142,8 @@ class _Entry:
         if name in self.deleted:
             raise KeyError(name)
         value = self.real[name]
-        if type(value) not in _ATOM_TYPES and not immutable(value):
-            self.journal.enter(value, (obj, name))
+        if type(value) not in _ATOM_TYPES:
+            self.journal.enter(value, (obj, name))  # which passes over what cannot change
         self.fresh[name] = value
         return value
 
@@ -167,12 +173,24 @@ class _ClassInfo:
 
 
 _CLASSES: dict[type, _ClassInfo] = {}
+# Classes whose instances can be recorded by a copy of their dict, read with a plain
+# attribute lookup: a stand-in fits them and nothing runs on ``obj.__dict__``.
+_PLAIN_OBJECTS: set[type] = set()
+_GET_DICT: Final = operator.attrgetter("__dict__")
+_FEW: Final = 4  # up to this many objects in a container, entering them one by one is faster
 
 
 def _class_info(cls: type) -> _ClassInfo:
     info = _CLASSES.get(cls)
     if info is None:
         info = _CLASSES[cls] = _ClassInfo(cls)
+        if (
+            info.standin is not None
+            and _KINDS.get(cls) is _Kind.OBJECT
+            and cls.__getattribute__ is object.__getattribute__  # type: ignore[comparison-overlap]
+            and type(info.dict_slot).__name__ == "getset_descriptor"
+        ):
+            _PLAIN_OBJECTS.add(cls)
     return info
 
 
@@ -239,7 +257,7 @@ class Journal:
 
     def __init__(self) -> None:
         self.lazy: list[tuple[Any, _ClassInfo, type, _Entry]] = []
-        self.eager: list[tuple[Any, dict[str, Any], dict[str, Any], list[tuple[str, Any]]]] = []
+        self.eager: list[tuple[Any, dict[str, Any], dict[str, Any], Sequence[tuple[str, Any]]]] = []
         self.containers: list[tuple[Any, Any]] = []
         self.randoms: list[tuple[random.Random, Any]] = []
         self.seen: set[int] = set()
@@ -247,7 +265,8 @@ class Journal:
 
     def track(self, root: Any) -> bool:
         """Start the transaction at ``root``; False when it holds nothing that can change."""
-        if immutable(root):
+        kind = _KINDS.get(type(root)) or _kind(type(root))
+        if kind is _Kind.ATOM or (kind is _Kind.TUPLE and immutable(root)):
             return False
         self.enter(root, type(root).__name__)
         return True
@@ -286,6 +305,11 @@ class Journal:
             return
         dict_slot = info.dict_slot
         real = dict_slot.__get__(value)
+        if _ATOM_TYPES.issuperset(map(type, real.values())):
+            # Only plain values: a copy of the dict is its whole pre-image, and far cheaper
+            # than a stand-in (the files of a directory, say, reached all at once).
+            self.eager.append((value, real, real.copy(), ()))
+            return
         entry = _Entry(self, real, {})
         value.__class__ = standin
         dict_slot.__set__(value, entry.fresh)
@@ -308,7 +332,9 @@ class Journal:
             self.enter(value, (obj, name))
 
     def _enter_container(self, container: Any, where: Any) -> None:
-        if type(container) in _MARSHALLABLE:
+        if type(container) in _MARSHALLABLE and _PLAIN_OBJECTS.isdisjoint(
+            map(type, container.values() if isinstance(container, dict) else container)
+        ):
             try:  # plain data all the way down: one pass in C instead of a walk in Python
                 self.containers.append((container, _Frozen(marshal.dumps(container))))
                 return
@@ -323,10 +349,29 @@ class Journal:
         atoms = _ATOM_TYPES
         if atoms.issuperset(map(type, items)):
             return  # a leaf of plain values: the copy is all it takes
-        seen = self.seen
-        for item in items:
-            if type(item) not in atoms and id(item) not in seen:
-                self.enter(item, where)
+        members = [item for item in items if type(item) not in atoms]
+        if len(members) > _FEW and _PLAIN_OBJECTS.issuperset(map(type, members)):
+            members = self._record_plain_objects(members)
+        for item in members:
+            self.enter(item, where)
+
+    def _record_plain_objects(self, members: list[Any]) -> list[Any]:
+        """Record the members whose dicts hold only plain values (the files of a directory,
+        say, all reached at once) by a copy of each dict, checked and taken in C rather than
+        entered one by one; the members left to enter."""
+        atoms = _ATOM_TYPES
+        dicts = list(map(_GET_DICT, members))
+        rest: list[Any] = []
+        if not atoms.issuperset(map(type, itertools.chain.from_iterable(map(dict.values, dicts)))):
+            plain = [atoms.issuperset(map(type, d.values())) for d in dicts]
+            rest = list(itertools.compress(members, map(operator.not_, plain)))
+            members = list(itertools.compress(members, plain))
+            dicts = list(itertools.compress(dicts, plain))
+        # One met before (through another container) is recorded again: the records are
+        # restored last to first, so the earliest, from before the call changed it, wins.
+        self.seen.update(map(id, members))
+        self.eager.extend(zip(members, dicts, map(dict.copy, dicts), itertools.repeat(())))
+        return rest
 
     def keep(self) -> None:
         """The call stands: what it wrote goes into the real dicts, the classes go back."""
