@@ -169,6 +169,8 @@ class Tool:
         self.is_method = fn is not None and _is_method(fn)
         self.fork_fn: Callable[..., Any] | None = getattr(fn, "__func__", fn)
         self.dry_run: ForkStrategy | None = self._dry_run(fn, guard_dry_run)
+        # The dry run is the call itself (transaction.py): decided once, read on every call.
+        self.transactional = self.dry_run is not None and _fork.is_transactional(self.dry_run)
         # A dry run and the state parameter live in call.py and dryrun.py; compiled.py
         # leaves such tools to that general path.
         self.needs_general_path = self.dry_run is not None or self.state_param is not None

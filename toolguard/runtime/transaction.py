@@ -27,7 +27,6 @@ from .. import _contract as contract
 from .._errors import ToolCallRejected
 from . import telemetry as tel
 from .dryrun import GUARD_ERROR, REJECTED, Outcome, _in_dry_run, fork_failure, judge, placement
-from .fork import is_transactional
 
 if TYPE_CHECKING:
     from .call import PendingCall
@@ -41,8 +40,7 @@ RUN_PLAIN: Final = object()  # the transaction could not be had and the guard fa
 
 def applies(tool: Tool) -> bool:
     """Whether ``tool``'s dry run is the call itself (and not inside another dry run)."""
-    strategy = tool.dry_run
-    return strategy is not None and is_transactional(strategy) and not _in_dry_run.get()
+    return tool.transactional and not _in_dry_run.get()
 
 
 class _Transaction:
