@@ -5,48 +5,75 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
+
+import toolguard as tg
+
+T = TypeVar("T")
 
 
 class TimedFork:
     """Wraps a fork strategy and adds up the time its fork() and discard() (or keep(), for a
     transactional strategy) take. It is in place and transactional when ``inner`` is."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, tally: list[float] | None = None) -> None:
         self.inner = inner
-        self.seconds = 0.0
-        self.count = 0
+        self.tally = tally if tally is not None else [0.0, 0]  # seconds, forks
         self.in_place = getattr(inner, "in_place", False) is True
         if callable(getattr(inner, "keep", None)):
             self.keep = self._keep
+
+    def alongside(self, inner: Any) -> TimedFork:
+        """A TimedFork over ``inner`` whose time and forks count in this one's take()."""
+        return TimedFork(inner, self.tally)
 
     def _keep(self, forked: Any) -> None:
         t0 = time.perf_counter()
         try:
             self.inner.keep(forked)
         finally:
-            self.seconds += time.perf_counter() - t0
+            self.tally[0] += time.perf_counter() - t0
 
     def fork(self, state: Any) -> Any:
         t0 = time.perf_counter()
         try:
             return self.inner.fork(state)
         finally:
-            self.seconds += time.perf_counter() - t0
-            self.count += 1
+            self.tally[0] += time.perf_counter() - t0
+            self.tally[1] += 1
 
     def discard(self, forked: Any) -> None:
         t0 = time.perf_counter()
         try:
             self.inner.discard(forked)
         finally:
-            self.seconds += time.perf_counter() - t0
+            self.tally[0] += time.perf_counter() - t0
 
     def take(self) -> tuple[float, int]:
         """Time and number of forks since the last take()."""
-        out = (self.seconds, self.count)
-        self.seconds, self.count = 0.0, 0
-        return out
+        seconds, count = self.tally
+        self.tally[:] = [0.0, 0]
+        return seconds, int(count)
+
+
+def _nothing(_: Any) -> None:
+    return None
+
+
+def no_op_transaction() -> tg.CallbackFork:
+    """A transactional strategy that journals nothing: for a tool that changes nothing, its
+    call is its own dry run; beside real strategies, the floor of any transactional one."""
+    return tg.CallbackFork(_nothing, _nothing, in_place=True, keep=_nothing)
+
+
+REPEATS = 3  # runs of each task per column; each call's fastest is kept (fastest())
+
+
+def fastest(runs: Sequence[Sequence[T]], seconds: Callable[[T], float] | None = None) -> list[T]:
+    """Call by call, the fastest of several runs of the same calls: each run a list of one
+    item per call, ``seconds(item)`` its time (default: the item itself)."""
+    key = seconds or (lambda x: x)
+    return [min(per_call, key=key) for per_call in zip(*runs, strict=True)]
 
 
 def transactional(strategy: Any) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import toolguard as tg
-from benchmarks._forkcost import TimedFork
+from benchmarks._forkcost import TimedFork, no_op_transaction
 from benchmarks.bfcl.configs import CONFIGS, DEFAULT, spec
 from benchmarks.bfcl.data import Call, Task, function_docs
 from benchmarks.bfcl.env import Environment
@@ -89,10 +89,6 @@ def _keep(forked: Any) -> None:
     """Nothing to release: the copy is dropped with its last reference."""
 
 
-def _nothing(_: Any) -> Any:
-    return None
-
-
 def fork_strategies() -> dict[str, Any]:
     """The fork strategies whose cost the comparison measures (the first is the default).
     The no-op transaction isolates nothing: it is the floor of any transactional dry run,
@@ -101,9 +97,7 @@ def fork_strategies() -> dict[str, Any]:
         "tg.UndoLogFork()": tg.UndoLogFork(),
         "tg.DeepCopyFork()": tg.DeepCopyFork(),
         "tg.CallbackFork(pickle round trip)": tg.CallbackFork(fork=_pickled, discard=_keep),
-        "tg.CallbackFork(no-op transaction: the floor)": tg.CallbackFork(
-            _nothing, _nothing, in_place=True, keep=_nothing
-        ),
+        "tg.CallbackFork(no-op transaction: the floor)": no_op_transaction(),
     }
 
 

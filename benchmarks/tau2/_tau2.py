@@ -79,6 +79,17 @@ def fresh_environment(domain: str) -> Any:
     return api.get_environment(db=api.db_class.model_validate(_db_json(domain)))
 
 
+@cache
+def read_tools(domain: str) -> frozenset[str]:
+    """The domain's tools that tau2 itself declares not to change the database: every tool
+    but its ``ToolType.WRITE`` ones (READ lookups and searches, THINK, GENERIC such as
+    ``calculate`` and ``transfer_to_human_agents``)."""
+    from tau2.environment.toolkit import ToolType
+
+    tools = fresh_environment(domain).tools
+    return frozenset(n for n in tools.tools if tools.tool_type(n) is not ToolType.WRITE)
+
+
 def db_of(env: Any) -> Any:
     """The environment's live database (a pydantic model: users, orders, reservations...)."""
     return env.tools.db

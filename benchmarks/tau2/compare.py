@@ -30,7 +30,8 @@ from typing import Annotated, Any
 
 import toolguard as tg
 from benchmarks._compare import Config, configurations
-from benchmarks.tau2._tau2 import fresh_environment, openai_schemas, tool_call
+from benchmarks._forkcost import TimedFork, no_op_transaction, transactional
+from benchmarks.tau2._tau2 import fresh_environment, openai_schemas, read_tools, tool_call
 from benchmarks.tau2.context import account_bindings
 from benchmarks.tau2.fork import begin_live, fork_live, keep_live, lazy_environment, roll_back_live
 from benchmarks.tau2.guarded import EnvironmentRejected, _strict
@@ -68,20 +69,36 @@ def undo_fork() -> Any:
     return tg.CallbackFork(begin_live, roll_back_live, in_place=True, keep=keep_live)
 
 
+def read_only(strategy: Any) -> Any:
+    """The dry run of a tool tau2 declares not to write (``_tau2.read_tools``) beside a
+    transactional ``strategy``: the call itself in a transaction with nothing to journal (a
+    call that changes nothing has nothing to roll back; ``undo.py`` checks the declaration
+    against the database). Timed with ``strategy`` when that is a ``TimedFork``."""
+    if isinstance(strategy, TimedFork):
+        return strategy.alongside(no_op_transaction())
+    return no_op_transaction()
+
+
 @cache
 def config_guard(domain: str, config: str, fork: Any = None) -> tuple[tg.Guard, Live]:
     """One guard per (domain, configuration, fork) and process; ``live.env`` is swapped."""
     live = Live()
     cfg = CONFIGS[config]
     options: dict[str, Any] = {}
+    reads: Any = None  # the dry run of a tool that changes nothing
     if cfg.dry_run:
-        options["dry_run"] = fork or (lazy_fork() if cfg.copy else undo_fork())
+        strategy = fork or (lazy_fork() if cfg.copy else undo_fork())
+        options["dry_run"] = strategy
+        if transactional(strategy):
+            reads = read_only(strategy)
     guard = tg.Guard(mode="log", state=live, error_result=None, **options)
     for name, fn_schema in _schemas(domain).items():
         spec = dict(SPECS[domain].get(name, {}))
         if not cfg.state_rules:
             spec.pop("preconditions", None)
             spec.pop("grounded", None)
+        if reads is not None and name in read_tools(domain):
+            spec["dry_run"] = reads
         guard.register(
             _runner(name),
             name=name,
@@ -130,16 +147,18 @@ def guarded_steps(
     fork: Any = None,
     timings: list[float] | None = None,
     after: list[tuple[float, int]] | None = None,
+    environment: Any = None,
 ) -> list[tuple[bool, bool, str | None, str | None, bool]]:
     """Per step: (flagged before execution, by the dry run, first failed check, the dry
     run's outcome or None, the real execution rejected).
 
     ``timings`` gets each guarded call's seconds; ``after`` each call's ``fork.take()``
-    (a ``TimedFork``: seconds in fork + discard, forks made).
+    (a ``TimedFork``: seconds in fork + discard, forks made). ``environment``: the tau2
+    environment to replay on (default: a copy-on-read one, see the module's doc).
     """
 
     guard, live = config_guard(task.domain, config, fork)
-    live.env = fresh_lazy_environment(task.domain)
+    live.env = environment if environment is not None else fresh_lazy_environment(task.domain)
     traj_id = f"{task.key}-{label}-{config}"
     with tg.trajectory(id=traj_id, user_input=task.user_text) as traj:
         for kind, value in user_ids(task.domain, task.user_text):

@@ -41,8 +41,20 @@ def measure(tasks: Sequence[GroundTruth], fork: Any = None) -> list[dict[str, An
         forks: list[tuple[float, int]] = []
         plain: list[float] = []
         timed.take()
-        steps = guarded_steps(task, "fork", "cost", fork=timed, timings=with_fork, after=forks)
-        guarded_steps(task, "schema_deps", "cost", timings=plain)
+        # On tau2's own fresh environments, as the execution above: a copy-on-read one would
+        # add its first reads' copies (a search reads every flight) to both timings.
+        steps = guarded_steps(
+            task,
+            "fork",
+            "cost",
+            fork=timed,
+            timings=with_fork,
+            after=forks,
+            environment=fresh_environment(task.domain),
+        )
+        guarded_steps(
+            task, "schema_deps", "cost", timings=plain, environment=fresh_environment(task.domain)
+        )
         for exec_s, fork_call, (fork_s, n), plain_call, _ in zip(
             execs, with_fork, forks, plain, steps, strict=True
         ):

@@ -17,8 +17,9 @@ if _problem is None:
     import toolguard as tg
     from benchmarks._compare import summarise
     from benchmarks.tau2 import undo
-    from benchmarks.tau2._tau2 import fresh_environment, tool_call
-    from benchmarks.tau2.compare import CONFIGS, run_task
+    from benchmarks._forkcost import transactional
+    from benchmarks.tau2._tau2 import fresh_environment, read_tools, tool_call
+    from benchmarks.tau2.compare import CONFIGS, config_guard, run_task
     from benchmarks.tau2.cost import measure
     from benchmarks.tau2.cost import summarise as summarise_cost
     from benchmarks.tau2.fork import (
@@ -118,3 +119,19 @@ def test_the_undo_on_read_undoes_and_keeps_exactly_on_a_task():
     assert counts["calls"] > 5
     assert counts["rollback_exact"] == counts["same_answer"] == counts["calls"]
     assert counts["keep_exact"] == counts["trajectories"]
+    assert counts["read_calls"] > 0 and counts["read_unchanged"] == counts["read_calls"]
+
+
+def test_read_tools_are_tried_in_a_transaction_that_journals_nothing():
+    reads = read_tools("retail")
+    assert "get_order_details" in reads and "calculate" in reads
+    assert "cancel_pending_order" not in reads
+    guard, _ = config_guard("retail", "fork")
+    read = guard.get_tool("get_order_details").dry_run
+    write = guard.get_tool("cancel_pending_order").dry_run
+    assert transactional(read) and transactional(write) and read is not write
+    assert read.fork(Live(env=fresh_environment("retail"))) is None  # no journal
+    copying, _ = config_guard("retail", "fork_copy")  # a copy is a run of its own: no split
+    assert copying.get_tool("get_order_details").dry_run is copying.get_tool(
+        "cancel_pending_order"
+    ).dry_run
