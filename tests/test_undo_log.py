@@ -338,7 +338,7 @@ def test_plain_data_is_restored_with_values_sharing_and_untouched_identities(
 def test_plain_data_takes_one_marshal_pass_and_objects_inside_fall_back_to_a_walk() -> None:
     journal = Journal()
     journal.track({"rows": [{"id": 1}]})
-    assert type(journal.containers[0][1]).__name__ == "_Frozen"
+    assert type(journal.containers[0][1]).__name__ == "Frozen"
     holder = {"node": Node("n")}
     journal = Journal()
     journal.track(holder)

@@ -46,6 +46,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from .._errors import ForkError
+from .undolog_restore import Frozen, restore
 
 # Values that cannot change in place: never entered, never copied.
 _ATOMS: Final = (
@@ -80,7 +81,6 @@ _ATOM_TYPES: Final = frozenset(
 )
 _CONTAINERS: Final = (dict, list, set, bytearray, collections.deque)
 _MARSHALLABLE: Final = frozenset({dict, list, set})  # exact types marshal writes and reads
-_ABSENT: Final = object()
 _PLAIN_METACLASSES: Final = (type, abc.ABCMeta)
 
 
@@ -336,7 +336,7 @@ class Journal:
             map(type, container.values() if isinstance(container, dict) else container)
         ):
             try:  # plain data all the way down: one pass in C instead of a walk in Python
-                self.containers.append((container, _Frozen(marshal.dumps(container))))
+                self.containers.append((container, Frozen(marshal.dumps(container))))
                 return
             except ValueError:  # it holds something else (an object, an enum): walked
                 pass
@@ -403,7 +403,7 @@ class Journal:
             for name, value in slots:
                 object.__setattr__(obj, name, value)
         for container, copy in reversed(self.containers):
-            _restore(container, copy)
+            restore(container, copy)
         for generator, state in self.randoms:
             generator.setstate(state)
 
@@ -414,63 +414,3 @@ def _describe(where: Any) -> str:
         obj, name = where
         return f"{type(obj).__name__}.{name}"
     return str(where)
-
-
-class _Frozen:
-    """A container's contents as ``marshal`` wrote them (plain data only)."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-
-def _restore(container: Any, copy: Any) -> None:
-    if isinstance(copy, _Frozen):
-        _thaw(container, marshal.loads(copy.data), {}, {id(container)})
-    elif isinstance(container, dict):
-        container.clear()
-        container.update(copy)
-    elif isinstance(container, list | bytearray):
-        container[:] = copy
-    else:  # set, deque
-        container.clear()
-        (container.update if isinstance(container, set) else container.extend)(copy)
-
-
-def _thaw(container: Any, before: Any, placed: dict[int, Any], used: set[int]) -> None:
-    """Put ``before`` (a fresh copy of what ``container`` held) back into it, in place. A
-    nested dict or list still found at the same key or index is restored in place too, so
-    its identity is kept; one the call replaced gets the copy. ``placed``: what each piece
-    of the copy became (by id), so that what was shared stays shared; ``used``: the ids of
-    the real containers already restored."""
-    if isinstance(container, dict):
-        was = dict(container)
-        container.clear()
-        for key, value in before.items():
-            container[key] = _reuse(was.get(key, _ABSENT), value, placed, used)
-    elif isinstance(container, list):
-        old = list(container)
-        container[:] = [
-            _reuse(old[i] if i < len(old) else _ABSENT, v, placed, used)
-            for i, v in enumerate(before)
-        ]
-    else:  # a set: nothing mutable inside
-        container.clear()
-        container.update(before)
-
-
-def _reuse(current: Any, value: Any, placed: dict[int, Any], used: set[int]) -> Any:
-    kind = type(value)
-    if kind is not dict and kind is not list:
-        return value
-    found = placed.get(id(value))
-    if found is not None:
-        return found
-    if type(current) is not kind or id(current) in used:
-        placed[id(value)] = value
-        return value
-    placed[id(value)] = current
-    used.add(id(current))
-    _thaw(current, value, placed, used)
-    return current
