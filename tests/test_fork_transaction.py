@@ -317,3 +317,23 @@ def test_a_plan_verified_in_an_undo_log_leaves_the_state_as_it_was(otel: Telemet
     assert not verdict and verdict.failed == 2 and verdict.check == "state.dry_run"
     assert "balance would be -10" in verdict.message
     assert bank.accounts["acc_1"] == {"balance": 100, "log": []} and type(bank) is Bank
+
+
+def _no_op(_: Any) -> None:
+    return None
+
+
+def test_a_tool_that_changes_nothing_is_its_own_dry_run_with_nothing_journaled(
+    otel: Telemetry,
+) -> None:
+    bank = Bank()
+    guard = bank_guard(otel, bank)
+    read_only = tg.CallbackFork(_no_op, _no_op, in_place=True, keep=_no_op)
+    guard.proxy(bank, {"audit": tg.ToolSpec(dry_run=read_only)})  # replaces the first proxy's
+    assert guard.get_tool("audit").dry_run is read_only
+    assert guard.get_tool("withdraw").dry_run is not read_only  # the guard's undo log
+    rejected = guard.call("audit", {})
+    assert isinstance(rejected, tg.Rejection) and rejected.decision == "blocked"
+    assert rejected.check == "state.dry_run" and "audit is closed today" in rejected.message
+    assert bank.runs == 1  # ran once, and nothing journaled it: a declaration, as documented
+    assert otel.only_call().attributes["toolguard.dry_run"] == "rejected"
