@@ -12,6 +12,7 @@ import collections
 import copy
 import datetime
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -250,6 +251,14 @@ def run(root: Node, ops: list[tuple[str, int, int]]) -> None:
             node.children.append(Node(f"new{v}"))
 
 
+def in_journal(root: Any, program: Callable[[Any], None], *, keep: bool) -> None:
+    """Run ``program`` on ``root`` inside a journal, then keep or roll back."""
+    journal = Journal()
+    journal.track(root)
+    program(root)
+    journal.keep() if keep else journal.rollback()
+
+
 @settings(max_examples=200, deadline=None)
 @given(seed=st.integers(0, 1000), ops=OPS)
 def test_rollback_equals_the_state_before_and_keep_equals_a_plain_run(
@@ -259,15 +268,9 @@ def test_rollback_equals_the_state_before_and_keep_equals_a_plain_run(
     before = snapshot(root)
     plain = copy.deepcopy(root)
     run(plain, ops)
-    journal = Journal()
-    journal.track(root)
-    run(root, ops)
-    journal.rollback()
+    in_journal(root, lambda r: run(r, ops), keep=False)
     assert snapshot(root) == before
-    journal = Journal()
-    journal.track(root)
-    run(root, ops)
-    journal.keep()
+    in_journal(root, lambda r: run(r, ops), keep=True)
     assert snapshot(root) == snapshot(plain)
 
 
@@ -425,15 +428,9 @@ def test_objects_of_plain_values_are_restored_and_kept(
     members = {k: id(e) for k, e in root.entries.items()}
     plain = copy.deepcopy(root)
     run_leaves(plain, ops)
-    journal = Journal()
-    journal.track(root)
-    run_leaves(root, ops)
-    journal.rollback()
+    in_journal(root, lambda r: run_leaves(r, ops), keep=False)
     assert snapshot(root) == before
     assert {k: id(e) for k, e in root.entries.items()} == members  # the same objects
-    journal = Journal()
-    journal.track(root)
-    run_leaves(root, ops)
-    journal.keep()
+    in_journal(root, lambda r: run_leaves(r, ops), keep=True)
     assert snapshot(root) == snapshot(plain)
     assert all(type(e) in (Leaf, Folder) for e in root.entries.values())
