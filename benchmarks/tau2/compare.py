@@ -13,10 +13,11 @@ every call still executes and the guarded database stays in step with the oracle
 - (c') ``fork_copy``: (c) on a copy instead (see below).
 
 The dry run of (c) and (d) is the call itself, run once on the real database inside an undo on
-read (``fork.begin_live``, a transactional ``tg.CallbackFork``); (c') tries the call on a
-copy-on-read fork (``fork.fork_live``) and then runs it for real, so its verdict is a run of
-its own that can be checked against the real one. A deep copy of the airline database takes
-about a second, so it is timed on a sample only (cost.py).
+read (``fork.begin_live``, a transactional ``tg.CallbackFork``), or, for a tool tau2
+declares not to write, inside a transaction that journals nothing (``read_only``); (c')
+tries the call on a copy-on-read fork (``fork.fork_live``) and then runs it for real, so its
+verdict is a run of its own that can be checked against the real one. A deep copy of the
+airline database takes about a second, so it is timed on a sample only (cost.py).
 The guarded replays run on copy-on-read environments of one pristine database per process
 (0.1 to 0.3 s saved per replay); the oracle runs on tau2's own fresh environment.
 """
