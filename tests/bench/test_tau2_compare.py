@@ -16,8 +16,8 @@ pytestmark = pytest.mark.skipif(_problem is not None, reason=_problem or "")
 if _problem is None:
     import toolguard as tg
     from benchmarks._compare import summarise
-    from benchmarks.tau2 import undo
     from benchmarks._forkcost import transactional
+    from benchmarks.tau2 import undo
     from benchmarks.tau2._tau2 import fresh_environment, read_tools, tool_call
     from benchmarks.tau2.compare import CONFIGS, config_guard, run_task
     from benchmarks.tau2.cost import measure
