@@ -132,6 +132,7 @@ def test_read_tools_are_tried_in_a_transaction_that_journals_nothing():
     assert transactional(read) and transactional(write) and read is not write
     assert read.fork(Live(env=fresh_environment("retail"))) is None  # no journal
     copying, _ = config_guard("retail", "fork_copy")  # a copy is a run of its own: no split
-    assert copying.get_tool("get_order_details").dry_run is copying.get_tool(
-        "cancel_pending_order"
-    ).dry_run
+    assert (
+        copying.get_tool("get_order_details").dry_run
+        is copying.get_tool("cancel_pending_order").dry_run
+    )
