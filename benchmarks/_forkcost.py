@@ -28,24 +28,19 @@ class TimedFork:
         return TimedFork(inner, self.tally)
 
     def _keep(self, forked: Any) -> None:
-        t0 = time.perf_counter()
-        try:
-            self.inner.keep(forked)
-        finally:
-            self.tally[0] += time.perf_counter() - t0
+        self._timed(self.inner.keep, forked)
 
     def fork(self, state: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return self.inner.fork(state)
-        finally:
-            self.tally[0] += time.perf_counter() - t0
-            self.tally[1] += 1
+        self.tally[1] += 1
+        return self._timed(self.inner.fork, state)
 
     def discard(self, forked: Any) -> None:
+        self._timed(self.inner.discard, forked)
+
+    def _timed(self, method: Callable[[Any], Any], arg: Any) -> Any:
         t0 = time.perf_counter()
         try:
-            self.inner.discard(forked)
+            return method(arg)
         finally:
             self.tally[0] += time.perf_counter() - t0
 

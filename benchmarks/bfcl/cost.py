@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 from benchmarks._forkcost import REPEATS, TimedFork, fastest, summarise_costs, transactional
@@ -91,7 +92,7 @@ def measure(
     rows: list[dict[str, Any]] = []
     once = transactional(timed_fork.inner)
     for run, task in enumerate(tasks):
-        raw = fastest([_raw_seconds(task) for _ in range(repeats)], lambda r: r[1])
+        raw = fastest([_raw_seconds(task) for _ in range(repeats)], itemgetter(1))
         executor = fastest([_executor_seconds(task, run * repeats + r) for r in range(repeats)])
         guarded: dict[str, list[tuple[float, float, int]]] = {}
         for h in (with_fork, without):
@@ -102,7 +103,7 @@ def measure(
                 trajectory = f"{task.id}/cost/{h.config.key}"
                 h.run(task, task.flat_calls(), trajectory, {"task": task.id})
                 timings.append(list(h.timings))
-            guarded[h.config.key] = fastest(timings, lambda t: t[0])
+            guarded[h.config.key] = fastest(timings, itemgetter(0))
         for (backend, exec_s), executor_s, (fork_call, fork_s, forks), (plain_call, _, _) in zip(
             raw,
             executor,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 from benchmarks._forkcost import REPEATS, TimedFork, fastest, summarise_costs, transactional
@@ -64,8 +65,12 @@ def measure(
     rows: list[dict[str, Any]] = []
     for task in tasks:
         execs = fastest([_exec_seconds(task) for _ in range(repeats)])
-        with_fork = fastest([_guarded_seconds(task, "fork", timed) for _ in range(repeats)], _first)
-        plain = fastest([_guarded_seconds(task, "schema_deps") for _ in range(repeats)], _first)
+        with_fork = fastest(
+            [_guarded_seconds(task, "fork", timed) for _ in range(repeats)], itemgetter(0)
+        )
+        plain = fastest(
+            [_guarded_seconds(task, "schema_deps") for _ in range(repeats)], itemgetter(0)
+        )
         for exec_s, (fork_call, fork_s, n), (plain_call, _, _) in zip(
             execs, with_fork, plain, strict=True
         ):
@@ -80,10 +85,6 @@ def measure(
                 }
             )
     return rows
-
-
-def _first(timing: tuple[float, float, int]) -> float:
-    return timing[0]
 
 
 def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:

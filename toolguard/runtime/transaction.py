@@ -55,6 +55,7 @@ class _Transaction:
         self.forked: Any = None
         self.open = False
         self.error: Exception | None = None
+        self._dry: Any = None  # the _in_dry_run token while the call runs
         where = placement(tool, self.strategy, pending.instance, pending.state_value())
         try:
             assert where is not None  # an in-place strategy always has a place
@@ -62,6 +63,16 @@ class _Transaction:
             self.open = True
         except Exception as exc:
             self.error = exc
+
+    def begin(self) -> tuple[list[Any], dict[str, Any]]:
+        """The call is about to run in the transaction: its arguments."""
+        args, kwargs = self.pending.call_parts()
+        self.pending.enter()
+        self._dry = _in_dry_run.set(True)
+        return args, kwargs
+
+    def _ran(self) -> None:
+        _in_dry_run.reset(self._dry)
 
     def close(self, keep: bool) -> Exception | None:
         """Keep or roll back; the strategy's exception, if it raised."""
@@ -92,6 +103,7 @@ class _Transaction:
 
     def settle(self, outcome: Outcome, dispatch: bool) -> Any:
         """The call ran in the transaction: keep or roll back, and close the call."""
+        self._ran()
         pending = self.pending
         failure, verdict = judge(self.tool, pending.guard, outcome, in_place=True)
         if failure is not None and pending.mode == "block":
@@ -130,6 +142,7 @@ class _Transaction:
 
     def abandon(self, exc: BaseException) -> None:
         """A cancellation during the call: rolled back, the call recorded as cancelled."""
+        self._ran()
         undo = self.close(keep=False)
         if undo is not None:
             logger.error("toolguard: rolling back %s failed: %r", self.tool.name, undo)
@@ -151,18 +164,14 @@ def run(pending: PendingCall, fn: Callable[..., Any], dispatch: bool) -> Any:
     trial = _Transaction(pending)
     if not trial.open:
         return trial.fork_failed(dispatch)
-    args, kwargs = pending.call_parts()
-    pending.enter()
-    dry = _in_dry_run.set(True)
+    args, kwargs = trial.begin()
     try:
         outcome = Outcome(fn(*args, **kwargs), None)
     except Exception as exc:
         outcome = Outcome(None, exc)
     except BaseException as exc:
-        _in_dry_run.reset(dry)
         trial.abandon(exc)
         raise
-    _in_dry_run.reset(dry)
     return trial.settle(outcome, dispatch)
 
 
@@ -171,16 +180,12 @@ async def arun(pending: PendingCall, fn: Callable[..., Any], dispatch: bool) -> 
     trial = _Transaction(pending)
     if not trial.open:
         return trial.fork_failed(dispatch)
-    args, kwargs = pending.call_parts()
-    pending.enter()
-    dry = _in_dry_run.set(True)
+    args, kwargs = trial.begin()
     try:
         outcome = Outcome(await fn(*args, **kwargs), None)
     except Exception as exc:
         outcome = Outcome(None, exc)
     except BaseException as exc:
-        _in_dry_run.reset(dry)
         trial.abandon(exc)
         raise
-    _in_dry_run.reset(dry)
     return trial.settle(outcome, dispatch)
