@@ -32,8 +32,8 @@ def test_a_timed_fork_alongside_another_counts_in_its_take() -> None:
     journal = main.fork(_Store())
     main.keep(journal)
     reads.keep(reads.fork(_Store()))
-    seconds, forks = main.take()
-    assert forks == 2 and seconds > 0
+    _, forks = main.take()  # the seconds are not asserted: a test never depends on timing
+    assert forks == 2
     assert main.take() == (0.0, 0) and reads.take() == (0.0, 0)
 
 
