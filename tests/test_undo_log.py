@@ -8,6 +8,7 @@ writes over a random object graph and compares against a deep copy taken beforeh
 
 from __future__ import annotations
 
+import array
 import collections
 import copy
 import datetime
@@ -167,18 +168,33 @@ def test_a_pydantic_model_is_entered_eagerly_and_restored() -> None:
 
 
 class Slotted:
-    __slots__ = ("value",)
+    __slots__ = ("unset", "value")
 
     def __init__(self) -> None:
         self.value = [1]
 
 
-def test_what_cannot_be_journaled_is_a_fork_error_that_names_it() -> None:
+def test_an_object_of_slots_is_recorded_and_its_unset_slots_stay_unset() -> None:
     holder = Node("h")
-    holder.meta["slotted"] = Slotted()
+    slotted = Slotted()
+    items = slotted.value
+    holder.meta["slotted"] = slotted
     journal = Journal()
     journal.track(holder)
-    with pytest.raises(tg.ForkError, match=r"Node\.meta.*Slotted.*DeepCopyFork"):
+    holder.meta["slotted"].value.append(2)
+    holder.meta["slotted"].value = ["other"]
+    holder.meta["slotted"].unset = "now set"
+    journal.rollback()
+    assert slotted.value is items and items == [1]
+    assert not hasattr(slotted, "unset")
+
+
+def test_what_cannot_be_journaled_is_a_fork_error_that_names_it() -> None:
+    holder = Node("h")
+    holder.meta["samples"] = array.array("i", [1, 2])  # neither a __dict__ nor slots
+    journal = Journal()
+    journal.track(holder)
+    with pytest.raises(tg.ForkError, match=r"Node\.meta.*array.*DeepCopyFork"):
         _ = holder.meta
     journal.rollback()
     assert type(holder) is Node
@@ -274,7 +290,7 @@ def test_rollback_equals_the_state_before_and_keep_equals_a_plain_run(
     assert snapshot(root) == snapshot(plain)
 
 
-# -- plain data, journaled in one marshal pass ------------------------------------------------
+# -- plain data, restored in place ------------------------------------------------------------
 
 DATA_OPS = st.lists(
     st.tuples(
@@ -338,17 +354,15 @@ def test_plain_data_is_restored_with_values_sharing_and_untouched_identities(
             assert id(state[key]) == ids[key]  # not replaced by the call: the same object
 
 
-def test_plain_data_takes_one_marshal_pass_and_objects_inside_fall_back_to_a_walk() -> None:
-    journal = Journal()
-    journal.track({"rows": [{"id": 1}]})
-    assert type(journal.containers[0][1]).__name__ == "Frozen"
-    holder = {"node": Node("n")}
+def test_objects_inside_plain_data_are_entered_and_restored() -> None:
+    holder = {"rows": [{"id": 1}], "node": Node("n")}
     journal = Journal()
     journal.track(holder)
-    assert type(journal.containers[0][1]) is dict  # an object inside: walked, and entered
     holder["node"].name = "changed"
+    holder["rows"][0]["id"] = 2
     journal.rollback()
     assert holder["node"].name == "n" and type(holder["node"]) is Node
+    assert holder["rows"] == [{"id": 1}]
 
 
 # -- objects of plain values, recorded by a copy of their dict --------------------------------

@@ -2,8 +2,9 @@
 
 A copying fork costs what the whole state weighs; a call costs what it touches. The undo log
 lets the call run on the real objects and records, lazily, how to restore only what the call
-reaches, so that keeping the call's effects costs next to nothing and rolling them back
-restores the state:
+reaches, so that keeping the call's effects costs next to nothing and rolling them back gives
+back the very same object graph: the same objects at the same places, with their types,
+values, dict order, sharing and cycles.
 
 - an object with a ``__dict__`` is *entered*: for the transaction it gets a fresh, empty
   ``__dict__`` and a stand-in class (a subclass with the same layout) whose ``__getattr__``,
@@ -14,116 +15,61 @@ restores the state:
 - an object whose dict holds only plain values (str, numbers, dates: a file of a file
   system, say) is recorded by a copy of its dict instead: cheaper than a stand-in, and the
   many such objects of one container are checked and copied in one pass in C;
-- a builtin container reached (dict, list, set, bytearray, deque) gets a shallow copy of
-  itself and of every builtin container inside it; objects inside are entered;
-- a ``random.Random`` keeps its ``getstate()``;
-- an object whose class cannot wear a stand-in (pydantic models, classes with their own
-  metaclass) is entered eagerly: a copy of its dict and its slots, its values entered.
+- an object whose class cannot wear a stand-in without running the class's own code (slots,
+  its own metaclass as pydantic models have, an ``__init_subclass__``) is recorded eagerly:
+  a copy of its dict and of its slots, its values entered;
+- a builtin container reached (dict, list, set, bytearray, deque and their subclasses) is
+  recorded by a shallow copy, and so is every container inside it; tuples, frozensets and
+  namedtuples cannot change, but what they hold is entered;
+- a ``random.Random`` keeps its state.
 
-Rolling back restores every recorded container in place (identities are kept). While a call
-runs, ``type(obj)`` of an entered object is the stand-in (``isinstance`` and the class's name
-are unchanged);
-``vars(obj)`` and ``obj.__dict__`` are complete. One transaction at a time per object.
+Rolling back puts every recorded shallow copy back into its own container, in place: since
+each copy holds the original members, the graph comes back exactly, whatever the call
+swapped, replaced or rebuilt. Nothing of the journal's own bookkeeping goes through the
+state's own hooks (``__setattr__``, ``__iter__``, ``__setitem__``, ``getstate``): it uses
+the builtin types' methods and descriptors directly. A journal that fails on the way (an
+object it cannot record) undoes what it already recorded and stays failed: every later fetch
+raises, and the dry run is a guard error.
+
+While a call runs, ``type(obj)`` of an entered object is the stand-in (``isinstance`` and the
+class's name are unchanged); ``vars(obj)`` and ``obj.__dict__`` are complete. One
+transaction at a time per object.
 """
 
 from __future__ import annotations
 
-import abc
 import collections
-import datetime
-import decimal
-import enum
-import fractions
+import contextlib
 import itertools
-import marshal
 import operator
-import pathlib
 import random
-import re
-import types
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable
 from typing import Any, Final
 
 from .._errors import ForkError
-from .undolog_restore import Frozen, restore
-
-# Values that cannot change in place: never entered, never copied.
-_ATOMS: Final = (
-    type(None),
-    bool,
-    int,
-    float,
-    complex,
-    str,
-    bytes,
-    range,
-    slice,
-    type,
-    types.FunctionType,
-    types.BuiltinFunctionType,
-    types.MethodType,
-    types.ModuleType,
-    datetime.date,
-    datetime.time,
-    datetime.timedelta,
-    datetime.timezone,
-    decimal.Decimal,
-    fractions.Fraction,
-    uuid.UUID,
-    enum.Enum,
-    pathlib.PurePath,
-    re.Pattern,
+from .undolog_classes import (
+    ATOM_TYPES,
+    CLASS_SLOT,
+    DICT_SLOTS,
+    ENTERED,
+    KINDS,
+    PLAIN_OBJECTS,
+    ClassInfo,
+    Kind,
+    class_info,
+    immutable,
+    kind_of,
 )
-# The common atoms by exact type: one set lookup instead of an isinstance chain.
-_ATOM_TYPES: Final = frozenset(
-    {type(None), bool, int, float, complex, str, bytes, datetime.datetime, datetime.date}
+from .undolog_restore import Container, container_ops
+
+_GET_STATE: Final = random.Random.getstate
+_SET_STATE: Final = random.Random.setstate
+_ABSENT: Final = object()
+_EXACT_CONTAINERS: Final = frozenset(
+    {dict, list, set, bytearray, collections.deque, collections.OrderedDict}
 )
-_CONTAINERS: Final = (dict, list, set, bytearray, collections.deque)
-_MARSHALLABLE: Final = frozenset({dict, list, set})  # exact types marshal writes and reads
-_PLAIN_METACLASSES: Final = (type, abc.ABCMeta)
-
-
-class _Kind(enum.Enum):
-    ATOM = 1
-    TUPLE = 2  # immutable when what it holds is
-    CONTAINER = 3
-    RANDOM = 4
-    OBJECT = 5
-    UNTRACKABLE = 6
-
-
-_KINDS: dict[type, _Kind] = {t: _Kind.ATOM for t in _ATOM_TYPES}
-
-
-def _kind(cls: type) -> _Kind:
-    if cls is tuple or cls is frozenset:
-        kind = _Kind.TUPLE
-    elif issubclass(cls, _ATOMS):
-        kind = _Kind.ATOM
-    elif issubclass(cls, _CONTAINERS):
-        kind = _Kind.CONTAINER
-    elif issubclass(cls, random.Random):
-        kind = _Kind.RANDOM
-    elif hasattr(cls, "__dictoffset__") and cls.__dictoffset__:
-        kind = _Kind.OBJECT
-    else:
-        kind = _Kind.UNTRACKABLE
-    _KINDS[cls] = kind
-    return kind
-
-
-# id(object) -> its transaction: what a stand-in's __getattr__ consults.
-_ENTERED: dict[int, _Entry] = {}
-
-
-def immutable(value: Any) -> bool:
-    kind = type(value)
-    if kind in _ATOM_TYPES:
-        return True
-    if kind is tuple or kind is frozenset:
-        return all(immutable(v) for v in value)
-    return isinstance(value, _ATOMS)
+_GET_DICT: Final = operator.attrgetter("__dict__")
+_FEW: Final = 4  # up to this many objects in a container, entering them one by one is faster
 
 
 class _Entry:
@@ -137,229 +83,169 @@ class _Entry:
         self.fresh = fresh
         self.deleted: set[str] = set()
 
+    def logical(self) -> dict[str, Any]:
+        """The object's dict as a plain run would have it now, in its order: the real
+        attributes not deleted (at their places), then the new ones, as last written."""
+        fresh, deleted = self.fresh, self.deleted
+        out = {
+            name: fresh.get(name, value) for name, value in self.real.items() if name not in deleted
+        }
+        out.update((name, value) for name, value in fresh.items() if name not in out)
+        return out
+
     def fetch(self, obj: Any, name: str) -> Any:
         """The real value of ``name`` (entered), now in the fresh dict; KeyError if none."""
+        journal = self.journal
+        if journal.failure is not None:
+            raise ForkError(f"the undo log failed earlier in this call: {journal.failure}")
         if name in self.deleted:
             raise KeyError(name)
         value = self.real[name]
-        if type(value) not in _ATOM_TYPES:
-            self.journal.enter(value, (obj, name))  # which passes over what cannot change
+        if type(value) not in ATOM_TYPES:
+            journal.enter(value, (obj, name))  # which passes over what cannot change
         self.fresh[name] = value
         return value
-
-
-class _ClassInfo:
-    """What entering an instance of a class needs, worked out once per class."""
-
-    __slots__ = ("dict_slot", "shadowable", "standin")
-
-    def __init__(self, cls: type) -> None:
-        self.standin: type | None = None
-        self.dict_slot: Any = None
-        self.shadowable: frozenset[str] = frozenset()
-        if type(cls) not in _PLAIN_METACLASSES or _slot_names(cls):
-            return  # entered eagerly
-        self.dict_slot = next(
-            (k.__dict__["__dict__"] for k in cls.__mro__ if "__dict__" in k.__dict__), None
-        )
-        if self.dict_slot is None or not hasattr(self.dict_slot, "__set__"):
-            return
-        # Class attributes an instance value may hide: with the instance's dict empty, the
-        # class's would show through, so such values are fetched as the object is entered.
-        self.shadowable = frozenset(
-            name for k in cls.__mro__ for name in k.__dict__ if not name.startswith("__")
-        )
-        self.standin = _standin(cls, self.dict_slot)
-
-
-_CLASSES: dict[type, _ClassInfo] = {}
-# Classes whose instances can be recorded by a copy of their dict, read with a plain
-# attribute lookup: a stand-in fits them and nothing runs on ``obj.__dict__``.
-_PLAIN_OBJECTS: set[type] = set()
-_GET_DICT: Final = operator.attrgetter("__dict__")
-_FEW: Final = 4  # up to this many objects in a container, entering them one by one is faster
-
-
-def _class_info(cls: type) -> _ClassInfo:
-    info = _CLASSES.get(cls)
-    if info is None:
-        info = _CLASSES[cls] = _ClassInfo(cls)
-        if (
-            info.standin is not None
-            and _KINDS.get(cls) is _Kind.OBJECT
-            and cls.__getattribute__ is object.__getattribute__  # type: ignore[comparison-overlap]
-            and type(info.dict_slot).__name__ == "getset_descriptor"
-        ):
-            _PLAIN_OBJECTS.add(cls)
-    return info
-
-
-def _slot_names(cls: type) -> list[str]:
-    names: list[str] = []
-    for k in cls.__mro__:
-        slots = k.__dict__.get("__slots__", ())
-        for name in (slots,) if isinstance(slots, str) else slots:
-            if name not in ("__dict__", "__weakref__"):
-                names.append(name)
-    return names
-
-
-def _standin(cls: type, dict_slot: Any) -> type:
-    fallback = getattr(cls, "__getattr__", None)
-    delete: Callable[[Any, str], None] = cls.__delattr__  # type: ignore[assignment]
-
-    def __getattr__(self: Any, name: str) -> Any:
-        entry = _ENTERED.get(id(self))
-        if entry is not None:
-            try:
-                return entry.fetch(self, name)
-            except KeyError:
-                pass
-        if fallback is not None:
-            return fallback(self, name)
-        raise AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
-
-    def __delattr__(self: Any, name: str) -> None:
-        entry = _ENTERED.get(id(self))
-        if entry is None:
-            delete(self, name)
-            return
-        written = name in entry.fresh
-        unread = name in entry.real and name not in entry.deleted
-        if written or not unread:
-            delete(self, name)  # raises as usual when there is none
-        if unread:
-            entry.deleted.add(name)
-
-    def __dict__(self: Any) -> dict[str, Any]:
-        entry = _ENTERED.get(id(self))
-        fresh: dict[str, Any] = dict_slot.__get__(self)
-        if entry is not None:
-            for name in entry.real.keys() - fresh.keys() - entry.deleted:
-                entry.fetch(self, name)
-        return fresh
-
-    namespace = {
-        "__slots__": (),
-        "__getattr__": __getattr__,
-        "__delattr__": __delattr__,
-        "__dict__": property(__dict__),
-        "__module__": cls.__module__,
-        "__qualname__": cls.__qualname__,
-    }
-    return type(cls.__name__, (cls,), namespace)
 
 
 class Journal:
     """What one transaction entered and how to undo it."""
 
-    __slots__ = ("closed", "containers", "eager", "lazy", "randoms", "seen")
+    __slots__ = ("closed", "containers", "eager", "failure", "lazy", "randoms", "seen")
 
     def __init__(self) -> None:
-        self.lazy: list[tuple[Any, _ClassInfo, type, _Entry]] = []
-        self.eager: list[tuple[Any, dict[str, Any], dict[str, Any], Sequence[tuple[str, Any]]]] = []
-        self.containers: list[tuple[Any, Any]] = []
-        self.randoms: list[tuple[random.Random, Any]] = []
+        self.lazy: list[tuple[Any, ClassInfo, type, _Entry]] = []
+        # (object, its dict's descriptor, the dict, a copy of it, its slots' values)
+        self.eager: list[tuple[Any, Any, dict[str, Any] | None, dict[str, Any], list[Any]]] = []
+        self.containers: list[tuple[Any, Container, Any]] = []
+        self.randoms: list[tuple[Any, Any]] = []
         self.seen: set[int] = set()
         self.closed = False
+        self.failure: Exception | None = None
 
     def track(self, root: Any) -> bool:
-        """Start the transaction at ``root``; False when it holds nothing that can change."""
-        kind = _KINDS.get(type(root)) or _kind(type(root))
-        if kind is _Kind.ATOM or (kind is _Kind.TUPLE and immutable(root)):
+        """Start the transaction at ``root``; False when it holds nothing that can change.
+        Whatever fails, every object is left as it was."""
+        if immutable(root):
             return False
-        self.enter(root, type(root).__name__)
+        try:
+            self._enter_all([root], type(root).__name__)
+        except BaseException:
+            self.rollback()
+            raise
         return True
 
     def enter(self, value: Any, where: Any) -> None:
-        """Record how to restore ``value`` (reached at ``where``) before the call changes it."""
+        """Record how to restore ``value`` (reached at ``where``) before the call changes it.
+        A failure marks the journal failed: the dry run is then a guard error."""
+        try:
+            self._enter_all([value], where)
+        except Exception as exc:
+            if self.failure is None:
+                self.failure = exc
+            if isinstance(exc, ForkError):
+                raise
+            raise ForkError(f"the undo log could not record {_describe(where)}: {exc!r}") from exc
+
+    def _enter_all(self, values: Iterable[Any], where: Any) -> None:
+        """Record ``values`` and everything they hold, depth first, without recursion."""
+        seen = self.seen
+        kinds = KINDS
+        stack: list[tuple[Iterable[Any], Any]] = [(values, where)]
+        while stack:
+            items, where = stack.pop()
+            for value in items:
+                key = id(value)
+                if key in seen:
+                    continue
+                cls = type(value)
+                kind = kinds.get(cls) or kind_of(cls)
+                if kind is Kind.ATOM:
+                    continue
+                seen.add(key)
+                if kind is Kind.CONTAINER:
+                    self._record_container(value, cls, where, stack)
+                elif kind is Kind.TUPLE:
+                    stack.append((_mutable(value), where))
+                    if getattr(cls, "__dictoffset__", 0):
+                        self._record_eagerly(value, class_info(cls), where, stack)
+                elif kind is Kind.OBJECT:
+                    self._enter_object(value, cls, where, stack)
+                else:
+                    raise ForkError(
+                        f"an undo log cannot track {_describe(where)} (a {cls.__name__} "
+                        "without a __dict__ or slots to record); fork this state with "
+                        "tg.DeepCopyFork() or a tg.CallbackFork"
+                    )
+
+    def _enter_object(self, value: Any, cls: type, where: Any, stack: list[Any]) -> None:
         key = id(value)
-        if key in self.seen:
-            return
-        cls = type(value)
-        kind = _KINDS.get(cls)
-        if kind is None:
-            kind = _kind(cls)
-        if kind is _Kind.ATOM or (kind is _Kind.TUPLE and immutable(value)):
-            return
-        self.seen.add(key)
-        if kind is _Kind.CONTAINER:
-            self._enter_container(value, where)
-            return
-        if kind is _Kind.UNTRACKABLE:
-            raise ForkError(
-                f"an undo log cannot track {_describe(where)} (a {cls.__name__} without a "
-                "__dict__ to record); fork this state with tg.DeepCopyFork() or a "
-                "tg.CallbackFork"
-            )
-        if key in _ENTERED:
+        if key in ENTERED:
             raise ForkError(
                 f"{_describe(where)} is already in another dry run: one at a time per state"
             )
-        if kind is _Kind.RANDOM:
-            self.randoms.append((value, value.getstate()))
-        info = _class_info(cls)
+        if isinstance(value, random.Random):
+            self.randoms.append((value, _GET_STATE(value)))
+        info = class_info(cls)
         standin = info.standin
         if standin is None:
-            self._enter_eagerly(value, cls)
+            self._record_eagerly(value, info, where, stack)
             return
         dict_slot = info.dict_slot
         real = dict_slot.__get__(value)
-        if _ATOM_TYPES.issuperset(map(type, real.values())):
+        if ATOM_TYPES.issuperset(map(type, real.values())):
             # Only plain values: a copy of the dict is its whole pre-image, and far cheaper
             # than a stand-in (the files of a directory, say, reached all at once).
-            self.eager.append((value, real, real.copy(), ()))
+            self.eager.append((value, dict_slot, real, real.copy(), []))
             return
         entry = _Entry(self, real, {})
-        value.__class__ = standin
+        CLASS_SLOT.__set__(value, standin)
         dict_slot.__set__(value, entry.fresh)
-        _ENTERED[key] = entry
+        ENTERED[key] = entry
         self.lazy.append((value, info, cls, entry))
         if info.shadowable and not info.shadowable.isdisjoint(real):
+            shadowing = [real[name] for name in info.shadowable.intersection(real)]
             for name in info.shadowable.intersection(real):
-                entry.fetch(value, name)
+                entry.fresh[name] = real[name]
+            stack.append((shadowing, (value, "<attributes>")))
 
-    def _enter_eagerly(self, obj: Any, cls: type) -> None:
-        real = object.__getattribute__(obj, "__dict__")
+    def _record_eagerly(self, obj: Any, info: ClassInfo, where: Any, stack: list[Any]) -> None:
+        real = info.dict_slot.__get__(obj) if info.dict_slot is not None else None
         slots = []
-        for name in _slot_names(cls):
+        for descriptor in info.slots:
             try:
-                slots.append((name, object.__getattribute__(obj, name)))
-            except AttributeError:
-                continue
-        self.eager.append((obj, real, dict(real), slots))
-        for name, value in [*real.items(), *slots]:
-            self.enter(value, (obj, name))
+                slots.append((descriptor, descriptor.__get__(obj, None)))
+            except AttributeError:  # unset: unset again on a rollback
+                slots.append((descriptor, _ABSENT))
+        copy = dict(real) if real is not None else {}
+        self.eager.append((obj, info.dict_slot, real, copy, slots))
+        held = [value for _, value in slots if value is not _ABSENT]
+        if real is not None:
+            held.extend(real.values())
+        stack.append((held, where))
 
-    def _enter_container(self, container: Any, where: Any) -> None:
-        if type(container) in _MARSHALLABLE and _PLAIN_OBJECTS.isdisjoint(
-            map(type, container.values() if isinstance(container, dict) else container)
-        ):
-            try:  # plain data all the way down: one pass in C instead of a walk in Python
-                self.containers.append((container, Frozen(marshal.dumps(container))))
-                return
-            except ValueError:  # it holds something else (an object, an enum): walked
-                pass
-        if isinstance(container, dict):
-            self.containers.append((container, dict(container)))
-            items: Any = container.values()
-        else:
-            self.containers.append((container, list(container)))
-            items = container
-        atoms = _ATOM_TYPES
-        if atoms.issuperset(map(type, items)):
+    def _record_container(self, container: Any, cls: type, where: Any, stack: list[Any]) -> None:
+        ops = container_ops(cls)
+        assert ops is not None
+        copy = ops.copy(container)
+        self.containers.append((container, ops, copy))
+        if cls not in _EXACT_CONTAINERS:  # a subclass may carry attributes of its own
+            info = class_info(cls)
+            if info.dict_slot is not None or info.slots:
+                self._record_eagerly(container, info, where, stack)
+        members = ops.members(copy)
+        atoms = ATOM_TYPES
+        if atoms.issuperset(map(type, members)):
             return  # a leaf of plain values: the copy is all it takes
-        members = [item for item in items if type(item) not in atoms]
-        if len(members) > _FEW and _PLAIN_OBJECTS.issuperset(map(type, members)):
+        members = [item for item in members if type(item) not in atoms]
+        if len(members) > _FEW and PLAIN_OBJECTS.issuperset(map(type, members)):
             members = self._record_plain_objects(members)
-        for item in members:
-            self.enter(item, where)
+        stack.append((members, where))
 
     def _record_plain_objects(self, members: list[Any]) -> list[Any]:
         """Record the members whose dicts hold only plain values (the files of a directory,
         say, all reached at once) by a copy of each dict, checked and taken in C rather than
         entered one by one; the members left to enter."""
-        atoms = _ATOM_TYPES
+        atoms = ATOM_TYPES
         dicts = list(map(_GET_DICT, members))
         rest: list[Any] = []
         if not atoms.issuperset(map(type, itertools.chain.from_iterable(map(dict.values, dicts)))):
@@ -370,7 +256,16 @@ class Journal:
         # One met before (through another container) is recorded again: the records are
         # restored last to first, so the earliest, from before the call changed it, wins.
         self.seen.update(map(id, members))
-        self.eager.extend(zip(members, dicts, map(dict.copy, dicts), itertools.repeat(())))
+        slot = DICT_SLOTS.__getitem__
+        self.eager.extend(
+            zip(
+                members,
+                map(slot, map(type, members)),
+                dicts,
+                map(dict.copy, dicts),
+                itertools.repeat([]),
+            )
+        )
         return rest
 
     def keep(self) -> None:
@@ -386,26 +281,40 @@ class Journal:
             return
         self.closed = True
         for obj, info, cls, entry in reversed(self.lazy):
-            del _ENTERED[id(obj)]
+            del ENTERED[id(obj)]
             real = entry.real
+            changed = type(obj) is not info.standin  # the call gave it a class of its own
             info.dict_slot.__set__(obj, real)
-            obj.__class__ = cls
+            if rollback or not changed:
+                CLASS_SLOT.__set__(obj, cls)
             if not rollback:
-                real.update(entry.fresh)
-                if entry.deleted:
-                    for name in entry.deleted - entry.fresh.keys():
-                        del real[name]
+                if entry.deleted:  # a deleted name written again moves to the end
+                    logical = entry.logical()
+                    real.clear()
+                    real.update(logical)
+                else:
+                    real.update(entry.fresh)
         if not rollback:
             return
-        for obj, real, copy, slots in reversed(self.eager):
-            real.clear()
-            real.update(copy)
-            for name, value in slots:
-                object.__setattr__(obj, name, value)
-        for container, copy in reversed(self.containers):
-            restore(container, copy)
+        for obj, dict_slot, real, copy, slots in reversed(self.eager):
+            if real is not None:
+                dict_slot.__set__(obj, real)  # the call may have replaced the whole dict
+                real.clear()
+                real.update(copy)
+            for descriptor, value in slots:
+                if value is _ABSENT:
+                    with contextlib.suppress(AttributeError):  # the call left it unset
+                        descriptor.__delete__(obj)
+                else:
+                    descriptor.__set__(obj, value)
+        for container, ops, copy in self.containers:
+            ops.restore(container, copy)
         for generator, state in self.randoms:
-            generator.setstate(state)
+            _SET_STATE(generator, state)
+
+
+def _mutable(values: Iterable[Any]) -> list[Any]:
+    return [value for value in values if type(value) not in ATOM_TYPES]
 
 
 def _describe(where: Any) -> str:

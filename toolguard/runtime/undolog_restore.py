@@ -1,74 +1,111 @@
-"""Putting back what an undo log recorded of a container (undolog.py), in place.
+"""How the undo log (undolog.py) records and restores a builtin container, in place.
 
-A container of plain data was recorded as ``marshal`` bytes (:class:`Frozen`); it is restored
-from a fresh copy of them, reusing the nested containers the call did not replace, so their
-identities and the sharing between them are kept. Any other container was recorded as a
-shallow copy, put back as it was.
+A container is recorded by a shallow copy that holds its original members, and restored by
+putting that copy back into the same container object: the container keeps its identity and
+its type (a ``bytearray`` stays one), and each member is again the very object it was, so
+nested containers, sharing and cycles come back exactly, whatever the call swapped or
+rebuilt. Every step calls the builtin type's own method on the container (``dict.update``,
+``list.__setitem__``, ...), never the container's: a subclass's overrides are user code the
+journal must not run.
 """
 
 from __future__ import annotations
 
-import marshal
-from typing import Any, Final
+import collections
+from collections.abc import Callable, Iterable
+from typing import Any, Final, NamedTuple
 
-_ABSENT: Final = object()
-
-
-class Frozen:
-    """A container's contents as ``marshal`` wrote them (plain data only)."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
+_ODict: Final = collections.OrderedDict
+_Deque: Final = collections.deque
 
 
-def restore(container: Any, copy: Any) -> None:
-    if isinstance(copy, Frozen):
-        _thaw(container, marshal.loads(copy.data), {}, {id(container)})
-    elif isinstance(container, dict):
-        container.clear()
-        container.update(copy)
-    elif isinstance(container, list | bytearray):
-        container[:] = copy
-    else:  # set, deque
-        container.clear()
-        (container.update if isinstance(container, set) else container.extend)(copy)
+class Container(NamedTuple):
+    """How to copy, list the members of, and restore one kind of container."""
+
+    copy: Callable[[Any], Any]
+    members: Callable[[Any], Iterable[Any]]  # of the copy: what the container holds
+    restore: Callable[[Any, Any], None]
 
 
-def _thaw(container: Any, before: Any, placed: dict[int, Any], used: set[int]) -> None:
-    """Put ``before`` (a fresh copy of what ``container`` held) back into it, in place. A
-    nested dict or list still found at the same key or index is restored in place too, so
-    its identity is kept; one the call replaced gets the copy. ``placed``: what each piece
-    of the copy became (by id), so that what was shared stays shared; ``used``: the ids of
-    the real containers already restored."""
-    if isinstance(container, dict):
-        was = dict(container)
-        container.clear()
-        for key, value in before.items():
-            container[key] = _reuse(was.get(key, _ABSENT), value, placed, used)
-    elif isinstance(container, list):
-        old = list(container)
-        container[:] = [
-            _reuse(old[i] if i < len(old) else _ABSENT, v, placed, used)
-            for i, v in enumerate(before)
-        ]
-    else:  # a set: nothing mutable inside
-        container.clear()
-        container.update(before)
+# Keys of these types need no entering (the journal skips what it holds as atoms anyway).
+_PLAIN_KEYS: Final = frozenset({str, int, bytes, float, bool, type(None)})
 
 
-def _reuse(current: Any, value: Any, placed: dict[int, Any], used: set[int]) -> Any:
-    kind = type(value)
-    if kind is not dict and kind is not list:
-        return value
-    found = placed.get(id(value))
-    if found is not None:
-        return found
-    if type(current) is not kind or id(current) in used:
-        placed[id(value)] = value
-        return value
-    placed[id(value)] = current
-    used.add(id(current))
-    _thaw(current, value, placed, used)
-    return current
+def _dict_members(copy: dict[Any, Any]) -> Iterable[Any]:
+    if _PLAIN_KEYS.issuperset(map(type, copy)):
+        return copy.values()
+    return [*copy.values(), *copy]  # an object as a key can change too
+
+
+def _restore_dict(container: Any, copy: dict[Any, Any]) -> None:
+    dict.clear(container)
+    dict.update(container, copy)
+
+
+def _restore_odict(container: Any, copy: dict[Any, Any]) -> None:
+    # OrderedDict keeps its order apart from the dict: its own methods, not dict's.
+    _ODict.clear(container)
+    setitem = _ODict.__setitem__
+    for key, value in copy.items():
+        setitem(container, key, value)
+
+
+def _restore_list(container: Any, copy: list[Any]) -> None:
+    list.__setitem__(container, slice(None), copy)
+
+
+def _restore_set(container: Any, copy: set[Any]) -> None:
+    set.clear(container)
+    set.update(container, copy)
+
+
+def _restore_bytearray(container: Any, copy: bytes) -> None:
+    bytearray.__setitem__(container, slice(None), copy)
+
+
+def _restore_deque(container: Any, copy: list[Any]) -> None:
+    _Deque.clear(container)
+    _Deque.extend(container, copy)
+
+
+_DICT: Final = Container(dict.copy, _dict_members, _restore_dict)
+# A subclass's dict.copy would call its own keys() when it overrides __iter__: its items view
+# reads the table itself.
+_DICT_SUBCLASS: Final = Container(lambda d: dict(dict.items(d)), _dict_members, _restore_dict)
+_ORDERED: Final = Container(lambda d: dict(_ODict.items(d)), _dict_members, _restore_odict)
+_LIST: Final = Container(list.copy, lambda copy: copy, _restore_list)
+_SET: Final = Container(set.copy, lambda copy: copy, _restore_set)
+_BYTEARRAY: Final = Container(lambda b: bytes(memoryview(b)), lambda _: (), _restore_bytearray)
+_DEQUE: Final = Container(lambda d: list(_Deque.__iter__(d)), lambda copy: copy, _restore_deque)
+
+_OPS: dict[type, Container | None] = {
+    dict: _DICT,
+    list: _LIST,
+    set: _SET,
+    bytearray: _BYTEARRAY,
+    _Deque: _DEQUE,
+    _ODict: _ORDERED,
+}
+
+
+def container_ops(cls: type) -> Container | None:
+    """How to record a ``cls``; None when it is no builtin mutable container."""
+    try:
+        return _OPS[cls]
+    except KeyError:
+        pass
+    ops: Container | None = None
+    if issubclass(cls, _ODict):
+        ops = _ORDERED
+    elif issubclass(cls, dict):
+        ops = _DICT_SUBCLASS
+    elif issubclass(cls, list):
+        ops = _LIST
+    elif issubclass(cls, set):
+        ops = _SET
+    elif issubclass(cls, bytearray):
+        ops = _BYTEARRAY
+    elif issubclass(cls, _Deque):
+        ops = _DEQUE
+    _OPS[cls] = ops
+    return ops
