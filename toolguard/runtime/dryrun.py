@@ -168,6 +168,8 @@ def judge(
     """Whether the environment rejected the call on the fork: (failure, span outcome).
     ``in_place``: the call ran in a transaction on the real state (transaction.py)."""
     tried = _TRIED_IN_PLACE if in_place else _TRIED_ON_COPY
+    if isinstance(outcome.error, ForkError):  # the fork's own failure, not the environment's
+        return fork_failure("call", outcome.error, guard), GUARD_ERROR
     if outcome.error is not None:
         return exception_rejection(tool.name, outcome.error, tried), REJECTED
     detect = tool.spec.error_result

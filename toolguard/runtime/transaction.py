@@ -10,9 +10,13 @@ again: the call runs inside the strategy's transaction, with its span current as
   it back with ``discard`` and blocks the call (cause ``state_consistency``, check
   ``state.dry_run``, the environment's own message), as a copying dry run would; log mode
   keeps it and records the rejection, since the call would have run anyway.
-- The strategy fails: opening the transaction, or keeping it (then it is rolled back),
-  follows ``on_guard_error``: fail closed blocks the call; fail open runs it as if no dry
-  run were configured (:data:`RUN_PLAIN`).
+- The strategy fails: opening the transaction, recording what the call reaches while it
+  runs (a ``ForkError`` the call raised, or an undo log that failed even if the tool caught
+  the error), or keeping it. What the call did is rolled back, and ``on_guard_error``
+  decides: fail closed blocks the call in block mode and records the failure in log mode;
+  either way, or when failing open, an unblocked call runs as if no dry run were
+  configured (:data:`RUN_PLAIN`). The span says ``dry_run=guard_error``: it is never the
+  environment's rejection.
 
 A cancellation (not an ``Exception``) rolls the call back and propagates.
 """
@@ -24,9 +28,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import _contract as contract
-from .._errors import ToolCallRejected
+from .._errors import ForkError, ToolCallRejected
 from . import telemetry as tel
 from .dryrun import GUARD_ERROR, REJECTED, Outcome, _in_dry_run, fork_failure, judge, placement
+from .undolog import Journal
 
 if TYPE_CHECKING:
     from .call import PendingCall
@@ -93,18 +98,45 @@ class _Transaction:
             tel.set_attributes(self.pending.span, {contract.DRY_RUN: outcome})
 
     def fork_failed(self, dispatch: bool) -> Any:
-        """The transaction could not be opened: blocked (fail closed) or :data:`RUN_PLAIN`."""
+        """The transaction could not be opened: the guard-error policy decides."""
         assert self.error is not None
-        failure = fork_failure("fork", self.error, self.pending.guard)
+        return self._guard_error("fork", self.error, dispatch)
+
+    def _guard_error(self, what: str, exc: Exception, dispatch: bool) -> Any:
+        """The strategy failed (the call, if it ran, already undone): blocked, or
+        :data:`RUN_PLAIN` when failing open or in log mode (the failure then recorded)."""
+        pending = self.pending
+        failure = fork_failure(what, exc, pending.guard)
         self.record(GUARD_ERROR)
         if failure is None:
             return RUN_PLAIN
-        return _block(self.pending, failure, dispatch)
+        if pending.mode == "log":  # log mode runs every call: the failure is recorded
+            pending.failures.append(failure)
+            return RUN_PLAIN
+        return _block(pending, failure, dispatch)
+
+    def _broken(self, outcome: Outcome) -> Exception | None:
+        """The strategy's own failure while the call ran, whatever the tool made of it."""
+        if isinstance(outcome.error, ForkError):
+            return outcome.error
+        if isinstance(self.forked, Journal):
+            return self.forked.failure
+        return None
+
+    def _undo(self) -> None:
+        undo = self.close(keep=False)
+        if undo is not None:
+            logger.error("toolguard: rolling back %s failed: %r", self.tool.name, undo)
 
     def settle(self, outcome: Outcome, dispatch: bool) -> Any:
         """The call ran in the transaction: keep or roll back, and close the call."""
         self._ran()
         pending = self.pending
+        broken = self._broken(outcome)
+        if broken is not None:
+            self._undo()
+            pending.leave()
+            return self._guard_error("call", broken, dispatch)
         failure, verdict = judge(self.tool, pending.guard, outcome, in_place=True)
         if failure is not None and pending.mode == "block":
             problem = self.close(keep=False)
@@ -121,11 +153,7 @@ class _Transaction:
             if undo is not None:
                 logger.error("toolguard: rolling back %s failed: %r", self.tool.name, undo)
             pending.leave()
-            self.record(GUARD_ERROR)
-            keep_failure = fork_failure("keep", problem, pending.guard)
-            if keep_failure is None:
-                return RUN_PLAIN
-            return _block(pending, keep_failure, dispatch)
+            return self._guard_error("keep", problem, dispatch)
         self.record(verdict)
         if failure is not None:
             pending.failures.append(failure)  # log mode: recorded, the call stands
@@ -143,9 +171,7 @@ class _Transaction:
     def abandon(self, exc: BaseException) -> None:
         """A cancellation during the call: rolled back, the call recorded as cancelled."""
         self._ran()
-        undo = self.close(keep=False)
-        if undo is not None:
-            logger.error("toolguard: rolling back %s failed: %r", self.tool.name, undo)
+        self._undo()
         if not self.pending.done:
             self.pending.fail(exc)
 

@@ -172,8 +172,8 @@ class Journal:
                     self._enter_object(value, cls, where, stack)
                 else:
                     raise ForkError(
-                        f"an undo log cannot track {_describe(where)} (a {cls.__name__} "
-                        "without a __dict__ or slots to record); fork this state with "
+                        f"an undo log cannot record a {cls.__name__!r} (no __dict__ or slots), "
+                        f"reached at {_describe(where)}; fork this state with "
                         "tg.DeepCopyFork() or a tg.CallbackFork"
                     )
 

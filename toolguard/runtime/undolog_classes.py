@@ -221,11 +221,11 @@ def _standin(cls: type, dict_slot: Any) -> type:
         if entry is None:
             delete(self, name)
             return
-        written = name in entry.fresh
-        unread = name in entry.real and name not in entry.deleted
-        if written or not unread:
-            delete(self, name)  # raises as usual when there is none
-        if unread:
+        real = name in entry.real and name not in entry.deleted
+        if real and name not in entry.fresh:
+            entry.fetch(self, name)  # so that the class's own __delattr__ finds it
+        delete(self, name)
+        if real and name not in entry.fresh:
             entry.deleted.add(name)
 
     def get_dict(self: Any) -> dict[str, Any]:
