@@ -40,10 +40,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
+import gc
 import itertools
 import operator
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from .._errors import ForkError
@@ -60,7 +62,7 @@ from .undolog_classes import (
     immutable,
     kind_of,
 )
-from .undolog_restore import Container, container_ops
+from .undolog_restore import DICT_OPS, LIST_OPS, Container, container_ops
 
 _GET_STATE: Final = random.Random.getstate
 _SET_STATE: Final = random.Random.setstate
@@ -69,6 +71,10 @@ _EXACT_CONTAINERS: Final = frozenset(
     {dict, list, set, bytearray, collections.deque, collections.OrderedDict}
 )
 _GET_DICT: Final = operator.attrgetter("__dict__")
+_IS_DICT: Final = functools.partial(operator.is_, dict)
+_IS_LIST: Final = functools.partial(operator.is_, list)
+_BULK: Final = frozenset({dict, list})  # recorded a level at a time
+_ONLY_DICTS: Final = frozenset({dict})
 _FEW: Final = 4  # up to this many objects in a container, entering them one by one is faster
 
 
@@ -147,37 +153,77 @@ class Journal:
             raise ForkError(f"the undo log could not record {_describe(where)}: {exc!r}") from exc
 
     def _enter_all(self, values: Iterable[Any], where: Any) -> None:
-        """Record ``values`` and everything they hold, depth first, without recursion."""
+        """Record ``values`` and everything they hold, a level at a time, without
+        recursion. The plain dicts and lists of a level (the rows of a table, say) are
+        copied and searched in bulk, in C; anything else is recorded one by one."""
         seen = self.seen
-        kinds = KINDS
-        stack: list[tuple[Iterable[Any], Any]] = [(values, where)]
-        while stack:
-            items, where = stack.pop()
-            for value in items:
-                key = id(value)
-                if key in seen:
-                    continue
-                cls = type(value)
-                kind = kinds.get(cls) or kind_of(cls)
-                if kind is Kind.ATOM:
-                    continue
-                seen.add(key)
-                if kind is Kind.CONTAINER:
-                    self._record_container(value, cls, where, stack)
-                elif kind is Kind.TUPLE:
-                    stack.append((_mutable(value), where))
-                    if getattr(cls, "__dictoffset__", 0):
-                        self._record_eagerly(value, class_info(cls), where, stack)
-                elif kind is Kind.OBJECT:
-                    self._enter_object(value, cls, where, stack)
-                else:
-                    raise ForkError(
-                        f"an undo log cannot record a {cls.__name__!r} (no __dict__ or slots), "
-                        f"reached at {_describe(where)}; fork this state with "
-                        "tg.DeepCopyFork() or a tg.CallbackFork"
-                    )
+        frontier = _mutable(values)
+        while frontier:
+            ids = list(map(id, frontier))
+            new = set(ids)
+            if len(new) < len(ids) or not seen.isdisjoint(new):  # met before: each once
+                level = dict(zip(ids, frontier, strict=True))
+                new = level.keys() - seen
+                frontier = list(map(level.__getitem__, new))
+            seen |= new
+            frontier = self._record_level(frontier, where)
 
-    def _enter_object(self, value: Any, cls: type, where: Any, stack: list[Any]) -> None:
+    def _record_level(self, items: list[Any], where: Any) -> list[Any]:
+        """Record one level's values (each new); what they hold, to record next."""
+        types = list(map(type, items))
+        kinds = set(types)
+        if kinds.isdisjoint(_BULK):
+            return self._record_each(items, where)
+        if kinds == _ONLY_DICTS:
+            return self._record_bulk(items, dict.copy, DICT_OPS)
+        held: list[Any] = []
+        dicts = list(itertools.compress(items, map(_IS_DICT, types)))
+        if dicts:
+            held += self._record_bulk(dicts, dict.copy, DICT_OPS)
+        lists = list(itertools.compress(items, map(_IS_LIST, types)))
+        if lists:
+            held += self._record_bulk(lists, list.copy, LIST_OPS)
+        if len(dicts) + len(lists) < len(items):
+            rest = [x for x, t in zip(items, types, strict=True) if t not in _BULK]
+            held += self._record_each(rest, where)
+        return held
+
+    def _record_bulk(
+        self, items: list[Any], copy: Callable[[Any], Any], ops: Container
+    ) -> list[Any]:
+        """Plain dicts or lists: copied, and their members found, in C."""
+        copies = list(map(copy, items))
+        self.containers.extend(zip(items, itertools.repeat(ops), copies))
+        atoms = ATOM_TYPES
+        return [v for v in gc.get_referents(*copies) if type(v) not in atoms]  # keys too
+
+    def _record_each(self, items: list[Any], where: Any) -> list[Any]:
+        """Record what is not a plain dict or list; what they hold, to record next."""
+        held: list[Any] = []
+        plain = [x for x in items if type(x) in PLAIN_OBJECTS]
+        if len(plain) > _FEW:  # recorded in bulk; those whose dicts hold more, one by one
+            others = [x for x in items if type(x) not in PLAIN_OBJECTS]
+            items = others + self._record_plain_objects(plain)
+        for value in items:
+            cls = type(value)
+            kind = KINDS.get(cls) or kind_of(cls)
+            if kind is Kind.CONTAINER:
+                self._record_container(value, cls, held)
+            elif kind is Kind.TUPLE:
+                held += value
+                if getattr(cls, "__dictoffset__", 0):
+                    self._record_eagerly(value, class_info(cls), held)
+            elif kind is Kind.OBJECT:
+                self._enter_object(value, cls, where, held)
+            elif kind is not Kind.ATOM:
+                raise ForkError(
+                    f"an undo log cannot record a {cls.__name__!r} (no __dict__ or slots), "
+                    f"reached at {_describe(where)}; fork this state with "
+                    "tg.DeepCopyFork() or a tg.CallbackFork"
+                )
+        return _mutable(held)
+
+    def _enter_object(self, value: Any, cls: type, where: Any, held: list[Any]) -> None:
         key = id(value)
         if key in ENTERED:
             raise ForkError(
@@ -188,7 +234,7 @@ class Journal:
         info = class_info(cls)
         standin = info.standin
         if standin is None:
-            self._record_eagerly(value, info, where, stack)
+            self._record_eagerly(value, info, held)
             return
         dict_slot = info.dict_slot
         real = dict_slot.__get__(value)
@@ -203,12 +249,11 @@ class Journal:
         ENTERED[key] = entry
         self.lazy.append((value, info, cls, entry))
         if info.shadowable and not info.shadowable.isdisjoint(real):
-            shadowing = [real[name] for name in info.shadowable.intersection(real)]
             for name in info.shadowable.intersection(real):
                 entry.fresh[name] = real[name]
-            stack.append((shadowing, (value, "<attributes>")))
+                held.append(real[name])
 
-    def _record_eagerly(self, obj: Any, info: ClassInfo, where: Any, stack: list[Any]) -> None:
+    def _record_eagerly(self, obj: Any, info: ClassInfo, held: list[Any]) -> None:
         real = info.dict_slot.__get__(obj) if info.dict_slot is not None else None
         slots = []
         for descriptor in info.slots:
@@ -218,12 +263,11 @@ class Journal:
                 slots.append((descriptor, _ABSENT))
         copy = dict(real) if real is not None else {}
         self.eager.append((obj, info.dict_slot, real, copy, slots))
-        held = [value for _, value in slots if value is not _ABSENT]
+        held += [value for _, value in slots if value is not _ABSENT]
         if real is not None:
-            held.extend(real.values())
-        stack.append((held, where))
+            held += real.values()
 
-    def _record_container(self, container: Any, cls: type, where: Any, stack: list[Any]) -> None:
+    def _record_container(self, container: Any, cls: type, held: list[Any]) -> None:
         ops = container_ops(cls)
         assert ops is not None
         copy = ops.copy(container)
@@ -231,15 +275,8 @@ class Journal:
         if cls not in _EXACT_CONTAINERS:  # a subclass may carry attributes of its own
             info = class_info(cls)
             if info.dict_slot is not None or info.slots:
-                self._record_eagerly(container, info, where, stack)
-        members = ops.members(copy)
-        atoms = ATOM_TYPES
-        if atoms.issuperset(map(type, members)):
-            return  # a leaf of plain values: the copy is all it takes
-        members = [item for item in members if type(item) not in atoms]
-        if len(members) > _FEW and PLAIN_OBJECTS.issuperset(map(type, members)):
-            members = self._record_plain_objects(members)
-        stack.append((members, where))
+                self._record_eagerly(container, info, held)
+        held += ops.members(copy)
 
     def _record_plain_objects(self, members: list[Any]) -> list[Any]:
         """Record the members whose dicts hold only plain values (the files of a directory,
@@ -253,9 +290,6 @@ class Journal:
             rest = list(itertools.compress(members, map(operator.not_, plain)))
             members = list(itertools.compress(members, plain))
             dicts = list(itertools.compress(dicts, plain))
-        # One met before (through another container) is recorded again: the records are
-        # restored last to first, so the earliest, from before the call changed it, wins.
-        self.seen.update(map(id, members))
         slot = DICT_SLOTS.__getitem__
         self.eager.extend(
             zip(
@@ -314,7 +348,9 @@ class Journal:
 
 
 def _mutable(values: Iterable[Any]) -> list[Any]:
-    return [value for value in values if type(value) not in ATOM_TYPES]
+    """The values that may change."""
+    atoms = ATOM_TYPES
+    return [value for value in values if type(value) not in atoms]
 
 
 def _describe(where: Any) -> str:

@@ -28,11 +28,11 @@ class Container(NamedTuple):
 
 
 # Keys of these types need no entering (the journal skips what it holds as atoms anyway).
-_PLAIN_KEYS: Final = frozenset({str, int, bytes, float, bool, type(None)})
+PLAIN_KEYS: Final = frozenset({str, int, bytes, float, bool, type(None)})
 
 
 def _dict_members(copy: dict[Any, Any]) -> Iterable[Any]:
-    if _PLAIN_KEYS.issuperset(map(type, copy)):
+    if PLAIN_KEYS.issuperset(map(type, copy)):
         return copy.values()
     return [*copy.values(), *copy]  # an object as a key can change too
 
@@ -68,19 +68,19 @@ def _restore_deque(container: Any, copy: list[Any]) -> None:
     _Deque.extend(container, copy)
 
 
-_DICT: Final = Container(dict.copy, _dict_members, _restore_dict)
+DICT_OPS: Final = Container(dict.copy, _dict_members, _restore_dict)
 # A subclass's dict.copy would call its own keys() when it overrides __iter__: its items view
 # reads the table itself.
 _DICT_SUBCLASS: Final = Container(lambda d: dict(dict.items(d)), _dict_members, _restore_dict)
 _ORDERED: Final = Container(lambda d: dict(_ODict.items(d)), _dict_members, _restore_odict)
-_LIST: Final = Container(list.copy, lambda copy: copy, _restore_list)
+LIST_OPS: Final = Container(list.copy, lambda copy: copy, _restore_list)
 _SET: Final = Container(set.copy, lambda copy: copy, _restore_set)
 _BYTEARRAY: Final = Container(lambda b: bytes(memoryview(b)), lambda _: (), _restore_bytearray)
 _DEQUE: Final = Container(lambda d: list(_Deque.__iter__(d)), lambda copy: copy, _restore_deque)
 
 _OPS: dict[type, Container | None] = {
-    dict: _DICT,
-    list: _LIST,
+    dict: DICT_OPS,
+    list: LIST_OPS,
     set: _SET,
     bytearray: _BYTEARRAY,
     _Deque: _DEQUE,
@@ -100,7 +100,7 @@ def container_ops(cls: type) -> Container | None:
     elif issubclass(cls, dict):
         ops = _DICT_SUBCLASS
     elif issubclass(cls, list):
-        ops = _LIST
+        ops = LIST_OPS
     elif issubclass(cls, set):
         ops = _SET
     elif issubclass(cls, bytearray):
