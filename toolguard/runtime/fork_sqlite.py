@@ -83,7 +83,7 @@ class _Shadow:
 
     def refuse(self, sql: str, why: str) -> None:
         if self.refusal is None:
-            self.refusal = f"{sql.strip()!r} {why}"
+            self.refusal = f"{sql.strip()} {why}"  # the statement first: messages are cut
 
     def absorb(self) -> None:
         """Rows written since the last look belong to the segment they were written in."""
@@ -171,20 +171,22 @@ class _Shadow:
             if first in _OUTSIDE_ONLY or (first == "PRAGMA" and "=" in words):
                 self.refuse(sql, "behaves otherwise inside the dry run's transaction")
                 return
-            if self.autobegin and first in _DML:
-                self._start("BEGIN")  # sqlite3's implicit BEGIN in a plain run
+            if self.autobegin and first in _DML and not sql.rstrip().endswith(";"):
+                # sqlite3's implicit BEGIN in a plain run. executescript opens none, and
+                # its statements (but a script's last) are traced with their semicolon.
+                self._start("BEGIN")
         if first in _SCHEMA or (first == "PRAGMA" and "=" in words):
             self._wrote()
 
     def ending(self) -> list[str] | str:
         """What reproduces the plain run once the call is kept, or why nothing does."""
         if self.stack:
-            return f"leaves its savepoint {self.stack[-1][0]!r} open"
+            return f"SAVEPOINT {self.stack[-1][0]} is left open by the call"
         fates = set(self.fates)
         if self.open and self.dirty and not self.app:
             fates.add("open")
         if len(fates) > 1:
-            return "commits, rolls back or leaves uncommitted different writes of one call"
+            return "the call commits, rolls back or leaves uncommitted different writes"
         fate = next(iter(fates), "commit")  # nothing written: every ending is exact
         release = [f'RELEASE "{_SAVEPOINT}"']
         undo = [f'ROLLBACK TO "{_SAVEPOINT}"', *release]
@@ -194,7 +196,9 @@ class _Shadow:
             return ["ROLLBACK"]  # a plain ROLLBACK undoes the application's writes too
         if fate == "open":
             if self.before:
-                return "commits the application's transaction and leaves writes uncommitted"
+                return (
+                    "the call commits the application's transaction, then leaves writes uncommitted"
+                )
             return []  # the savepoint stays open as the transaction the tool left open
         steps = undo if fate == "rollback" else release
         if self.before:
@@ -291,8 +295,8 @@ class SQLiteSavepointFork:
             if isinstance(steps, str):
                 self._roll_back(forked)
                 raise ForkError(
-                    f"the dry run cannot reproduce the tool's own transactions: {steps}; "
-                    "its writes were rolled back"
+                    f"{steps}: the dry run cannot reproduce the tool's own transaction "
+                    "statements exactly, so it rolled the call back"
                 )
             for sql in steps:
                 connection.execute(sql)
@@ -313,9 +317,9 @@ class SQLiteSavepointFork:
         self._roll_back(forked)
         if shadow is not None and shadow.refusal is not None:
             raise ForkError(
-                f"the dry run cannot reproduce the tool's own transactions: {shadow.refusal}; "
-                "its writes were rolled back, but what the call did meanwhile is not a "
-                "plain run's"
+                f"{shadow.refusal}: the dry run cannot reproduce the tool's own transaction "
+                "statements exactly, so what the call did (and why it failed) is not what a "
+                "plain run does; it was rolled back"
             )
 
     def _roll_back(self, forked: _Savepoint) -> None:
