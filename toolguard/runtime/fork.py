@@ -16,17 +16,31 @@ An in-place strategy that can also ``keep(forked)`` (commit what the call did) i
 kept and its result is the call's; rejected, they are rolled back and the call is blocked.
 No second execution, so the dry run costs only what the transaction costs.
 
-This module imports nothing else of the runtime (undolog.py is a leaf too).
+This module imports nothing else of the runtime but its leaves: undolog.py and
+fork_sqlite.py (:class:`SQLiteSavepointFork`, re-exported here).
 """
 
 from __future__ import annotations
 
 import copy
-import sqlite3
 from collections.abc import Callable
 from typing import Any, Final, Protocol, runtime_checkable
 
+__all__ = [
+    "DRY_RUN_CHECK",
+    "CallbackFork",
+    "DeepCopyFork",
+    "ForkStrategy",
+    "SQLiteSavepointFork",
+    "State",
+    "UndoLogFork",
+    "is_in_place",
+    "is_transactional",
+    "resolve",
+]
+
 from .._errors import ForkError, ToolDefinitionError
+from .fork_sqlite import SQLiteSavepointFork
 from .undolog import Journal
 
 DRY_RUN_CHECK: Final = "state.dry_run"  # the check id of every failure a dry run finds
@@ -127,137 +141,6 @@ class CallbackFork:
         return f"CallbackFork({name}, in_place={self.in_place}{keeps})"
 
 
-class _Savepoint:
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
-# One name for every savepoint: sqlite3 caches statements by their text (128 by default), so a
-# fresh name per dry run would evict the application's own. SQLite allows the same name
-# nested: ROLLBACK TO and RELEASE act on the most recent one, and forks are discarded in
-# the reverse order of their creation.
-_SAVEPOINT = "toolguard_dry_run"
-
-# sqlite3's authorizer action code for BEGIN, COMMIT and ROLLBACK statements (not SAVEPOINT).
-_SQLITE_TRANSACTION: Final = sqlite3.SQLITE_TRANSACTION
-
-
-class SQLiteSavepointFork:
-    """A real SQLite database, forked in place: ``SAVEPOINT`` before the dry run,
-    ``ROLLBACK TO`` and ``RELEASE`` after it. The tool runs unchanged on ``connection``.
-
-    While the dry run runs, statements that would end the transaction (``COMMIT``,
-    ``ROLLBACK``, ``BEGIN``, and ``connection.commit()``) are turned into no-ops with an
-    authorizer, so a tool that commits its own writes cannot commit the dry run's. A
-    connection with an authorizer of its own must pass it as ``authorizer``: SQLite keeps one
-    per connection, so the fork chains it during the dry run and puts it back after.
-    ``guard_transactions=False`` leaves the authorizer alone; a tool that then ends the
-    transaction during the dry run makes ``discard`` raise :class:`ForkError` (its writes may
-    be committed by then).
-
-    Transactional: an accepted call is kept with ``RELEASE`` (its writes join the enclosing
-    transaction, or are committed when the savepoint opened it), and the last ``COMMIT`` or
-    ``ROLLBACK`` the tool asked for during its run is then carried out, as it would have
-    been without the dry run.
-
-    One dry run at a time per connection: the savepoint covers every write made on the
-    connection while it is open, also another task's real call.
-    """
-
-    in_place: Final = True
-
-    def __init__(
-        self,
-        connection: sqlite3.Connection,
-        *,
-        authorizer: Callable[[int, str | None, str | None, str | None, str | None], int]
-        | None = None,
-        guard_transactions: bool = True,
-    ) -> None:
-        if not isinstance(connection, sqlite3.Connection):
-            raise ToolDefinitionError(
-                f"SQLiteSavepointFork needs a sqlite3.Connection, not {type(connection).__name__}"
-            )
-        self.connection = connection
-        self.authorizer = authorizer
-        self.guard_transactions = guard_transactions
-        self._ignored: str | None = None  # the last transaction statement made a no-op
-
-    def fork(self, state: Any) -> _Savepoint:
-        savepoint = _Savepoint(_SAVEPOINT)
-        self.connection.execute(f'SAVEPOINT "{savepoint.name}"')
-        if self.guard_transactions:
-            self._ignored = None
-            self.connection.set_authorizer(self._authorize)
-        return savepoint
-
-    def keep(self, forked: _Savepoint) -> None:
-        """The call stands: ``RELEASE``, then the tool's own last COMMIT or ROLLBACK. With
-        ``guard_transactions=False`` a tool that ended the savepoint itself (its COMMIT) has
-        already kept what it did."""
-        connection = self.connection
-        asked = self._ignored
-        self._reset_authorizer()
-        try:
-            if not connection.in_transaction:
-                raise sqlite3.OperationalError("no such savepoint: no transaction is open")
-            connection.execute(f'RELEASE "{forked.name}"')
-        except sqlite3.OperationalError as exc:
-            if not self.guard_transactions and "no such savepoint" in str(exc):
-                return
-            raise ForkError(
-                f"savepoint {forked.name} could not be released ({exc}): the call ended the "
-                "transaction itself"
-            ) from exc
-        if asked == "COMMIT":
-            connection.commit()
-        elif asked == "ROLLBACK":
-            connection.rollback()
-
-    def discard(self, forked: _Savepoint) -> None:
-        connection = self.connection
-        self._reset_authorizer()
-        name = forked.name
-        try:
-            if not connection.in_transaction:
-                raise sqlite3.OperationalError("no transaction is open")
-            connection.execute(f'ROLLBACK TO "{name}"')
-            connection.execute(f'RELEASE "{name}"')
-        except sqlite3.Error as exc:
-            raise ForkError(
-                f"savepoint {name} could not be rolled back ({exc}): the dry run ended the "
-                "transaction (a COMMIT or ROLLBACK with guard_transactions=False?), so its "
-                "writes may have been committed"
-            ) from exc
-
-    def _reset_authorizer(self) -> None:
-        connection = self.connection
-        if self.guard_transactions:
-            # Installing an authorizer expires every prepared statement (removing one does
-            # not), so a COMMIT compiled as a no-op during the dry run and kept in sqlite3's
-            # statement cache is compiled again, for real, when next used. Without such a
-            # statement, every statement compiled as it would have anyway: none to expire.
-            if self.authorizer is not None or self._ignored:
-                connection.set_authorizer(self.authorizer or _allow_all)
-            if self.authorizer is None:
-                connection.set_authorizer(None)
-
-    def _authorize(
-        self, action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None
-    ) -> int:
-        if action == _SQLITE_TRANSACTION:
-            self._ignored = arg1 or "BEGIN"
-            return sqlite3.SQLITE_IGNORE  # the statement compiles to nothing
-        if self.authorizer is not None:
-            return self.authorizer(action, arg1, arg2, db, source)
-        return sqlite3.SQLITE_OK
-
-    def __repr__(self) -> str:
-        return f"SQLiteSavepointFork({self.connection!r})"
-
-
 class UndoLogFork:
     """The state's own objects, journaled: the call runs on them once, inside an undo log
     that records, lazily, only what the call reaches (undolog.py). Accepted, its effects
@@ -289,10 +172,6 @@ class UndoLogFork:
 
     def __repr__(self) -> str:
         return "UndoLogFork()"
-
-
-def _allow_all(*_: Any) -> int:
-    return sqlite3.SQLITE_OK
 
 
 def resolve(option: Any, where: str) -> ForkStrategy | bool | None:
