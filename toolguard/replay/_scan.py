@@ -22,6 +22,10 @@ _PLAIN = re.compile(rb'[^"\[\]{}]*')  # anything that is neither a bracket nor a
 # A string's body up to its closing quote, or up to the chunk's end (then possibly stopping
 # before a backslash that is the chunk's last byte): it never fails, so never backtracks.
 _STRING_BODY = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
+# Inside a container: everything up to the next bracket, whole strings included, in one match,
+# so the loop below runs once per bracket rather than once per string (2.4x faster on tau2's
+# files). A string it cannot close (the chunk ends in it) is left to _STRING_BODY.
+_TO_BRACKET = re.compile(rb'[^"\[\]{}]*(?:"[^"\\]*(?:\\.[^"\\]*)*"[^"\[\]{}]*)*', re.DOTALL)
 _SCALAR_END = re.compile(rb"[\s,\]}]")
 _QUOTE = ord('"')
 _OPENERS = b"[{"
@@ -178,7 +182,9 @@ class Scanner:
                             end = i
                             break
                         continue
-                    i = _PLAIN.match(buf, i).end()  # type: ignore[union-attr]
+                    # A string of this chunk can only be over the bound if the chunk is.
+                    fast = depth and n - i <= max_string
+                    i = (_TO_BRACKET if fast else _PLAIN).match(buf, i).end()  # type: ignore[union-attr]
                     if i == n:
                         break
                     char = buf[i]
