@@ -63,6 +63,9 @@ DEFAULT_MAX_STRING_BYTES = 16 * 1024 * 1024
 """The longest string of a document, quotes and escapes counted, in bytes (16 MiB): more
 than a model's whole context window, so no real message or tool answer."""
 _LINE_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
+# orjson reports an allocation that failed as a decode error ("Not enough memory to allocate
+# buffer for parsing"); its messages never quote the input, so these words are its own.
+_NO_MEMORY = ("not enough memory", "memory allocation")
 
 
 @dataclass(slots=True)
@@ -145,7 +148,7 @@ class _Reader(Scanner):
         try:
             return _loads(text), None
         except _DecodeError as exc:
-            if "memory" in str(exc).lower():
+            if any(words in str(exc).lower() for words in _NO_MEMORY):
                 raise ReplayMemoryError(
                     f"{where}: out of memory decoding this value ({len(text):,} bytes): {exc}"
                 ) from None
