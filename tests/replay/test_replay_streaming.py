@@ -54,7 +54,7 @@ def test_memory_holds_about_one_element(tmp_path: Path, monkeypatch: pytest.Monk
     path = tmp_path / "big.json"
     path.write_text(json.dumps([element] * 2000))  # about 4 MB
     largest = count = 0
-    with open(path, encoding="utf-8") as fh:
+    with open(path, "rb") as fh:
         reader = jsonstream._Reader(fh, str(path))
         for item in reader.array(0, {}):
             assert item.value == element

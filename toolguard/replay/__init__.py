@@ -64,7 +64,15 @@ one run at a time; a malformed run stops the replay with ``file:line (run N): wh
 
 from .api import replay_files
 from .engine import COHORTS, ENVIRONMENT, WITH_CONTRACT, Replayer, ReplayState
-from .model import Answer, RecordedCall, RecordedRun, ReplayInputError, Said, Turn
+from .model import (
+    Answer,
+    RecordedCall,
+    RecordedRun,
+    ReplayInputError,
+    ReplayMemoryError,
+    Said,
+    Turn,
+)
 from .sources import FORMATS, ReplayStats, read_runs
 
 __all__ = [
@@ -76,6 +84,7 @@ __all__ = [
     "RecordedCall",
     "RecordedRun",
     "ReplayInputError",
+    "ReplayMemoryError",
     "ReplayState",
     "ReplayStats",
     "Replayer",

@@ -11,6 +11,7 @@ from typing import TextIO
 
 from ..runtime.contract_file import Contract, load_contract
 from .engine import Replayer
+from .jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES
 from .model import RecordedRun, ReplayInputError
 from .sources import ReplayStats, read_runs
 
@@ -30,6 +31,8 @@ def replay_files(
     skip_invalid: bool = False,
     append: bool = False,
     progress: bool | None = False,
+    max_element_bytes: int = DEFAULT_MAX_ELEMENT_BYTES,
+    max_string_bytes: int = DEFAULT_MAX_STRING_BYTES,
 ) -> ReplayStats:
     """Replay every run of ``files`` (``format``: ``openai``, ``tau2`` or ``bfcl``) through a
     guard and write the spans to ``out`` (OTLP JSON Lines; replaced unless ``append``).
@@ -39,7 +42,9 @@ def replay_files(
     ``with_contract/<run id>`` (``replay=with_contract``), labelled ``run=<run id>`` and
     ``task=<task id>`` so ``toolguard compare --by replay --task-label run`` pairs them.
     ``labels`` are added to every trajectory. ``progress``: a line on standard error (None:
-    when it is a terminal). Returns what was read and written."""
+    when it is a terminal). ``max_element_bytes``, ``max_string_bytes``: the reader's bounds
+    on one run's JSON text and on one string in it (openai and tau2 files). Returns what was
+    read and written."""
     from opentelemetry.exporter.otlp.json.file import FileSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -48,7 +53,14 @@ def replay_files(
     loaded = load_contract(contract) if isinstance(contract, str | os.PathLike) else contract
     out = os.fspath(out)
     stats = ReplayStats()
-    runs = read_runs(format, files, skip_invalid=skip_invalid, stats=stats)
+    runs = read_runs(
+        format,
+        files,
+        skip_invalid=skip_invalid,
+        stats=stats,
+        max_element_bytes=max_element_bytes,
+        max_string_bytes=max_string_bytes,
+    )
     first = next(runs, None)  # read before the output is touched: bad input leaves it alone
     if first is None:
         what = f"no valid run ({stats.skipped} skipped)" if stats.skipped else "no run"
@@ -74,7 +86,7 @@ def replay_files(
                 stats.trajectories += 1
             meter.update(stats)
             run = next(runs, None)
-    except ReplayInputError:
+    except (ReplayInputError, MemoryError):
         failed = True
         raise
     finally:

@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .jsonstream import Located, iter_values
+from .jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES, Located, iter_values
 from .messages import events_of, outcome_of, reward_success, tool_schemas
 from .model import RecordedRun, ReplayInputError
 
@@ -28,13 +28,26 @@ def _is_message(value: Any) -> bool:
 
 
 def grouped(
-    path: str, *, stream_key: str | None = None, keep: frozenset[str] | None = None
+    path: str,
+    *,
+    stream_key: str | None = None,
+    keep: frozenset[str] | None = None,
+    max_element_bytes: int = DEFAULT_MAX_ELEMENT_BYTES,
+    max_string_bytes: int = DEFAULT_MAX_STRING_BYTES,
 ) -> Iterator[Located]:
     """The file's run values: a streamed array whose elements are chat messages is one run
-    (its messages gathered: memory holds that run), any other element is a run of its own."""
+    (its messages gathered: memory holds that run), any other element is a run of its own.
+    The bounds are ``iter_values``'s."""
     gathering: Located | None = None
     messages: list[Any] = []
-    for item in iter_values(path, stream_key=stream_key, keep=keep):
+    values = iter_values(
+        path,
+        stream_key=stream_key,
+        keep=keep,
+        max_element_bytes=max_element_bytes,
+        max_string_bytes=max_string_bytes,
+    )
+    for item in values:
         if gathering is not None and item.element is not None and item.top == gathering.top:
             if item.error is not None:
                 gathering.error = gathering.error or f"{item.where}: {item.error}"

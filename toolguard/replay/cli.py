@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from .._errors import ToolGuardError
+from .jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES
 from .sources import FORMATS
 
 EXIT_ERROR = 2
@@ -40,6 +41,18 @@ class _Args(argparse.Namespace):
     skip_invalid: bool
     append: bool
     quiet: bool
+    max_element_bytes: int
+    max_string_bytes: int
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
 
 
 def _labels(text: str) -> dict[str, str]:
@@ -76,6 +89,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--append", action="store_true", help="append to SPANS instead of replacing")
     p.add_argument("--quiet", action="store_true", help="no progress line on standard error")
+    p.add_argument(
+        "--max-element-bytes",
+        type=_positive,
+        default=DEFAULT_MAX_ELEMENT_BYTES,
+        metavar="N",
+        help="openai, tau2: longest JSON text of one run (a JSON Lines line, one element of a "
+        "JSON list), in bytes (%(default)s); a longer one is an invalid run",
+    )
+    p.add_argument(
+        "--max-string-bytes",
+        type=_positive,
+        default=DEFAULT_MAX_STRING_BYTES,
+        metavar="N",
+        help="openai, tau2: longest string in a JSON document, in bytes (%(default)s); a run "
+        "holding a longer one is invalid",
+    )
     return p
 
 
@@ -98,9 +127,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             skip_invalid=args.skip_invalid,
             append=args.append,
             progress=False if args.quiet else None,
+            max_element_bytes=args.max_element_bytes,
+            max_string_bytes=args.max_string_bytes,
         )
-    except ToolGuardError as exc:
+    except ToolGuardError as exc:  # a ReplayMemoryError too: it names the file and line
         print(f"toolguard: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except MemoryError:  # anywhere else: one line, not a traceback that may itself not fit
+        print("toolguard: error: out of memory", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("toolguard: interrupted", file=sys.stderr)

@@ -10,37 +10,62 @@ element being read, not the file.
 Files named ``*.jsonl`` / ``*.ndjson`` (optionally ``.gz``) are read line by line. Any other
 file is a JSON document, except that a first value alone on its first line followed by more
 lines is taken as JSON Lines too (a log saved as ``.json``). ``-`` is standard input.
+
+Bounds, as the report's reader has (docs/report-limits.md): the text of one value that is
+decoded (a JSON Lines line, an element of the streamed array, a top-level value or a kept
+member) is at most ``max_element_bytes``, and one string in a document at most
+``max_string_bytes``. A value over either is reported with the limit and its line, like a
+value that does not decode, and the rest of it is scanned without being held. A member
+nobody reads (tau2's task list) is scanned, never held, so it has no bound. The file is read
+in chunks of ``CHUNK`` bytes and each byte is scanned once, so time is linear in the input.
+Memory running out is a :class:`ReplayMemoryError`, never "not valid JSON".
 """
 
 from __future__ import annotations
 
 import gzip
-import io
 import json
-import re
 import sys
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
-from .model import ReplayInputError
+from ._scan import Scanner
+from .model import ReplayInputError, ReplayMemoryError
 
 try:
     import orjson
 
-    _loads: Callable[[str], Any] = orjson.loads
+    _loads: Callable[[bytes], Any] = orjson.loads
     _DecodeError: tuple[type[Exception], ...] = (orjson.JSONDecodeError, ValueError)
 except ImportError:  # pragma: no cover - orjson is a dependency of the package
     _loads = json.loads
-    _DecodeError = (ValueError,)
+    # The standard library's decoder recurses: too deep a value is invalid input too.
+    _DecodeError = (ValueError, RecursionError)
+
+__all__ = [
+    "CHUNK",
+    "DEFAULT_MAX_ELEMENT_BYTES",
+    "DEFAULT_MAX_STRING_BYTES",
+    "STDIN",
+    "Located",
+    "iter_values",
+]
 
 CHUNK = 1 << 20
 STDIN = "-"
+DEFAULT_MAX_ELEMENT_BYTES = 64 * 1024 * 1024
+"""The longest text of one decoded value, in bytes (64 MiB): a JSON Lines line without its
+newline, or one element of a document. One recorded run is a few MB even with long tool
+answers; the report's line limit is the same."""
+DEFAULT_MAX_STRING_BYTES = 16 * 1024 * 1024
+"""The longest string of a document, quotes and escapes counted, in bytes (16 MiB): more
+than a model's whole context window, so no real message or tool answer."""
 _LINE_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
-_WS = re.compile(r"\s*")
-_PLAIN = re.compile(r'[^"\[\]{}]*')  # anything that is neither a bracket nor a string
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_SCALAR_END = re.compile(r"[\s,\]}]")
+# orjson reports an allocation that failed as a decode error ("Not enough memory to allocate
+# buffer for parsing"); its messages never quote the input, so these words are its own.
+_NO_MEMORY = ("not enough memory", "memory allocation")
 
 
 @dataclass(slots=True)
@@ -58,154 +83,92 @@ class Located:
     error: str | None = None
 
 
-def open_text(path: str) -> TextIO:
+def open_binary(path: str) -> BinaryIO | gzip.GzipFile:
     if path == STDIN:
-        return sys.stdin
+        return sys.stdin.buffer
     try:
         if path.endswith(".gz"):
-            return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-        return open(path, encoding="utf-8")
+            return gzip.open(path, "rb")
+        return open(path, "rb")
     except OSError as exc:
         raise ReplayInputError(f"{path}: cannot open: {exc.strerror or exc}") from None
 
 
 def iter_values(
-    path: str, *, stream_key: str | None = None, keep: frozenset[str] | None = None
+    path: str,
+    *,
+    stream_key: str | None = None,
+    keep: frozenset[str] | None = None,
+    max_element_bytes: int = DEFAULT_MAX_ELEMENT_BYTES,
+    max_string_bytes: int = DEFAULT_MAX_STRING_BYTES,
 ) -> Iterator[Located]:
     """The values of one file (see the module's docstring). ``stream_key``: the member of a
     top-level object whose array is streamed; ``keep``: the other members worth decoding
-    (None: all of them), handed on as ``header``."""
+    (None: all of them), handed on as ``header``. The two bounds are in bytes."""
+    for bound, flag in ((max_element_bytes, "element"), (max_string_bytes, "string")):
+        if bound < 1:
+            raise ValueError(f"max_{flag}_bytes must be >= 1, got {bound}")
     name = "<stdin>" if path == STDIN else path
-    fh = open_text(path)
+    fh = open_binary(path)
     try:
-        reader = _Reader(fh, name)
+        reader = _Reader(fh, name, max_element_bytes, max_string_bytes)
         try:
             if path.endswith(_LINE_SUFFIXES):
                 yield from reader.lines(0)
             else:
                 yield from reader.document(stream_key, keep)
-        except UnicodeDecodeError as exc:
-            raise ReplayInputError(f"{name}: not UTF-8 text: {exc}") from None
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             raise ReplayInputError(f"{name}: cannot read: {exc}") from None
+        except MemoryError as exc:
+            if isinstance(exc, ReplayMemoryError):
+                raise
+            raise ReplayMemoryError(
+                f"{name}:{reader.line}: out of memory while reading this value"
+            ) from None
     finally:
-        if fh is not sys.stdin:
+        if path != STDIN:
             fh.close()
 
 
-class _Reader:
-    """A growing text buffer over a file, with the line number of any position in it."""
+class _Reader(Scanner):
+    """The two shapes of file, over the scanner's buffer, and the decoding of each value."""
 
-    def __init__(self, fh: TextIO, name: str) -> None:
-        self.fh = fh
-        self.name = name
-        self.buf = ""
-        self.pos = 0
-        self.eof = False
-        self._counted = 0  # newlines are counted up to this index of buf
-        self._line = 1  # the line number at buf[_counted]
+    def __init__(
+        self,
+        fh: BinaryIO | gzip.GzipFile,
+        name: str,
+        max_element_bytes: int = DEFAULT_MAX_ELEMENT_BYTES,
+        max_string_bytes: int = DEFAULT_MAX_STRING_BYTES,
+    ) -> None:
+        super().__init__(fh, name, max_element_bytes, max_string_bytes, CHUNK)
 
-    # -- buffer --------------------------------------------------------------------------
-    def fill(self) -> bool:
-        """Append a chunk; indices into the buffer stay valid."""
-        if self.eof:
-            return False
-        chunk = self.fh.read(CHUNK)
-        if not chunk:
-            self.eof = True
-            return False
-        self.buf += chunk
-        return True
-
-    def compact(self) -> None:
-        """Drop what was consumed (only where no index into the buffer is held), so the
-        buffer holds about one value."""
-        if self.pos > CHUNK:
-            self.line_at(self.pos)
-            self.buf = self.buf[self.pos :]
-            self._counted -= self.pos
-            self.pos = 0
-
-    def line_at(self, index: int) -> int:
-        if index > self._counted:
-            self._line += self.buf.count("\n", self._counted, index)
-            self._counted = index
-        return self._line
-
-    def where(self, index: int) -> str:
-        return f"{self.name}:{self.line_at(index)}"
-
-    def fail(self, index: int, what: str) -> ReplayInputError:
-        return ReplayInputError(f"{self.where(index)}: {what}")
-
-    def peek(self) -> str | None:
-        """The next non-blank character (not consumed), or None at the end of the input."""
-        while True:
-            self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
-            if self.pos < len(self.buf):
-                return self.buf[self.pos]
-            self.compact()
-            if not self.fill():
-                return None
-
-    def expect(self, char: str, what: str) -> None:
-        got = self.peek()
-        if got != char:
-            found = "the end of the input" if got is None else repr(got)
-            raise self.fail(self.pos, f"expected {what}, found {found}")
-        self.pos += 1
-
-    # -- scanning ------------------------------------------------------------------------
-    def raw(self) -> tuple[str, int]:
-        """The text of the next JSON value (consumed) and its start index, without decoding:
-        brackets and strings are tracked, the rest is left to the decoder."""
-        self.compact()
-        start = self.pos
-        i = start
-        first = self.buf[i]
-        if first in "[{":
-            depth = 0
-            while True:
-                i = _PLAIN.match(self.buf, i).end()  # type: ignore[union-attr]
-                if i >= len(self.buf):
-                    if not self.fill():
-                        raise self.fail(start, "the input ends inside this value")
-                    continue
-                char = self.buf[i]
-                if char == '"':
-                    match = _STRING.match(self.buf, i)
-                    if match is None:
-                        if not self.fill():
-                            raise self.fail(start, "the input ends inside a string")
-                        continue
-                    i = match.end()
-                    continue
-                depth += 1 if char in "[{" else -1
-                i += 1
-                if depth == 0:
-                    break
-        elif first == '"':
-            while (match := _STRING.match(self.buf, i)) is None:
-                if not self.fill():
-                    raise self.fail(start, "the input ends inside a string")
-            i = match.end()
-        else:
-            while (found := _SCALAR_END.search(self.buf, i)) is None:
-                if not self.fill():
-                    break
-            i = found.start() if found is not None else len(self.buf)
-            if i == start:
-                raise self.fail(start, f"expected a JSON value, found {first!r}")
-        self.pos = i
-        return self.buf[start:i], start
+    def decode(self, text: bytes, where: str) -> tuple[Any, str | None]:
+        """The value of ``text`` and None, or None and why it is not JSON. Memory running
+        out raises: orjson says so as a decode error, which is not the input's fault."""
+        try:
+            return _loads(text), None
+        except _DecodeError as exc:
+            if any(words in str(exc).lower() for words in _NO_MEMORY):
+                raise ReplayMemoryError(
+                    f"{where}: out of memory decoding this value ({len(text):,} bytes): {exc}"
+                ) from None
+            try:
+                text.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                raise ReplayInputError(f"{where}: not UTF-8 text: {bad}") from None
+            return None, f"not valid JSON ({exc})"
+        except MemoryError:
+            raise ReplayMemoryError(
+                f"{where}: out of memory decoding this value ({len(text):,} bytes)"
+            ) from None
 
     def decoded(self, top: int, element: int | None, header: Mapping[str, Any]) -> Located:
-        text, start = self.raw()
-        where = self.where(start)
-        try:
-            return Located(_loads(text), where, top, element, header)
-        except _DecodeError as exc:
-            return Located(None, where, top, element, header, f"not valid JSON ({exc})")
+        text, line, error = self.raw()
+        where = f"{self.name}:{line}"
+        if text is None:
+            return Located(None, where, top, element, header, error)
+        value, error = self.decode(text, where)
+        return Located(value, where, top, element, header, error)
 
     # -- the two shapes ------------------------------------------------------------------
     def document(self, stream_key: str | None, keep: frozenset[str] | None) -> Iterator[Located]:
@@ -264,8 +227,13 @@ class _Reader:
             while True:
                 if self.peek() != '"':
                     raise self.fail(self.pos, "expected a member name (a string)")
-                key_text, _ = self.raw()
-                key = json.loads(key_text)
+                key_text, line, error = self.raw()
+                at = f"{self.name}:{line}"
+                if key_text is None:
+                    raise ReplayInputError(f"{at}: member name: {error}")
+                key, error = self.decode(key_text, at)
+                if error is not None:
+                    raise ReplayInputError(f"{at}: member name: {error}")
                 self.expect(":", "':' after a member name")
                 if self.peek() is None:
                     raise self.fail(self.pos, "the input ends inside an object")
@@ -278,7 +246,7 @@ class _Reader:
                         raise ReplayInputError(f"{value.where}: member {key!r}: {value.error}")
                     kept[key] = value.value
                 else:
-                    self.raw()  # a member nobody reads (tau2's task list): scanned, dropped
+                    self.raw(hold=False)  # a member nobody reads (tau2's task list): dropped
                 after = self.peek()
                 if after == ",":
                     self.pos += 1
@@ -292,25 +260,17 @@ class _Reader:
             yield Located(kept, where, 0)
 
     def lines(self, top: int) -> Iterator[Located]:
-        """One value per line from here on; a line that does not decode is reported alone."""
+        """One value per line from here on; a line that does not decode, or is longer than
+        the bound, is reported alone."""
         while True:
-            self.compact()
-            nl = self.buf.find("\n", self.pos)
-            while nl < 0:
-                searched = len(self.buf)  # a long line is searched once, not once per chunk
-                if not self.fill():
-                    break
-                nl = self.buf.find("\n", searched)
-            end = len(self.buf) if nl < 0 else nl
-            text = self.buf[self.pos : end]
-            if text.strip():
-                where = self.where(self.pos)
-                try:
-                    yield Located(_loads(text), where, top)
-                except _DecodeError as exc:
-                    yield Located(None, where, top, error=f"not valid JSON ({exc})")
+            text, line, error, more = self.next_line()
+            where = f"{self.name}:{line}"
+            if text is None:
+                yield Located(None, where, top, error=error)
                 top += 1
-            if nl < 0:
-                self.pos = len(self.buf)
+            elif text.strip():
+                value, error = self.decode(text, where)
+                yield Located(value, where, top, error=error)
+                top += 1
+            if not more:
                 return
-            self.pos = nl + 1

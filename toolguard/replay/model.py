@@ -15,6 +15,12 @@ class ReplayInputError(ToolGuardError, ValueError):
     and the run's index) and what was wrong."""
 
 
+class ReplayMemoryError(ToolGuardError, MemoryError):
+    """Memory ran out while reading recorded runs: not a fault of the input, so never
+    reported as one (nor skipped by ``skip_invalid``). The message names the file and line
+    being read; a :class:`MemoryError`, so ``except MemoryError`` still catches it."""
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     """The environment's answer to one call: the result the agent saw, and whether the

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from . import bfcl, bfcl_env, chat
+from .jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES
 from .model import Answer, RecordedCall, RecordedRun, ReplayInputError, Said, Turn
 
 FORMATS = ("openai", "tau2", "bfcl")
@@ -36,12 +37,17 @@ def read_runs(
     *,
     skip_invalid: bool = False,
     stats: ReplayStats | None = None,
+    max_element_bytes: int = DEFAULT_MAX_ELEMENT_BYTES,
+    max_string_bytes: int = DEFAULT_MAX_STRING_BYTES,
 ) -> Iterator[RecordedRun]:
     """The runs of ``files`` in ``format`` (one of :data:`FORMATS`), in file order.
 
     A malformed run raises :class:`ReplayInputError` naming its file and line (and run
-    index), or with ``skip_invalid`` is counted in ``stats`` and passed over. Run ids are
-    made unique across the files (a repeat gets ``~2``, ``~3``...)."""
+    index), or with ``skip_invalid`` is counted in ``stats`` and passed over; so is a run
+    whose JSON text is longer than ``max_element_bytes`` or holds a string longer than
+    ``max_string_bytes`` (openai and tau2 files). Memory running out is a
+    ``ReplayMemoryError``, never skipped. Run ids are made unique across the files (a repeat
+    gets ``~2``, ``~3``...)."""
     if format not in FORMATS:
         raise ReplayInputError(f"unknown format {format!r} (known: {', '.join(FORMATS)})")
     stats = stats if stats is not None else ReplayStats()
@@ -52,7 +58,8 @@ def read_runs(
         if format == "bfcl":
             runs = _bfcl_runs(path, skip_invalid, stats)
         else:
-            runs = _chat_runs(format, path, skip_invalid, stats)
+            bounds = (max_element_bytes, max_string_bytes)
+            runs = _chat_runs(format, path, skip_invalid, stats, bounds)
         for run in runs:
             count = seen.get(run.id, 0) + 1
             seen[run.id] = count
@@ -64,12 +71,16 @@ def read_runs(
 
 
 def _chat_runs(
-    format: str, path: str, skip_invalid: bool, stats: ReplayStats
+    format: str, path: str, skip_invalid: bool, stats: ReplayStats, bounds: tuple[int, int]
 ) -> Iterator[RecordedRun]:
-    if format == "tau2":
-        values = chat.grouped(path, stream_key="simulations", keep=frozenset({"info"}))
-    else:
-        values = chat.grouped(path)
+    tau2 = format == "tau2"
+    values = chat.grouped(
+        path,
+        stream_key="simulations" if tau2 else None,
+        keep=frozenset({"info"}) if tau2 else None,
+        max_element_bytes=bounds[0],
+        max_string_bytes=bounds[1],
+    )
     for index, item in enumerate(values):
         where = f"{item.where} (run {index + 1})"
         try:
