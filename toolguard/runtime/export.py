@@ -187,7 +187,7 @@ def _close_at_exit() -> None:
     # shutdown that time (and the losses reported from the exit's thread, in order).
     flushed_by = ends - min(_CLOSE_MARGIN_S, seconds / 4)
     queues, providers = list(_exit_queues), list(_exit_providers)
-    doing = ["flushing the span queues"]
+    doing = ["closing the span queues (their flush, then their exporters' shutdown)"]
 
     def close() -> None:
         for queue in queues:
