@@ -237,3 +237,76 @@ def test_otlp_names_the_package_its_protocol_needs(tmp_path: Path) -> None:
     assert "otlp_proto_grpc" in done.stderr and "opentelemetry-exporter-otlp-proto-grpc" in (
         done.stderr
     )
+
+
+# The exit's own account of what it waited for: a hook registered before toolguard's runs
+# after it (atexit is LIFO) and prints every flush wait asked of a span queue, so the test
+# reads which waits the exit ran instead of timing it.
+EXIT_WAITS = """
+    import atexit
+    from toolguard.runtime.span_queue import SpanQueue
+    waits = []
+    real_flush = SpanQueue.force_flush
+    def counted(self, timeout_millis=30_000):
+        waits.append(timeout_millis)
+        return real_flush(self, timeout_millis)
+    SpanQueue.force_flush = counted
+    atexit.register(lambda: print("exit waits (ms):", waits, file=sys.stderr, flush=True))
+    """
+
+
+def _exit_waits(stderr: str) -> list[int]:
+    found = re.search(r"exit waits \(ms\): \[([\d, ]*)\]", stderr)
+    assert found, stderr
+    return [int(w) for w in found.group(1).split(",") if w.strip()]
+
+
+def test_one_bound_for_the_whole_exit_on_a_hung_exporter(tmp_path: Path) -> None:
+    """Before, the exit flush waited TOOLGUARD_EXIT_TIMEOUT and then the provider's own atexit
+    shutdown waited its 30 s again on the same stuck export."""
+    script = f"""
+        never = threading.Event()
+        SpanFileExporter.export = lambda self, spans: never.wait()  # hangs for ever
+        tg.setup_file_export({str(tmp_path / "spans.jsonl")!r})
+        trajectories(2, 3)
+        """
+    done = run(
+        textwrap.dedent(EXIT_WAITS) + textwrap.dedent(script),
+        env={"TOOLGUARD_EXIT_TIMEOUT": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    waits = _exit_waits(done.stderr)
+    assert waits and sum(waits) <= 1000, waits  # one wait, within the bound: not 1 s + 30 s
+    assert lost(done.stderr) == 8  # 6 calls + 2 summaries, said before the process left
+    assert "8 not written before exit" in done.stderr
+
+
+def test_a_processor_added_to_our_provider_cannot_outlast_the_bound(tmp_path: Path) -> None:
+    """A BatchSpanProcessor whose exporter never returns: its shutdown joins its worker for 30 s.
+    The exit leaves it behind (its shutdown never returns, so never prints) and says so."""
+    done = run(
+        f"""
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+        never = threading.Event()
+        class Stuck(SpanExporter):
+            def export(self, spans):
+                never.wait()
+        class Watched(BatchSpanProcessor):
+            def shutdown(self, *args, **kwargs):
+                super().shutdown(*args, **kwargs)
+                print("batch processor shut down", flush=True)
+        provider = tg.setup_file_export({str(tmp_path / "spans.jsonl")!r})
+        provider.add_span_processor(Watched(Stuck(), schedule_delay_millis=1))
+        trajectories(1, 3)
+        """,
+        env={"TOOLGUARD_EXIT_TIMEOUT": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "batch processor shut down" not in done.stdout  # the exit did not wait for it
+    assert (
+        "toolguard: the exit did not finish within TOOLGUARD_EXIT_TIMEOUT (1 s) while shutting "
+        "the tracer provider down (its other span processors); the process exits without "
+        "waiting for it." in done.stderr
+    )
+    assert lost(done.stderr) == 0  # the file got every span
+    assert len(spans_in(tmp_path / "spans.jsonl")) == 4

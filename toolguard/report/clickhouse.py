@@ -21,6 +21,7 @@ from .._contract import CAUSES
 from .build import GroupMetrics, Labels, Report, _sort_key
 from .clickhouse_sql import AUC_SHIFT, quote_table, report_query
 from .cost import CostCounts, cost_from_counts, cost_warnings
+from .escape import printable
 from .findings import (
     BAD_BEFORE,
     CAUSE_DIFFERS,
@@ -236,20 +237,112 @@ def sql_report(
 
 _SCHEMES = ("http", "https", "clickhouse", "clickhouses", "chdb")
 _ERRNO = re.compile(r"\[Errno -?\d+\] [^\"')\]]+")
+_NOT_SHOWN = "the URL is not shown: it may hold a password"
+# The query parameters clickhouse-connect 1.12 takes from a DSN (get_client's keywords): their
+# names are no secret. Any other name may be a piece of a token cut by an unencoded '&'.
+_DSN_KEYWORDS = frozenset((
+    "access_token", "autogenerate_query_id", "autogenerate_session_id", "ca_cert",
+    "client_cert", "client_cert_key", "client_name", "compress", "compression",
+    "connect_timeout", "dedicated_pool", "form_encode_query_params", "headers", "http_proxy",
+    "https_proxy", "native_codec", "pool_mgr", "proxy_path", "query_limit", "query_retries",
+    "rename_response_column", "send_receive_timeout", "server_host_name", "session_id",
+    "settings", "show_clickhouse_errors", "tls_mode", "token_provider", "tz_mode", "tz_source",
+    "user", "user_name", "verify",
+))  # fmt: skip
+
+
+class _Url:
+    """What a message may show of a ClickHouse URL, and the secrets it must not.
+
+    clickhouse-connect reads credentials from the user info (``user:password@``, split at its
+    last ``@``) and from the query (``access_token``; ``user`` and every other parameter go to
+    the client as keywords). Only the user, host, port and path are ever shown (the password
+    as ``***``, a query as ``?***``); a URL that cannot be read as the driver reads it raises,
+    showing its host at most."""
+
+    def __init__(self, url: str) -> None:
+        try:
+            parts = urllib.parse.urlsplit(url)
+        except ValueError:  # its message could quote the URL
+            raise ClickHouseError(
+                f"--clickhouse: the URL cannot be parsed (an IPv6 host's '[' left open?); "
+                f"{_NOT_SHOWN}"
+            ) from None
+        self.secrets = _secrets(parts)
+        if parts.scheme.lower() != "chdb" and "@" in parts.path + parts.query + parts.fragment:
+            # The user info ended early: '/', '?' or '#' in the password cut it, so what the
+            # driver would take for the host (or the path) is part of the password.
+            raise ClickHouseError(
+                "--clickhouse: the URL has an '@' after its host part: a password or a query "
+                "value holding '@', '/', '?' or '#' must be percent-encoded (%40, %2F, %3F, "
+                f"%23); {_NOT_SHOWN}"
+            )
+        host = parts.hostname or ""
+        self.host = printable(f"[{host}]" if ":" in host else host)
+        try:
+            port = parts.port
+        except ValueError:
+            raise ClickHouseError(
+                f"--clickhouse URL of host {self.host or '(none)'}: its port is not a number "
+                f"from 0 to 65535; {_NOT_SHOWN}"
+            ) from None
+        if parts.scheme.lower() not in _SCHEMES:
+            raise ClickHouseError(
+                f"--clickhouse {self.shown_host()}: not a ClickHouse URL; give "
+                "http://host:8123, https://user@host:8443/database, clickhouse://... or "
+                "chdb:///path"
+            )
+        user = ""
+        if parts.username is not None:
+            user = parts.username + (":***" if parts.password is not None else "") + "@"
+        self.shown = printable(
+            f"{parts.scheme}://{user}{self.host}{f':{port}' if port is not None else ''}"
+            f"{parts.path}{'?***' if parts.query else ''}"
+        )
+
+    def shown_host(self) -> str:
+        return f"URL of host {self.host}" if self.host else "URL"
+
+    def scrub(self, text: str) -> str:
+        """``text`` (a driver's message) with every secret of the URL replaced by ``***``."""
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text
+
+
+def _secrets(parts: urllib.parse.SplitResult) -> list[str]:
+    """The password, every query value and name (but clickhouse-connect's own) and the
+    fragment, as written and decoded (a token cut by an unencoded '&' or '#' becomes a name
+    or the fragment); longest first, so no shorter one leaves a piece of a longer one."""
+    found = {parts.password or "", parts.fragment}
+    for piece in parts.query.split("&"):
+        found.update(piece.split("=", 1))
+    for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
+        found.update((name, value))
+    found |= {urllib.parse.unquote(s) for s in found}
+    found -= _DSN_KEYWORDS
+    # As a driver's message may quote them: escaped in a str's or a bytes' repr (an
+    # "Invalid header value b'Bearer ...'").
+    for s in list(found):
+        found |= {repr(s)[1:-1], printable(s)}
+        found |= {repr(s.encode(codec, "replace"))[2:-1] for codec in ("utf-8", "latin-1")}
+    # A secret of one or two characters would turn every message into stars; its leak
+    # tells next to nothing.
+    return sorted((s for s in found if len(s) > 2), key=len, reverse=True)
 
 
 def shown_url(url: str) -> str:
-    """``url`` with any password replaced by ``***``, for messages."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    """``url`` as messages show it: the password as ``***``, a query as ``?***``; for a URL
+    that cannot be read as clickhouse-connect reads it, the reason and its host at most."""
+    try:
+        return _Url(url).shown
+    except ClickHouseError as exc:
+        return str(exc)
 
 
-def _answer(exc: BaseException) -> str:
-    """What the server (or the network) said, in one line."""
-    text = " ".join(str(exc).split())
+def _answer(exc: BaseException, url: _Url) -> str:
+    """What the server (or the network) said, in one line, without the URL's secrets."""
+    text = url.scrub(" ".join(str(exc).split()))
     errno = _ERRNO.search(text)
     if errno:
         return f"no answer ({errno.group(0).strip()})"
@@ -258,23 +351,19 @@ def _answer(exc: BaseException) -> str:
         if at >= 0:
             text = text[at:]
             break
-    return text[:500] + (" ..." if len(text) > 500 else "")
+    return printable(text[:500] + (" ..." if len(text) > 500 else ""))
 
 
 def connect(url: str) -> tuple[Any, Run]:
     """A clickhouse-connect client for ``url`` and a ``run`` that queries through it.
 
-    ``url``: ``http(s)://[user[:password]@]host:port[/database]``, ``clickhouse://...``, or
-    ``chdb:///path`` for an embedded chdb database (clickhouse-connect's chdb backend). A
-    server that is down or refuses raises ClickHouseError naming the URL (password hidden)
-    and what it answered."""
-    where = shown_url(url)
-    scheme = urllib.parse.urlsplit(url).scheme
-    if scheme not in _SCHEMES:
-        raise ClickHouseError(
-            f"--clickhouse {where}: not a ClickHouse URL; give http://host:8123, "
-            "https://user@host:8443/database, clickhouse://... or chdb:///path"
-        )
+    ``url``: ``http(s)://[user[:password]@]host:port[/database][?access_token=...]``,
+    ``clickhouse://...``, or ``chdb:///path`` for an embedded chdb database
+    (clickhouse-connect's chdb backend). A URL that cannot be read, and a server that is down
+    or refuses, raise ClickHouseError naming the URL (password, token and query hidden) and
+    what it answered."""
+    parsed = _Url(url)
+    where = parsed.shown
     try:
         import clickhouse_connect
         from clickhouse_connect.driver.exceptions import Error as DriverError
@@ -287,15 +376,30 @@ def connect(url: str) -> tuple[Any, Run]:
     try:
         client = clickhouse_connect.get_client(dsn=url)
     except (DriverError, OSError, ValueError) as exc:
-        raise ClickHouseError(f"ClickHouse at {where}: {_answer(exc)}") from None
+        raise ClickHouseError(f"ClickHouse at {where}: {_answer(exc, parsed)}") from None
     except ImportError as exc:  # chdb:// without chdb installed
-        raise ClickHouseError(f"ClickHouse at {where}: {exc}") from None
+        raise ClickHouseError(f"ClickHouse at {where}: {_answer(exc, parsed)}") from None
+    except TypeError:
+        # The driver passes each query parameter to its client as a keyword: an unknown one,
+        # or a password given there too, is a TypeError naming it, and a name may be a piece
+        # of a token cut by an unencoded '&'.
+        raise ClickHouseError(
+            f"ClickHouse at {where}: the URL's query holds a parameter clickhouse-connect does "
+            "not take, or one it has already (a password goes in user:password@host); the "
+            "names are not shown, a value holding '&' or '=' must be percent-encoded "
+            "(%26, %3D)"
+        ) from None
+    except Exception as exc:  # anything else the driver raises on a URL it cannot use
+        raise ClickHouseError(
+            f"ClickHouse at {where}: clickhouse-connect refused the URL "
+            f"({type(exc).__name__}: {_answer(exc, parsed)})"
+        ) from None
 
     def run(sql: str) -> Sequence[Row]:
         try:
             return list(client.query(sql).named_results())
         except (DriverError, OSError) as exc:
-            raise ClickHouseError(f"ClickHouse at {where}: {_answer(exc)}") from None
+            raise ClickHouseError(f"ClickHouse at {where}: {_answer(exc, parsed)}") from None
 
     return client, run
 

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import atexit
 import logging
+import math
 import os
+import sys
+import threading
+import time
 import uuid
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
@@ -28,7 +32,8 @@ DEFAULT_MAX_QUEUE_SIZE = 65_536  # about 200 MB of finished spans at the most
 DEFAULT_SCHEDULE_DELAY_MS = 200
 DEFAULT_MAX_EXPORT_BATCH = 2048
 DEFAULT_FULL_WAIT_S = 10.0  # a producer waits this long for room before the exporter is stalled
-DEFAULT_EXIT_TIMEOUT_S = 30.0  # TOOLGUARD_EXIT_TIMEOUT: the longest the exit flush waits
+DEFAULT_EXIT_TIMEOUT_S = 30.0  # TOOLGUARD_EXIT_TIMEOUT: the longest the whole exit waits
+_CLOSE_MARGIN_S = 0.25  # of the exit's time, kept for shutting down after the flush
 
 # How the SDK picks an OTLP exporter (opentelemetry.sdk._configuration): `otlp` means gRPC
 # unless OTEL_EXPORTER_OTLP[_TRACES]_PROTOCOL says otherwise.
@@ -39,6 +44,11 @@ _OTLP_PACKAGES = {
 }
 
 _configured: dict[str, SDKTracerProvider] = {}
+# What the one exit hook closes, within one TOOLGUARD_EXIT_TIMEOUT: every queue set up, and
+# the providers toolguard made (their own atexit shutdown is off: it would wait again).
+_exit_queues: list[SpanQueue] = []
+_exit_providers: list[SDKTracerProvider] = []
+_exit_hook: list[bool] = []  # set once the hook is registered
 
 
 def setup_file_export(
@@ -56,7 +66,8 @@ def setup_file_export(
     otherwise a new SDK provider (with a ``service.instance.id`` per process, so runs appended
     to one file stay apart) becomes the global one. At exit the queue is flushed for at most
     ``TOOLGUARD_EXIT_TIMEOUT`` seconds (30); whatever could not be written is counted and
-    reported on standard error.
+    reported on standard error. That bound is the whole exit's: the flush and the shutdown of
+    a provider made here (with every processor added to it) share it.
     """
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -68,19 +79,28 @@ def setup_file_export(
         # A second set-up for the same file would add a second processor: every span twice.
         return _configured[key]
     current = trace.get_tracer_provider()
+    made = not isinstance(current, TracerProvider)
     if isinstance(current, TracerProvider):
         provider = current
     else:
         attributes: dict[str, str] = {"service.instance.id": uuid.uuid4().hex}
         if service_name:
             attributes["service.name"] = service_name
-        provider = TracerProvider(resource=Resource.create(attributes))
+        # shutdown_on_exit=False: the SDK's hook would run after ours, unbounded by
+        # TOOLGUARD_EXIT_TIMEOUT (30 s more on a stuck queue); ours shuts it down instead.
+        provider = TracerProvider(resource=Resource.create(attributes), shutdown_on_exit=False)
         trace.set_tracer_provider(provider)
     queues = [SpanQueue(exporter, **_queue_settings()) for exporter in _exporters(path)]
     for queue in queues:
         provider.add_span_processor(queue)
-    # Registered after the provider's own shutdown hook, so it runs first (atexit is LIFO).
-    atexit.register(_flush_at_exit, queues)
+    _exit_queues.extend(queues)
+    if made:
+        _exit_providers.append(provider)
+    if not _exit_hook:
+        # After the hook of a provider the user made, so it runs first (atexit is LIFO): that
+        # provider's own shutdown then finds our queues closed and does not wait on them.
+        atexit.register(_close_at_exit)
+        _exit_hook.append(True)
     _configured[key] = provider
     return provider
 
@@ -146,15 +166,59 @@ def _queue_settings() -> dict[str, Any]:
     }
 
 
-def _flush_at_exit(queues: list[SpanQueue]) -> None:
-    timeout = os.environ.get("TOOLGUARD_EXIT_TIMEOUT", "")
+def _exit_timeout() -> float:
+    raw = os.environ.get("TOOLGUARD_EXIT_TIMEOUT", "")
     try:
-        seconds = float(timeout) if timeout.strip() else DEFAULT_EXIT_TIMEOUT_S
+        seconds = float(raw) if raw.strip() else DEFAULT_EXIT_TIMEOUT_S
     except ValueError:
         seconds = DEFAULT_EXIT_TIMEOUT_S
-    for queue in queues:
-        try:
-            queue.shutdown(timeout_millis=int(seconds * 1000))
+    return seconds if math.isfinite(seconds) and seconds >= 0 else DEFAULT_EXIT_TIMEOUT_S
+
+
+def _close_at_exit() -> None:
+    """Flush and close everything set up, waiting at most TOOLGUARD_EXIT_TIMEOUT in all.
+
+    The work runs in a daemon thread: an exporter's or a processor's shutdown that hangs holds
+    that thread, not the exit. When the time is up, what is still queued is counted and
+    reported, and the process leaves without waiting."""
+    seconds = _exit_timeout()
+    ends = time.monotonic() + seconds
+    # The flush stops a little before the end, leaving the exporters' and providers' own
+    # shutdown that time (and the losses reported from the exit's thread, in order).
+    flushed_by = ends - min(_CLOSE_MARGIN_S, seconds / 4)
+    queues, providers = list(_exit_queues), list(_exit_providers)
+    doing = ["closing the span queues (their flush, then their exporters' shutdown)"]
+
+    def close() -> None:
+        for queue in queues:
+            try:
+                left = flushed_by - time.monotonic()
+                queue.shutdown(timeout_millis=max(0, int(left * 1000)))
+            except Exception:
+                logger.exception("toolguard: flushing spans at exit failed")
             queue.report_losses()
-        except Exception:
-            logger.exception("toolguard: flushing spans at exit failed")
+        doing[0] = "shutting the tracer provider down (its other span processors)"
+        for provider in providers:
+            try:
+                provider.shutdown()
+            except Exception:
+                logger.exception("toolguard: shutting the tracer provider down at exit failed")
+
+    worker = threading.Thread(target=close, name="toolguard-exit", daemon=True)
+    try:
+        worker.start()
+    except RuntimeError:  # no new thread this late in the interpreter's exit: queues only
+        providers.clear()
+        close()
+        return
+    worker.join(max(0.0, ends - time.monotonic()))
+    if not worker.is_alive():
+        return
+    for queue in queues:
+        queue.abandon()
+        queue.report_losses()
+    print(
+        f"toolguard: the exit did not finish within TOOLGUARD_EXIT_TIMEOUT ({seconds:g} s) "
+        f"while {doing[0]}; the process exits without waiting for it.",
+        file=sys.stderr,
+    )

@@ -142,6 +142,11 @@ class SpanQueue(SpanProcessor):
         return True
 
     def shutdown(self, timeout_millis: int = 30_000) -> None:
+        with self._cond:
+            if self._shutdown:
+                # A second shutdown (the provider's, after the exit hook's) would wait its whole
+                # timeout again on an export still stuck: what it could write is counted already.
+                return
         flushed = self.force_flush(timeout_millis)
         with self._cond:
             if self._shutdown:
@@ -160,15 +165,30 @@ class SpanQueue(SpanProcessor):
             except Exception:
                 logger.exception("toolguard: shutting the span exporter down failed")
 
+    def abandon(self) -> None:
+        """Shut down at once, never calling the exporter: what is still queued or in
+        ``export()`` is counted as not written (the exit's time is up)."""
+        with self._cond:
+            if self._shutdown:
+                return
+            self._shutdown = True
+            if self._queue or self._exporting:
+                self._lose(len(self._queue) + self._exporting, "not written before exit")
+                self._queue.clear()
+            self._cond.notify_all()
+
     def report_losses(self, stream: Any = None) -> None:
-        """Say on standard error what was lost, once (called at exit)."""
-        if not self.lost:
+        """Say on standard error what was lost, once (called at exit, from the exit's thread
+        or, when its time is up, from the exiting one: each loss is said once)."""
+        with self._cond:
+            lost, reasons = self.lost, sorted(self.lost_reasons.items())
+            self.lost_reasons.clear()
+            self.lost = 0
+        if not lost:
             return
-        reasons = "; ".join(f"{n} {why}" for why, n in sorted(self.lost_reasons.items()))
+        why = "; ".join(f"{n} {reason}" for reason, n in reasons)
         print(
-            f"toolguard: {self.lost} span(s) were not written ({reasons}). The report flags "
+            f"toolguard: {lost} span(s) were not written ({why}). The report flags "
             "the trajectories they belonged to as incomplete or short of call spans.",
             file=stream or sys.stderr,
         )
-        self.lost_reasons.clear()
-        self.lost = 0
