@@ -16,13 +16,17 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from state_graphs import Obj, build, nodes, shape
+from state_graphs import Obj, build, nodes, run, shape
 
 import toolguard as tg
 from toolguard.runtime.undolog import Journal
 
 if TYPE_CHECKING:
     from conftest import Telemetry
+
+PROGRAMS = st.lists(
+    st.tuples(st.integers(0, 7), st.integers(0, 30), st.integers(-3, 3)), max_size=6
+)
 
 
 def untrackable() -> array.array[int]:
@@ -42,26 +46,42 @@ def with_untrackable(seed: int, where: int) -> Any:
 
 
 @settings(max_examples=150, deadline=None)
-@given(seed=st.integers(0, 10_000), where=st.integers(0, 20))
-def test_whatever_fails_every_object_is_left_as_it_was(seed: int, where: int) -> None:
+@given(
+    seed=st.integers(0, 10_000),
+    where=st.integers(0, 20),
+    program=PROGRAMS,
+    mode=st.sampled_from(["block", "log"]),
+    policy=st.sampled_from(["fail_closed", "fail_open"]),
+)
+def test_whatever_fails_every_object_is_left_as_it_was_and_the_policy_decides(
+    seed: int, where: int, program: list[tuple[int, int, int]], mode: str, policy: str
+) -> None:
     root = with_untrackable(seed, where)
     before_shape, before_nodes = shape(root), nodes(root)
     before_types = [type(n) for n in before_nodes]
-    guard = tg.Guard(state=root, dry_run=tg.UndoLogFork())
+    plain = with_untrackable(seed, where)
+    run(plain, program)
+    guard = tg.Guard(state=root, dry_run=tg.UndoLogFork(), mode=mode, on_guard_error=policy)
+    runs: list[int] = []
 
     @guard.tool
-    def touch_everything(state: Annotated[Any, tg.State]) -> str:
+    def change(state: Annotated[Any, tg.State]) -> str:
+        runs.append(1)
         nodes(state)  # reads every attribute: the untrackable one too, if it was not yet met
+        run(state, program)
         return "done"
 
-    out = guard.call("touch_everything", {})
-    assert isinstance(out, tg.Rejection) and out.check == "state.dry_run"
-    assert "guard error" in out.message and "ForkError" in out.message
-    assert shape(root) == before_shape
-    assert all(a is b for a, b in zip(nodes(root), before_nodes, strict=True))
-    assert [type(n) for n in before_nodes] == before_types  # no stand-in left on any object
-    assert guard.call("touch_everything", {}).check == "state.dry_run"  # and again, the same
-    assert shape(root) == before_shape
+    out = guard.call("change", {})
+    if mode == "block" and policy == "fail_closed":
+        assert isinstance(out, tg.Rejection) and out.check == "state.dry_run"
+        assert "guard error" in out.message and "ForkError" in out.message
+        assert shape(root) == before_shape
+        assert all(a is b for a, b in zip(nodes(root), before_nodes, strict=True))
+        assert [type(n) for n in before_nodes] == before_types  # no stand-in left
+        assert len(runs) <= 1  # never run, or tried once and undone
+    else:  # rolled back, then run once as if no dry run were configured
+        assert out == "done" and 1 <= len(runs) <= 2  # maybe tried first, then run
+        assert shape(root) == shape(plain)
 
 
 def test_a_failed_set_up_leaves_no_stand_in_for_later_dry_runs() -> None:
