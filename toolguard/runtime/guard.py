@@ -19,10 +19,11 @@ from . import telemetry as tel
 from .call import PendingCall
 from .checks import default_error_result
 from .plan import PlanStep, PlanVerdict
+from .registry import TrajectoryRegistry
 from .schema import SchemaFailure, parse_arguments
 from .suggest import ToolNames
 from .tool import DryRun, ErrorResult, Mode, Tool, ToolSpec
-from .trajectory import Trajectory, TrajectoryRegistry, current_trajectory
+from .trajectory import Trajectory, current_trajectory
 from .verdict import Failure, Rejection
 from .wrappers import GuardedFunction, GuardedProxy, GuardedTool, execute
 
