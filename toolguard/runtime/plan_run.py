@@ -131,6 +131,16 @@ class PlanRun(StepChecks):
     # -- one step ------------------------------------------------------------------------------
     def begin(self, i: int) -> Run | None:
         """Check step ``i`` up to its run on the fork; the run to make, or None."""
+        try:
+            return self._begin(i)
+        except RecursionError:
+            # The plan's own walks take any depth (plan_walk.py); this is one of a library
+            # (a str() of nested lists, a hash of nested tuples): the arguments are at fault.
+            return self._fail(
+                i, _malformed(f"steps[{i}]: its arguments are nested too deeply to check.")
+            )
+
+    def _begin(self, i: int) -> Run | None:
         self.notes, self.ran, self.resolved = [], False, {}
         item = self.steps[i]
         name = item.tool if isinstance(item, PlanStep) else "?"
