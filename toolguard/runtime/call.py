@@ -39,11 +39,24 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("toolguard")
 
-_inside_tool: ContextVar[bool] = ContextVar("toolguard_inside_tool", default=False)
+# The trajectory of the guarded call running in this context (True: a dry run's, whose
+# trajectory is not known here); False outside any.
+_inside_tool: ContextVar[Trajectory | bool] = ContextVar("toolguard_inside_tool", default=False)
 _NOT_GIVEN: Any = object()  # no state passed to a direct call: the guard's state goes
 
 
 _warned = threading.local()  # per thread (a thread id may be reused by a later thread)
+
+
+def counted_in(trajectory: Trajectory | None) -> Trajectory | None:
+    """The trajectory a call made now takes its step in: ``trajectory``, else the current one;
+    None outside any, or when the call is nested in a guarded call of it (PendingCall's rule,
+    for entry points that take steps before their calls start)."""
+    inside = _inside_tool.get()
+    if trajectory is None:
+        trajectory = _current.get()
+        return None if inside else trajectory
+    return None if inside is trajectory else trajectory
 
 
 def _warn_outside(tool: str) -> None:
@@ -127,6 +140,10 @@ class PendingCall:
                 traj = None
             elif traj is None and open_trajectories():
                 _warn_outside(name)
+        elif _inside_tool.get() is traj:
+            # The same with the trajectory passed on (acall_batch, the tool_calls helpers, a
+            # tool's own trajectory=): whatever the entry point, a nested call is no step.
+            traj = None
         if traj is not None:
             if traj.ended:
                 logger.warning(
@@ -147,7 +164,7 @@ class PendingCall:
         self.arguments: dict[str, Any] = {}
         self.blocked = False
         self.token: object | None = None
-        self.nested: Token[bool] | None = None
+        self.nested: Token[Trajectory | bool] | None = None
         self.state_given: Any = _NOT_GIVEN
         started = False  # a span of the guard's own: its call attributes given at its start
         if span is None:
@@ -289,7 +306,7 @@ class PendingCall:
         if self.recording and self.owns_span:
             self.token = tel.attach(self.span)
         if self.traj is not None:
-            self.nested = _inside_tool.set(True)
+            self.nested = _inside_tool.set(self.traj)
 
     def leave(self) -> None:
         if self.token is not None:

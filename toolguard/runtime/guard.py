@@ -16,14 +16,14 @@ from .._errors import ToolDefinitionError, UsageError
 from . import compiled, plan_run
 from . import fork as _fork
 from . import telemetry as tel
-from .call import PendingCall
+from .call import PendingCall, counted_in
 from .checks import default_error_result
 from .plan import PlanStep, PlanVerdict
 from .registry import TrajectoryRegistry
 from .schema import SchemaFailure, parse_arguments
 from .suggest import ToolNames
 from .tool import DryRun, ErrorResult, Mode, Tool, ToolSpec
-from .trajectory import Trajectory, current_trajectory
+from .trajectory import Trajectory
 from .verdict import Failure, Rejection
 from .wrappers import GuardedFunction, GuardedProxy, GuardedTool, execute
 
@@ -419,10 +419,11 @@ class Guard:
         trajectory: Trajectory | None = None,
     ) -> list[Any]:
         """Parallel tool calls of one model turn: steps in list order, run concurrently."""
-        traj = trajectory or current_trajectory()
+        traj = counted_in(trajectory)  # None when this batch runs inside a guarded call
         steps = [traj.next_step() if traj is not None else None for _ in calls]
+        given = trajectory if traj is None else traj  # nested: each call finds it so itself
         pendings = [
-            self._check(c[0], c[1], c[2] if len(c) > 2 else None, traj, None, s)
+            self._check(c[0], c[1], c[2] if len(c) > 2 else None, given, None, s)
             for c, s in zip(calls, steps, strict=True)
         ]
         try:
