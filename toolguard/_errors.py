@@ -38,10 +38,12 @@ class ToolCallRejected(ToolGuardError):
     """
 
     def __init__(self, rejection: Rejection) -> None:
+        from .runtime.verdict import NAME_LIMIT, shorten_text  # the runtime imports this module
+
         self.rejection = rejection
         super().__init__(
-            f"{rejection.tool}: {rejection.cause} check {rejection.check!r} failed: "
-            f"{rejection.message}"
+            f"{shorten_text(rejection.tool, NAME_LIMIT)}: {rejection.cause} check "
+            f"{rejection.check!r} failed: {rejection.message}"
         )
 
     def __getattr__(self, name: str) -> object:

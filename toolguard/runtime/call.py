@@ -32,7 +32,7 @@ from .checks import (
 from .fork import DRY_RUN_CHECK
 from .tool import Tool
 from .trajectory import Trajectory, _current, open_trajectories
-from .verdict import Failure, Rejection, Verdict, in_precedence_order
+from .verdict import NAME_LIMIT, Failure, Rejection, Verdict, in_precedence_order, shorten_text
 
 if TYPE_CHECKING:
     from .guard import Guard
@@ -46,6 +46,11 @@ _NOT_GIVEN: Any = object()  # no state passed to a direct call: the guard's stat
 
 
 _warned = threading.local()  # per thread (a thread id may be reused by a later thread)
+
+
+def _shown(name: str) -> str:
+    """A name or id as a log line repeats it: a model may send a 10 MB tool name."""
+    return shorten_text(name, NAME_LIMIT)
 
 
 def counted_in(trajectory: Trajectory | None) -> Trajectory | None:
@@ -70,7 +75,7 @@ def _warn_outside(tool: str) -> None:
         "toolguard: %s runs outside any trajectory while %d trajectory(ies) are open in other "
         "contexts (code run by loop.run_in_executor or a new thread does not see them): it is "
         "no step and skips the dependency check; pass trajectory= or use traj.activate()",
-        tool,
+        _shown(tool),
         open_trajectories(),
     )
 
@@ -148,8 +153,8 @@ class PendingCall:
             if traj.ended:
                 logger.warning(
                     "toolguard: %s called after trajectory %r ended; checked outside it",
-                    name,
-                    traj.id,
+                    _shown(name),
+                    _shown(traj.id),
                 )
                 traj = None
             else:
@@ -339,7 +344,7 @@ class PendingCall:
             logger.warning(
                 "toolguard: %s (step %s) left its block without finish() or fail(); "
                 "recorded as cancelled",
-                self.name,
+                _shown(self.name),
                 self.step,
             )
             self.cancel()
@@ -361,7 +366,7 @@ class PendingCall:
                 logger.warning(
                     "toolguard: %s (step %s) was dropped without finish(), fail() or "
                     "cancel(); recorded as cancelled",
-                    self.name,
+                    _shown(self.name),
                     self.step,
                 )
                 self.cancel()
@@ -476,7 +481,7 @@ class PendingCall:
                 traj.observe(result)
         except Exception:
             # A `produces` callable with a bug must not turn a good call into a crash.
-            logger.exception("toolguard: reading the result of %s failed", self.name)
+            logger.exception("toolguard: reading the result of %s failed", _shown(self.name))
 
     def _sorted(self) -> list[Failure]:
         return in_precedence_order(self.failures) if self.failures else []
@@ -504,9 +509,9 @@ class PendingCall:
                 logger.warning(
                     "toolguard: %s (step %s) closed after trajectory %r ended; its summary "
                     "does not include this outcome",
-                    self.name,
+                    _shown(self.name),
                     self.step,
-                    traj.id,
+                    _shown(traj.id),
                 )
             else:
                 traj.record(self.step, self.name, decision, failures, self.call_id)
@@ -524,5 +529,7 @@ class PendingCall:
         if failures and decision != contract.BLOCKED:
             first = failures[0]
             text = first.message if self.guard.record_content else first.telemetry_message
-            logger.info("toolguard: %s step %s %s: %s", self.name, self.step, decision, text)
+            logger.info(
+                "toolguard: %s step %s %s: %s", _shown(self.name), self.step, decision, text
+            )
         return failures

@@ -24,7 +24,7 @@ from .schema import SchemaFailure, parse_arguments
 from .suggest import ToolNames
 from .tool import DryRun, ErrorResult, Mode, Tool, ToolSpec
 from .trajectory import Trajectory
-from .verdict import Failure, Rejection
+from .verdict import NAME_LIMIT, Failure, Rejection, shorten_text
 from .wrappers import GuardedFunction, GuardedProxy, GuardedTool, execute
 
 P = ParamSpec("P")
@@ -473,7 +473,7 @@ class Guard:
         # was not offered); a giant name is not compared at all.
         close = self._suggest.close(name) if len(name) <= 128 else []
         hint = f" Did you mean {', '.join(f'`{c}`' for c in close)}?" if close else ""
-        shown = name if len(name) <= 128 else name[:128] + "…"
+        shown = shorten_text(name, NAME_LIMIT)
         return Failure(
             contract.SCHEMA,
             "schema.tool",

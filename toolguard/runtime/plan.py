@@ -23,6 +23,7 @@ from .._errors import UsageError
 from . import plan_walk
 from .conditions import shorten
 from .tool import WHOLE_RESULT, ResultPlace, _result_path
+from .verdict import NAME_LIMIT, shorten_text
 
 PLAN_CHECK: Final = "schema.plan"  # the check id of a malformed plan or step
 REF_KEY: Final = "$step"
@@ -190,7 +191,9 @@ def _parse_step(index: int, item: Any) -> PlanStep | PlanError:
             f"{shorten(step.arguments)}."
         )
     if step.id is not None and (not isinstance(step.id, str) or not step.id):
-        return PlanError(f"steps[{index}]: `id` must be a non-empty string, not {step.id!r}.")
+        return PlanError(
+            f"steps[{index}]: `id` must be a non-empty string, not {shorten(step.id)}."
+        )
     return step
 
 
@@ -212,7 +215,9 @@ def read_refs(value: Any, where: str) -> Any:
         try:
             return StepRef(node[REF_KEY], node.get(PATH_KEY) or "")
         except UsageError as exc:
-            raise PlanError(f"`{at}` holds a malformed reference: {exc}.") from None
+            raise PlanError(
+                f"`{at}` holds a malformed reference: {shorten_text(str(exc))}."
+            ) from None
 
     try:
         return plan_walk.rebuild(value, visit)
@@ -223,7 +228,7 @@ def read_refs(value: Any, where: str) -> Any:
 
 
 def _dotted(where: str, place: tuple[Any, ...]) -> str:
-    return ".".join([where, *map(str, place)])
+    return shorten_text(".".join([where, *map(str, place)]), NAME_LIMIT)
 
 
 def refs_in(value: Any, place: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], StepRef]]:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._errors import UsageError
+from .verdict import NAME_LIMIT, shorten_text
 
 if TYPE_CHECKING:
     from .trajectory import Trajectory
@@ -117,7 +118,7 @@ class TrajectoryRegistry:
 
     def _end(self, trajectories: list[Trajectory], why: str) -> None:
         for traj in trajectories:
-            self._log.ended(traj.id, why)
+            self._log.ended(shorten_text(traj.id, NAME_LIMIT), why)
             traj._registry = None
             traj.end()
         if not trajectories:
