@@ -10,8 +10,7 @@ entry point of the guard goes through here, so they all produce the same spans a
 from __future__ import annotations
 
 import logging
-import threading
-from contextvars import ContextVar, Token
+from contextvars import Token
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -30,54 +29,18 @@ from .checks import (
     guard_error,
 )
 from .fork import DRY_RUN_CHECK
+from .nesting import _inside_tool as _inside_tool  # dryrun.py reads it here
+from .nesting import shown, warn_outside
 from .tool import Tool
 from .trajectory import Trajectory, _current, open_trajectories
-from .verdict import NAME_LIMIT, Failure, Rejection, Verdict, in_precedence_order, shorten_text
+from .verdict import Failure, Rejection, Verdict, in_precedence_order
 
 if TYPE_CHECKING:
     from .guard import Guard
 
 logger = logging.getLogger("toolguard")
 
-# The trajectory of the guarded call running in this context (True: a dry run's, whose
-# trajectory is not known here); False outside any.
-_inside_tool: ContextVar[Trajectory | bool] = ContextVar("toolguard_inside_tool", default=False)
 _NOT_GIVEN: Any = object()  # no state passed to a direct call: the guard's state goes
-
-
-_warned = threading.local()  # per thread (a thread id may be reused by a later thread)
-
-
-def _shown(name: str) -> str:
-    """A name or id as a log line repeats it: a model may send a 10 MB tool name."""
-    return shorten_text(name, NAME_LIMIT)
-
-
-def counted_in(trajectory: Trajectory | None) -> Trajectory | None:
-    """The trajectory a call made now takes its step in: ``trajectory``, else the current one;
-    None outside any, or when the call is nested in a guarded call of it (PendingCall's rule,
-    for entry points that take steps before their calls start)."""
-    inside = _inside_tool.get()
-    if trajectory is None:
-        trajectory = _current.get()
-        return None if inside else trajectory
-    return None if inside is trajectory else trajectory
-
-
-def _warn_outside(tool: str) -> None:
-    """A call with no trajectory while one is open elsewhere: most likely code that lost the
-    context (``loop.run_in_executor``, a new thread), whose call would count nowhere and skip
-    the dependency check. Said once per thread."""
-    if getattr(_warned, "done", False):
-        return
-    _warned.done = True
-    logger.warning(
-        "toolguard: %s runs outside any trajectory while %d trajectory(ies) are open in other "
-        "contexts (code run by loop.run_in_executor or a new thread does not see them): it is "
-        "no step and skips the dependency check; pass trajectory= or use traj.activate()",
-        _shown(tool),
-        open_trajectories(),
-    )
 
 
 class PendingCall:
@@ -144,7 +107,7 @@ class PendingCall:
                 # the inner one is checked and traced (below the outer span) but is no step.
                 traj = None
             elif traj is None and open_trajectories():
-                _warn_outside(name)
+                warn_outside(name)
         elif _inside_tool.get() is traj:
             # The same with the trajectory passed on (acall_batch, the tool_calls helpers, a
             # tool's own trajectory=): whatever the entry point, a nested call is no step.
@@ -153,8 +116,8 @@ class PendingCall:
             if traj.ended:
                 logger.warning(
                     "toolguard: %s called after trajectory %r ended; checked outside it",
-                    _shown(name),
-                    _shown(traj.id),
+                    shown(name),
+                    shown(traj.id),
                 )
                 traj = None
             else:
@@ -344,7 +307,7 @@ class PendingCall:
             logger.warning(
                 "toolguard: %s (step %s) left its block without finish() or fail(); "
                 "recorded as cancelled",
-                _shown(self.name),
+                shown(self.name),
                 self.step,
             )
             self.cancel()
@@ -366,7 +329,7 @@ class PendingCall:
                 logger.warning(
                     "toolguard: %s (step %s) was dropped without finish(), fail() or "
                     "cancel(); recorded as cancelled",
-                    _shown(self.name),
+                    shown(self.name),
                     self.step,
                 )
                 self.cancel()
@@ -481,7 +444,7 @@ class PendingCall:
                 traj.observe(result)
         except Exception:
             # A `produces` callable with a bug must not turn a good call into a crash.
-            logger.exception("toolguard: reading the result of %s failed", _shown(self.name))
+            logger.exception("toolguard: reading the result of %s failed", shown(self.name))
 
     def _sorted(self) -> list[Failure]:
         return in_precedence_order(self.failures) if self.failures else []
@@ -509,9 +472,9 @@ class PendingCall:
                 logger.warning(
                     "toolguard: %s (step %s) closed after trajectory %r ended; its summary "
                     "does not include this outcome",
-                    _shown(self.name),
+                    shown(self.name),
                     self.step,
-                    _shown(traj.id),
+                    shown(traj.id),
                 )
             else:
                 traj.record(self.step, self.name, decision, failures, self.call_id)
@@ -529,7 +492,5 @@ class PendingCall:
         if failures and decision != contract.BLOCKED:
             first = failures[0]
             text = first.message if self.guard.record_content else first.telemetry_message
-            logger.info(
-                "toolguard: %s step %s %s: %s", _shown(self.name), self.step, decision, text
-            )
+            logger.info("toolguard: %s step %s %s: %s", shown(self.name), self.step, decision, text)
         return failures

@@ -16,8 +16,9 @@ from .._errors import ToolDefinitionError, UsageError
 from . import compiled, plan_run
 from . import fork as _fork
 from . import telemetry as tel
-from .call import PendingCall, counted_in
+from .call import PendingCall
 from .checks import default_error_result
+from .nesting import counted_in
 from .plan import PlanStep, PlanVerdict
 from .registry import TrajectoryRegistry
 from .schema import SchemaFailure, parse_arguments

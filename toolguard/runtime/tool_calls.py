@@ -28,8 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._errors import UsageError
-from .call import counted_in
 from .guard import Guard
+from .nesting import counted_in
 from .trajectory import Trajectory
 from .verdict import Rejection
 
