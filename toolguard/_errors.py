@@ -38,13 +38,8 @@ class ToolCallRejected(ToolGuardError):
     """
 
     def __init__(self, rejection: Rejection) -> None:
-        from .runtime.verdict import NAME_LIMIT, shorten_text  # the runtime imports this module
-
         self.rejection = rejection
-        super().__init__(
-            f"{shorten_text(rejection.tool, NAME_LIMIT)}: {rejection.cause} check "
-            f"{rejection.check!r} failed: {rejection.message}"
-        )
+        super().__init__(rejection.developer_text())
 
     def __getattr__(self, name: str) -> object:
         if name == "rejection":  # not set yet (unpickling): no recursion

@@ -131,6 +131,11 @@ class Rejection(Verdict):
         tool = shorten_text(self.tool, NAME_LIMIT)
         return f"Error: the call to `{tool}` was rejected ({self.cause}). {self.model_message}"
 
+    def developer_text(self) -> str:
+        """The text of the :class:`ToolCallRejected` a directly called tool raises."""
+        tool = shorten_text(self.tool, NAME_LIMIT)
+        return f"{tool}: {self.cause} check {self.check!r} failed: {self.message}"
+
     @classmethod
     def from_failures(
         cls,
