@@ -22,6 +22,7 @@ from .runtime.fork import (
 )
 from .runtime.guard import Guard
 from .runtime.plan import PlanStep, PlanStepVerdict, PlanVerdict, StepRef
+from .runtime.registry import TrajectoryRegistry
 from .runtime.tool import Grounded, Ref, Tool, ToolSpec
 from .runtime.tool_calls import (
     arun_anthropic_tool_uses,
@@ -31,7 +32,7 @@ from .runtime.tool_calls import (
     run_openai_response_calls,
     run_openai_tool_calls,
 )
-from .runtime.trajectory import Trajectory, TrajectoryRegistry, current_trajectory, trajectory
+from .runtime.trajectory import Trajectory, current_trajectory, trajectory
 from .runtime.verdict import Failure, Rejection, Verdict
 from .runtime.wrappers import GuardedFunction
 

@@ -39,10 +39,7 @@ class ToolCallRejected(ToolGuardError):
 
     def __init__(self, rejection: Rejection) -> None:
         self.rejection = rejection
-        super().__init__(
-            f"{rejection.tool}: {rejection.cause} check {rejection.check!r} failed: "
-            f"{rejection.message}"
-        )
+        super().__init__(rejection.developer_text())
 
     def __getattr__(self, name: str) -> object:
         if name == "rejection":  # not set yet (unpickling): no recursion

@@ -10,8 +10,7 @@ entry point of the guard goes through here, so they all produce the same spans a
 from __future__ import annotations
 
 import logging
-import threading
-from contextvars import ContextVar, Token
+from contextvars import Token
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,8 @@ from .checks import (
     guard_error,
 )
 from .fork import DRY_RUN_CHECK
+from .nesting import _inside_tool as _inside_tool  # dryrun.py reads it here
+from .nesting import shown, warn_outside
 from .tool import Tool
 from .trajectory import Trajectory, _current, open_trajectories
 from .verdict import Failure, Rejection, Verdict, in_precedence_order
@@ -39,27 +40,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("toolguard")
 
-_inside_tool: ContextVar[bool] = ContextVar("toolguard_inside_tool", default=False)
 _NOT_GIVEN: Any = object()  # no state passed to a direct call: the guard's state goes
-
-
-_warned = threading.local()  # per thread (a thread id may be reused by a later thread)
-
-
-def _warn_outside(tool: str) -> None:
-    """A call with no trajectory while one is open elsewhere: most likely code that lost the
-    context (``loop.run_in_executor``, a new thread), whose call would count nowhere and skip
-    the dependency check. Said once per thread."""
-    if getattr(_warned, "done", False):
-        return
-    _warned.done = True
-    logger.warning(
-        "toolguard: %s runs outside any trajectory while %d trajectory(ies) are open in other "
-        "contexts (code run by loop.run_in_executor or a new thread does not see them): it is "
-        "no step and skips the dependency check; pass trajectory= or use traj.activate()",
-        tool,
-        open_trajectories(),
-    )
 
 
 class PendingCall:
@@ -126,13 +107,17 @@ class PendingCall:
                 # the inner one is checked and traced (below the outer span) but is no step.
                 traj = None
             elif traj is None and open_trajectories():
-                _warn_outside(name)
+                warn_outside(name)
+        elif _inside_tool.get() is traj:
+            # The same with the trajectory passed on (acall_batch, the tool_calls helpers, a
+            # tool's own trajectory=): whatever the entry point, a nested call is no step.
+            traj = None
         if traj is not None:
             if traj.ended:
                 logger.warning(
                     "toolguard: %s called after trajectory %r ended; checked outside it",
-                    name,
-                    traj.id,
+                    shown(name),
+                    shown(traj.id),
                 )
                 traj = None
             else:
@@ -147,7 +132,7 @@ class PendingCall:
         self.arguments: dict[str, Any] = {}
         self.blocked = False
         self.token: object | None = None
-        self.nested: Token[bool] | None = None
+        self.nested: Token[Trajectory | bool] | None = None
         self.state_given: Any = _NOT_GIVEN
         started = False  # a span of the guard's own: its call attributes given at its start
         if span is None:
@@ -289,7 +274,7 @@ class PendingCall:
         if self.recording and self.owns_span:
             self.token = tel.attach(self.span)
         if self.traj is not None:
-            self.nested = _inside_tool.set(True)
+            self.nested = _inside_tool.set(self.traj)
 
     def leave(self) -> None:
         if self.token is not None:
@@ -322,7 +307,7 @@ class PendingCall:
             logger.warning(
                 "toolguard: %s (step %s) left its block without finish() or fail(); "
                 "recorded as cancelled",
-                self.name,
+                shown(self.name),
                 self.step,
             )
             self.cancel()
@@ -344,7 +329,7 @@ class PendingCall:
                 logger.warning(
                     "toolguard: %s (step %s) was dropped without finish(), fail() or "
                     "cancel(); recorded as cancelled",
-                    self.name,
+                    shown(self.name),
                     self.step,
                 )
                 self.cancel()
@@ -459,7 +444,7 @@ class PendingCall:
                 traj.observe(result)
         except Exception:
             # A `produces` callable with a bug must not turn a good call into a crash.
-            logger.exception("toolguard: reading the result of %s failed", self.name)
+            logger.exception("toolguard: reading the result of %s failed", shown(self.name))
 
     def _sorted(self) -> list[Failure]:
         return in_precedence_order(self.failures) if self.failures else []
@@ -487,9 +472,9 @@ class PendingCall:
                 logger.warning(
                     "toolguard: %s (step %s) closed after trajectory %r ended; its summary "
                     "does not include this outcome",
-                    self.name,
+                    shown(self.name),
                     self.step,
-                    traj.id,
+                    shown(traj.id),
                 )
             else:
                 traj.record(self.step, self.name, decision, failures, self.call_id)
@@ -507,5 +492,5 @@ class PendingCall:
         if failures and decision != contract.BLOCKED:
             first = failures[0]
             text = first.message if self.guard.record_content else first.telemetry_message
-            logger.info("toolguard: %s step %s %s: %s", self.name, self.step, decision, text)
+            logger.info("toolguard: %s step %s %s: %s", shown(self.name), self.step, decision, text)
         return failures

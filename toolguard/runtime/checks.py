@@ -17,7 +17,7 @@ from .conditions import _Condition, shorten
 from .schema import SchemaFailure
 from .tool import Tool, resolve_path
 from .trajectory import Trajectory
-from .verdict import Failure
+from .verdict import NAME_LIMIT, Failure, shorten_text
 
 logger = logging.getLogger("toolguard")
 
@@ -134,12 +134,13 @@ def _dependency(tool: str, traj: Trajectory, arg: str, kind: str, value: Any) ->
             f"`{arg}` needs a {kind}, but {shown} is a {other[0]}. {offer}",
             telemetry_message=f"{arg} is a {other[0]}, not a {kind}",
         )
+    where = shorten_text(traj.id, NAME_LIMIT)  # an id another process may have sent
     return Failure(
         contract.DEPENDENCY,
         f"dependency.{arg}",
-        f"{arg}={shown} is no {kind} produced earlier in trajectory {traj.id}",
+        f"{arg}={shown} is no {kind} produced earlier in trajectory {where}",
         f"`{arg}` must be a {kind} taken from an earlier tool result; {shown} is not one. {offer}",
-        telemetry_message=f"{arg} is no {kind} produced earlier in trajectory {traj.id}",
+        telemetry_message=f"{arg} is no {kind} produced earlier in trajectory {where}",
     )
 
 
@@ -242,11 +243,12 @@ def grounded_failure(arg: str, value: Any, placeholder: bool) -> Failure:
 
 def bind_failure(tool: Tool, exc: TypeError) -> Failure:
     """Positional and keyword arguments that do not fit the function's signature."""
+    name, text = shorten_text(tool.name, NAME_LIMIT), shorten_text(str(exc), 300)
     return Failure(
         contract.SCHEMA,
         "schema.args",
-        f"{tool.name}: {exc}",
-        f"The call to `{tool.name}` is malformed: {exc}. Call it with arguments matching "
+        f"{name}: {text}",
+        f"The call to `{name}` is malformed: {text}. Call it with arguments matching "
         f"{tool.schema.hint}.",
     )
 
@@ -284,12 +286,13 @@ def guard_error(
 
 def exception_failure(tool: str, exc: BaseException) -> Failure:
     """The environment rejected the call by raising."""
+    tool, kind, text = shorten_text(tool, NAME_LIMIT), type(exc).__name__, _text(exc)
     return Failure(
         contract.STATE_CONSISTENCY,
         "state.exception",
-        f"{tool} raised {type(exc).__name__}: {_text(exc)}",
-        f"`{tool}` failed: {type(exc).__name__}: {_text(exc)[:300]}",
-        telemetry_message=f"{tool} raised {type(exc).__name__}",
+        f"{tool} raised {kind}: {shorten_text(text, 800)}",
+        f"`{tool}` failed: {kind}: {shorten_text(text, 300)}",
+        telemetry_message=f"{tool} raised {kind}",
     )
 
 
@@ -300,7 +303,8 @@ def error_result_failure(tool: str, result: Any) -> Failure:
         contract.STATE_CONSISTENCY,
         "state.error_result",
         f"the environment rejected the call: {shown}",
-        f"`{tool}` was rejected by the environment: {_text(result)[:300]}",
+        f"`{shorten_text(tool, NAME_LIMIT)}` was rejected by the environment: "
+        f"{shorten_text(_text(result), 300)}",
         telemetry_message="the environment rejected the call (an error result)",
     )
 

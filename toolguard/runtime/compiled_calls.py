@@ -157,7 +157,7 @@ def _emit_run(src: Source, tool: Tool, call_id: str, fn: str, dispatch: bool) ->
             src("except Exception:")
             with src.indent():
                 src('_logger.exception("toolguard: could not make the span current")')
-        src("nested = _inside_set(True) if traj is not None else None")
+        src("nested = _inside_set(traj) if traj is not None else None")
         src("try:")
         with src.indent():
             src(f"result = {invoke}")
@@ -275,6 +275,9 @@ def emit_make_dispatch(src: Source, tool: Tool) -> None:
                 src("elif _inside_get():")
                 with src.indent():
                     src(fallback)
+            src("elif _inside_get():")  # nested with its trajectory passed on: the general rule
+            with src.indent():
+                src(fallback)
             src("if traj is not None and traj.ended:")
             with src.indent():
                 src(fallback)

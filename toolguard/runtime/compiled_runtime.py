@@ -15,7 +15,7 @@ from opentelemetry.trace import INVALID_SPAN, NoOpTracer, ProxyTracer
 from .. import _contract as contract
 from .._errors import ToolCallRejected
 from . import telemetry as tel
-from .call import PendingCall, _inside_tool
+from .call import PendingCall
 from .checks import (
     _COLLECTIONS,
     _NO_BINDINGS,
@@ -30,6 +30,7 @@ from .checks import (
     path_failure,
     ref_failure,
 )
+from .nesting import _inside_tool
 from .schema import SchemaFailure, parse_arguments
 from .tool import _KEY_CONTAINERS, _LEAVES, Tool, _find_key, find_key_into
 from .trajectory import Trajectory, _Binding, _current, _open

@@ -18,12 +18,14 @@ from . import fork as _fork
 from . import telemetry as tel
 from .call import PendingCall
 from .checks import default_error_result
+from .nesting import counted_in
 from .plan import PlanStep, PlanVerdict
+from .registry import TrajectoryRegistry
 from .schema import SchemaFailure, parse_arguments
 from .suggest import ToolNames
 from .tool import DryRun, ErrorResult, Mode, Tool, ToolSpec
-from .trajectory import Trajectory, TrajectoryRegistry, current_trajectory
-from .verdict import Failure, Rejection
+from .trajectory import Trajectory
+from .verdict import NAME_LIMIT, Failure, Rejection, shorten_text
 from .wrappers import GuardedFunction, GuardedProxy, GuardedTool, execute
 
 P = ParamSpec("P")
@@ -418,10 +420,11 @@ class Guard:
         trajectory: Trajectory | None = None,
     ) -> list[Any]:
         """Parallel tool calls of one model turn: steps in list order, run concurrently."""
-        traj = trajectory or current_trajectory()
+        traj = counted_in(trajectory)  # None when this batch runs inside a guarded call
         steps = [traj.next_step() if traj is not None else None for _ in calls]
+        given = trajectory if traj is None else traj  # nested: each call finds it so itself
         pendings = [
-            self._check(c[0], c[1], c[2] if len(c) > 2 else None, traj, None, s)
+            self._check(c[0], c[1], c[2] if len(c) > 2 else None, given, None, s)
             for c, s in zip(calls, steps, strict=True)
         ]
         try:
@@ -471,7 +474,7 @@ class Guard:
         # was not offered); a giant name is not compared at all.
         close = self._suggest.close(name) if len(name) <= 128 else []
         hint = f" Did you mean {', '.join(f'`{c}`' for c in close)}?" if close else ""
-        shown = name if len(name) <= 128 else name[:128] + "…"
+        shown = shorten_text(name, NAME_LIMIT)
         return Failure(
             contract.SCHEMA,
             "schema.tool",

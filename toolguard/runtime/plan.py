@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .._errors import UsageError
+from . import plan_walk
 from .conditions import shorten
 from .tool import WHOLE_RESULT, ResultPlace, _result_path
+from .verdict import NAME_LIMIT, shorten_text
 
 PLAN_CHECK: Final = "schema.plan"  # the check id of a malformed plan or step
 REF_KEY: Final = "$step"
@@ -189,53 +191,59 @@ def _parse_step(index: int, item: Any) -> PlanStep | PlanError:
             f"{shorten(step.arguments)}."
         )
     if step.id is not None and (not isinstance(step.id, str) or not step.id):
-        return PlanError(f"steps[{index}]: `id` must be a non-empty string, not {step.id!r}.")
+        return PlanError(
+            f"steps[{index}]: `id` must be a non-empty string, not {shorten(step.id)}."
+        )
     return step
 
 
 def read_refs(value: Any, where: str) -> Any:
     """``value`` with each reference in JSON form turned into a :class:`StepRef`; a malformed
     reference raises :class:`PlanError` naming ``where`` (the argument)."""
-    if isinstance(value, Mapping):
-        if REF_KEY in value:
-            extra = set(value) - {REF_KEY, PATH_KEY}
-            if extra:
-                raise PlanError(
-                    f"`{where}` holds a reference with unknown keys "
-                    f"{', '.join(sorted(map(str, extra)))}: a reference is "
-                    '{"$step": <index or id>, "path": "a.b.0"}.'
-                )
-            try:
-                return StepRef(value[REF_KEY], value.get(PATH_KEY) or "")
-            except UsageError as exc:
-                raise PlanError(f"`{where}` holds a malformed reference: {exc}.") from None
-        return {k: read_refs(v, f"{where}.{k}") for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [read_refs(v, f"{where}.{i}") for i, v in enumerate(value)]
-    return value
+
+    def visit(node: Any, chain: plan_walk.Chain) -> Any:
+        if not isinstance(node, Mapping) or REF_KEY not in node:
+            return plan_walk.DESCEND
+        at = _dotted(where, plan_walk.place_of(chain))
+        extra = set(node) - {REF_KEY, PATH_KEY}
+        if extra:
+            raise PlanError(
+                f"`{at}` holds a reference with unknown keys "
+                f"{', '.join(sorted(map(str, extra)))}: a reference is "
+                '{"$step": <index or id>, "path": "a.b.0"}.'
+            )
+        try:
+            return StepRef(node[REF_KEY], node.get(PATH_KEY) or "")
+        except UsageError as exc:
+            raise PlanError(
+                f"`{at}` holds a malformed reference: {shorten_text(str(exc))}."
+            ) from None
+
+    try:
+        return plan_walk.rebuild(value, visit)
+    except plan_walk.Cyclic as exc:
+        raise PlanError(
+            f"`{_dotted(where, exc.place)}` holds itself: arguments must be a tree of values."
+        ) from None
+
+
+def _dotted(where: str, place: tuple[Any, ...]) -> str:
+    return shorten_text(".".join([where, *map(str, place)]), NAME_LIMIT)
 
 
 def refs_in(value: Any, place: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], StepRef]]:
     """Every reference inside ``value`` with its place (keys and indexes from the root)."""
-    if isinstance(value, StepRef):
-        yield place, value
-    elif isinstance(value, Mapping):
-        for k, v in value.items():
-            yield from refs_in(v, (*place, k))
-    elif isinstance(value, list | tuple):
-        for i, v in enumerate(value):
-            yield from refs_in(v, (*place, i))
+    for at, ref in plan_walk.find(value, StepRef):
+        yield (*place, *at), ref
 
 
 def replace_refs(value: Any, known: Mapping[StepRef, Any]) -> Any:
     """``value`` with each reference in ``known`` replaced by its value; others stay."""
-    if isinstance(value, StepRef):
-        return known.get(value, value)
-    if isinstance(value, Mapping):
-        return {k: replace_refs(v, known) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [replace_refs(v, known) for v in value]
-    return value
+
+    def visit(node: Any, chain: plan_walk.Chain) -> Any:
+        return known.get(node, node) if isinstance(node, StepRef) else plan_walk.DESCEND
+
+    return plan_walk.rebuild(value, visit)
 
 
 class Unresolvable(Exception):
@@ -308,10 +316,7 @@ def _is_int(text: str) -> bool:
 
 
 def _to_json(value: Any) -> Any:
-    if isinstance(value, StepRef):
-        return value.to_json()
-    if isinstance(value, Mapping):
-        return {k: _to_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_to_json(v) for v in value]
-    return value
+    def visit(node: Any, chain: plan_walk.Chain) -> Any:
+        return node.to_json() if isinstance(node, StepRef) else plan_walk.DESCEND
+
+    return plan_walk.rebuild(value, visit)

@@ -40,7 +40,7 @@ from .plan import (
 from .schema import SchemaFailure
 from .tool import Tool, resolve_path
 from .trajectory import Trajectory, current_trajectory
-from .verdict import Failure
+from .verdict import NAME_LIMIT, Failure, shorten_text
 
 if TYPE_CHECKING:
     from .guard import Guard
@@ -116,10 +116,11 @@ class StepChecks:
             else:
                 why = "the id of no step"
             text = (
-                f"`{where}` refers to {ref}, which is {why}: a step can only use the results "
+                f"`{where}` refers to {_ref(ref)}, which is {why}: a step can only use the results "
                 f"of the steps before it (steps[0] to steps[{i - 1}])"
                 if i
-                else f"`{where}` refers to {ref}, but the first step has no earlier step to use"
+                else f"`{where}` refers to {_ref(ref)}, but the first step has no earlier step "
+                "to use"
             )
             return _dependency(where, text + ".", f"{where} refers to no earlier step")
         return None
@@ -139,8 +140,9 @@ class StepChecks:
                 where = _where(place)
                 return _dependency(
                     where,
-                    f"`{where}` refers to {ref}, a path that steps[{j}]'s result (run on a "
-                    f"copy of the state) does not have: {exc}. Fix the path.",
+                    f"`{where}` refers to {_ref(ref)}, a path that steps[{j}]'s result (run on a "
+                    f"copy of the state) does not have: {shorten_text(str(exc), 300)}. Fix the "
+                    "path.",
                     f"{where} refers to a path steps[{j}]'s result does not have",
                 )
         return None
@@ -226,8 +228,8 @@ class StepChecks:
             j = self._index(via)
             return _dependency(
                 arg,
-                f"`{arg}` refers to {via}, which holds {shown} in steps[{j}]'s result (run on "
-                f"a copy of the state): no {kind} that `{self._tool_name(j)}` returned. "
+                f"`{arg}` refers to {_ref(via)}, which holds {shown} in steps[{j}]'s result (run "
+                f"on a copy of the state): no {kind} that `{self._tool_name(j)}` returned. "
                 f"Point the path at a {kind}.",
                 f"{arg} refers to a value that is no {kind}",
             )
@@ -244,7 +246,7 @@ class StepChecks:
         if by is not None:
             return _dependency(
                 arg,
-                f"`{arg}` refers to {ref}, a {kind} that steps[{by}] "
+                f"`{arg}` refers to {_ref(ref)}, a {kind} that steps[{by}] "
                 f"(`{self._tool_name(by)}`) invalidates before this step.",
                 f"{arg} refers to a stale {kind}",
             )
@@ -261,9 +263,9 @@ class StepChecks:
         fixed = StepRef(ref.step, suggest_path(places[0], ref.parts))
         return _dependency(
             arg,
-            f"`{arg}` refers to {ref}, but `{tool.name}` returns its {kind} elsewhere "
+            f"`{arg}` refers to {_ref(ref)}, but `{tool.name}` returns its {kind} elsewhere "
             f"({', '.join(repr(p) for p in places if isinstance(p, str))}): refer to it as "
-            f"{fixed}.",
+            f"{_ref(fixed)}.",
             f"{arg} refers to a path where steps[{j}] returns no {kind}",
         )
 
@@ -375,7 +377,8 @@ def _dependency(arg: str, text: str, telemetry: str) -> Failure:
 
 
 def _where(place: tuple[Any, ...]) -> str:
-    return ".".join(str(p) for p in place) or "arguments"
+    # A place 6,000 levels deep, or a 10 MB key, is echoed cut like any other value.
+    return shorten_text(".".join(str(p) for p in place), NAME_LIMIT) or "arguments"
 
 
 def _unresolved(
@@ -401,8 +404,12 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
+def _ref(ref: StepRef) -> str:
+    return shorten_text(str(ref), NAME_LIMIT)  # a step id may be of any length
+
+
 def _short_name(name: str) -> str:
-    return name if len(name) <= 100 else name[:100] + "…"
+    return shorten_text(name, 100)
 
 
 def _hashable(value: Any) -> Any:

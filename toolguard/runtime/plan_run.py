@@ -38,7 +38,7 @@ from .plan import (
 from .plan_check import StepChecks, _Fork, _hashable, _malformed, _short_name
 from .tool import _DEFAULT_FORK, Tool
 from .trajectory import Trajectory, add_leaves
-from .verdict import Failure
+from .verdict import NAME_LIMIT, Failure, shorten_text
 
 if TYPE_CHECKING:
     from .guard import Guard
@@ -131,6 +131,16 @@ class PlanRun(StepChecks):
     # -- one step ------------------------------------------------------------------------------
     def begin(self, i: int) -> Run | None:
         """Check step ``i`` up to its run on the fork; the run to make, or None."""
+        try:
+            return self._begin(i)
+        except RecursionError:
+            # The plan's own walks take any depth (plan_walk.py); this is one of a library
+            # (a str() of nested lists, a hash of nested tuples): the arguments are at fault.
+            return self._fail(
+                i, _malformed(f"steps[{i}]: its arguments are nested too deeply to check.")
+            )
+
+    def _begin(self, i: int) -> Run | None:
         self.notes, self.ran, self.resolved = [], False, {}
         item = self.steps[i]
         name = item.tool if isinstance(item, PlanStep) else "?"
@@ -142,7 +152,8 @@ class PlanRun(StepChecks):
                 return self._fail(
                     i,
                     _malformed(
-                        f"steps[{i}] reuses the id {item.id!r} of steps[{self.ids[item.id]}]."
+                        f"steps[{i}] reuses the id {_short_id(item.id)} of "
+                        f"steps[{self.ids[item.id]}]."
                     ),
                 )
             self.ids[item.id] = i
@@ -291,16 +302,16 @@ class PlanRun(StepChecks):
         if failure is None or failure.guard_error:
             return failure
         answer = (
-            f"{type(outcome.error).__name__}: {dryrun._text(outcome.error)[:300]}"
+            f"{type(outcome.error).__name__}: {shorten_text(dryrun._text(outcome.error), 300)}"
             if outcome.error is not None
-            else dryrun._text(outcome.result)[:300]
+            else shorten_text(dryrun._text(outcome.result), 300)
         )
         after = f" after steps[0] to steps[{i - 1}]" if i else ""
         return Failure(
             failure.cause,
             DRY_RUN_CHECK,
             failure.message,
-            f"Run on a copy of the state{after}, `{tool.name}` was rejected by the "
+            f"Run on a copy of the state{after}, `{_short_name(tool.name)}` was rejected by the "
             f"environment: {answer}. Change this step, or add before it the steps that make "
             "the state accept it.",
             telemetry_message=failure.telemetry_message,
@@ -310,7 +321,7 @@ class PlanRun(StepChecks):
         """Step ``i`` fails with ``failure`` (None: nothing runs, for ``return``)."""
         tool = self._tool_name(i)
         item = self.steps[i]
-        named = f", id {item.id!r}" if isinstance(item, PlanStep) and item.id else ""
+        named = f", id {_short_id(item.id)}" if isinstance(item, PlanStep) and item.id else ""
         self.failed = i
         self.failure = _plan_failure(
             failure, f"steps[{i}] (`{_short_name(tool)}`{named}) would fail ({failure.cause}):"
@@ -320,7 +331,7 @@ class PlanRun(StepChecks):
     def _start_span(self, i: int, tool: str, step_id: str | None) -> None:
         if self.span is INVALID_SPAN:
             return
-        name = tool if len(tool) <= tel.NAME_LIMIT else tool[: tel.NAME_LIMIT] + "…"
+        name = shorten_text(tool, tel.NAME_LIMIT)
         attributes: dict[str, Any] = {
             contract.GEN_AI_OPERATION_NAME: contract.OPERATION_VERIFY_PLAN,
             contract.GEN_AI_TOOL_NAME: name,
@@ -372,6 +383,10 @@ async def averify(
             if checker.failure is not None:
                 break
     return checker.verdict()
+
+
+def _short_id(step_id: str) -> str:
+    return repr(shorten_text(step_id, NAME_LIMIT))
 
 
 def _plan_failure(failure: Failure, prefix: str) -> Failure:

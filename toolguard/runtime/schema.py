@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .._errors import ToolDefinitionError
 from .conditions import shorten
-from .verdict import Failure
+from .verdict import NAME_LIMIT, Failure, shorten_text
 
 _MAX_ERRORS_SHOWN = 4
 
@@ -46,6 +46,7 @@ def parse_arguments(tool: str, raw: str | bytes | Mapping[str, Any] | None) -> d
         return {}
     if isinstance(raw, Mapping):
         return dict(raw)
+    tool = shorten_text(tool, NAME_LIMIT)  # only echoed from here on
     if not isinstance(raw, str | bytes | bytearray):
         # A list or a number where the arguments belong: the model's (or the framework's)
         # mistake, rejected as a schema failure rather than crashing inside the guard.
@@ -381,7 +382,7 @@ def _located_text(error: Any) -> str:
 
 
 def _json_path(path: Any) -> str:
-    return ".".join(str(p) for p in path) or "arguments"
+    return shorten_text(".".join(str(p) for p in path)) or "arguments"
 
 
 def _from_pydantic(tool: str, exc: pydantic.ValidationError, hint: str) -> SchemaFailure:
@@ -403,6 +404,8 @@ def _from_pydantic(tool: str, exc: pydantic.ValidationError, hint: str) -> Schem
 
 
 def _schema_error(tool: str, problems: list[str], safe: list[str], hint: str) -> SchemaFailure:
+    tool = shorten_text(tool, NAME_LIMIT)
+
     def listing(items: list[str]) -> str:
         more = len(items) - _MAX_ERRORS_SHOWN
         return "; ".join(items[:_MAX_ERRORS_SHOWN]) + (f"; and {more} more" if more > 0 else "")
@@ -414,10 +417,6 @@ def _schema_error(tool: str, problems: list[str], safe: list[str], hint: str) ->
         f"Call it again with arguments matching {hint}.",
         f"invalid arguments for {tool!r}: {listing(safe)}",
     )
-
-
-def shorten_text(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _hint_from_json_schema(tool: str, schema: Mapping[str, Any]) -> str:

@@ -26,6 +26,7 @@ from opentelemetry.trace import (
 )
 
 from .. import _contract as contract
+from .verdict import shorten_text
 
 logger = logging.getLogger("toolguard")
 
@@ -98,7 +99,7 @@ def start_call_span(
         kind = type(getattr(tracer, "_tracer", None))
     if kind is NoOpTracer:
         return INVALID_SPAN
-    name = contract.call_span_name(tool if len(tool) <= NAME_LIMIT else tool[:NAME_LIMIT] + "…")
+    name = contract.call_span_name(shorten_text(tool, NAME_LIMIT))
     parent = None
     if reuse_framework_span:
         # One look-up of the current context: for the framework's span and as the parent.
@@ -205,8 +206,7 @@ def call_attributes(
     call_id: str | None,
     conversation_id: str | None,
 ) -> dict[str, Any]:
-    if len(tool) > NAME_LIMIT:
-        tool = tool[:NAME_LIMIT] + "…"
+    tool = shorten_text(tool, NAME_LIMIT)
     attributes: dict[str, Any] = {
         contract.GEN_AI_OPERATION_NAME: contract.OPERATION_EXECUTE_TOOL,
         contract.GEN_AI_TOOL_NAME: tool,

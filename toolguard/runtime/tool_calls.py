@@ -29,7 +29,8 @@ from typing import Any
 
 from .._errors import UsageError
 from .guard import Guard
-from .trajectory import Trajectory, current_trajectory
+from .nesting import counted_in
+from .trajectory import Trajectory
 from .verdict import Rejection
 
 Serializer = Callable[[Any], str]
@@ -252,9 +253,10 @@ def _prepare(
             raise UsageError(
                 f"tool {call.name!r} is async: run the turn with the async helper (arun_...)"
             )
-    traj = trajectory if trajectory is not None else current_trajectory()
-    if traj is not None:
-        traj.reserve([c.id for c in calls if isinstance(c.id, str)])
+    traj = counted_in(trajectory)
+    if traj is None:  # no trajectory, or a turn run inside a guarded call: no steps to keep
+        return trajectory
+    traj.reserve([c.id for c in calls if isinstance(c.id, str)])
     return traj
 
 

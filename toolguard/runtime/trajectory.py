@@ -10,7 +10,6 @@ import logging
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
@@ -23,6 +22,7 @@ from opentelemetry.trace import Tracer
 from .. import _contract as contract
 from .._errors import UsageError
 from . import telemetry as tel
+from .registry import TrajectoryRegistry
 from .seen import SeenTexts
 from .verdict import Failure, Verdict
 
@@ -367,78 +367,6 @@ class Trajectory:
         for key, value in self.labels.items():
             out[contract.LABEL_PREFIX + key] = value
         return out
-
-
-class TrajectoryRegistry:
-    """Live trajectories by key (a session or thread id), for hooks that cannot see the
-    context variable. Bounded: at most ``max_live`` at once (registering one more ends the
-    least recently used), and one idle (no call, no lookup) for ``idle_timeout`` seconds is
-    ended when the registry is next used. An ended trajectory writes its summary span."""
-
-    def __init__(
-        self,
-        max_live: int = 10_000,
-        idle_timeout: float | None = 3600.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        if max_live < 1:
-            raise ValueError("max_live must be at least 1")
-        self.max_live = max_live
-        self.idle_timeout = idle_timeout
-        self.clock = clock
-        self._live: OrderedDict[str, Trajectory] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def add(self, key: str, traj: Trajectory) -> None:
-        if not isinstance(key, str):
-            raise UsageError(f"a trajectory key must be a string, got {key!r}")
-        evicted = self._expire()
-        with self._lock:
-            old = self._live.pop(key, None)
-            if old is not None and old is not traj:
-                evicted.append(old)
-            self._live[key] = traj
-            traj._registry, traj._key = self, key
-            traj.last_active = self.clock()
-            while len(self._live) > self.max_live:
-                evicted.append(self._live.popitem(last=False)[1])
-        self._end(evicted, "evicted: more than max_live trajectories")
-
-    def get(self, key: str) -> Trajectory | None:
-        evicted = self._expire()
-        with self._lock:
-            traj = self._live.get(key)
-            if traj is not None:
-                self._live.move_to_end(key)
-                traj.last_active = self.clock()
-        self._end(evicted, "expired: idle longer than idle_timeout")
-        return traj
-
-    def touch(self, traj: Trajectory) -> None:
-        traj.last_active = self.clock()
-
-    def __len__(self) -> int:
-        return len(self._live)
-
-    def _forget(self, traj: Trajectory) -> None:
-        with self._lock:
-            if traj._key is not None and self._live.get(traj._key) is traj:
-                del self._live[traj._key]
-
-    def _expire(self) -> list[Trajectory]:
-        if self.idle_timeout is None:
-            return []
-        cutoff = self.clock() - self.idle_timeout
-        with self._lock:
-            stale = [k for k, t in self._live.items() if t.last_active < cutoff]
-            return [self._live.pop(k) for k in stale]
-
-    @staticmethod
-    def _end(trajectories: list[Trajectory], why: str) -> None:
-        for traj in trajectories:
-            logger.warning("toolguard: trajectory %r %s; its summary is written now", traj.id, why)
-            traj._registry = None
-            traj.end()
 
 
 def trajectory(

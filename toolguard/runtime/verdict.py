@@ -16,6 +16,18 @@ _RANK = {cause: i for i, cause in enumerate(contract.CAUSES)}
 
 MESSAGE_LIMIT = 1024  # characters of a developer or telemetry message
 MODEL_MESSAGE_LIMIT = 2000  # characters of the text handed back to the model
+NAME_LIMIT = 128  # characters of a tool name, step id or trajectory id echoed in a message
+
+
+def shorten_text(text: str, limit: int = 200) -> str:
+    """``text`` as a message echoes it: at most ``limit`` characters, then an ellipsis.
+
+    The one cut for every name, id, place or environment text a message repeats (a model
+    may send a 10 MB tool name, a tool may raise with a 10 MB text): each echoed value is
+    cut on its own, so what the message says around it survives. Values shown as Python
+    literals go through ``conditions.shorten`` (a bounded repr) instead.
+    """
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +128,13 @@ class Rejection(Verdict):
     model_message: str = ""
 
     def __str__(self) -> str:
-        return f"Error: the call to `{self.tool}` was rejected ({self.cause}). {self.model_message}"
+        tool = shorten_text(self.tool, NAME_LIMIT)
+        return f"Error: the call to `{tool}` was rejected ({self.cause}). {self.model_message}"
+
+    def developer_text(self) -> str:
+        """The text of the :class:`ToolCallRejected` a directly called tool raises."""
+        tool = shorten_text(self.tool, NAME_LIMIT)
+        return f"{tool}: {self.cause} check {self.check!r} failed: {self.message}"
 
     @classmethod
     def from_failures(
