@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Any
+from typing import Annotated, Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -145,3 +145,31 @@ def test_steps_count_the_outer_calls_only(
     summary = [s for s in exporter.get_finished_spans() if s.name == "toolguard.trajectory"]
     assert summary[0].attributes["toolguard.trajectory.length"] == outer
     provider.shutdown()
+
+
+def test_a_call_handed_its_trajectory_inside_a_dry_run_is_nested_too() -> None:
+    """The dry run marks the call it tries with that call's trajectory, as a real run does:
+    an inner call handed the trajectory explicitly is no step either."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    guard = tg.Guard(tracer_provider=provider, state={"n": 0}, dry_run=tg.DeepCopyFork())
+
+    @guard.tool(dry_run=False)
+    def inner() -> str:
+        return "in"
+
+    with guard.trajectory("t") as traj:
+
+        @guard.tool
+        def outer(db: Annotated[dict[str, int], tg.State]) -> str:
+            guard.call("inner", {}, trajectory=traj)
+            return "out"
+
+        assert guard.call("outer", {}) == "out"
+    steps = [
+        s.attributes.get("toolguard.step")
+        for s in exporter.get_finished_spans()
+        if s.name.startswith("execute_tool ")
+    ]
+    assert sorted(step for step in steps if step is not None) == [1]

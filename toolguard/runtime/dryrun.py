@@ -132,11 +132,15 @@ class Outcome(NamedTuple):
     error: Exception | None
 
 
-def run(call: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Outcome:
+def run(
+    call: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], inside: Any = True
+) -> Outcome:
     """The call on the fork, marked as a dry run: what it returned or the error it raised.
+    ``inside``: the trajectory of the call tried (True when there is none), so that a guarded
+    call the tool makes, whichever entry point it uses, is nested in it and takes no step.
     A cancellation (not an ``Exception``) propagates."""
     dry = _in_dry_run.set(True)
-    nested = _inside_tool.set(True)
+    nested = _inside_tool.set(inside)
     try:
         return Outcome(call(*args, **kwargs), None)
     except Exception as exc:
@@ -146,10 +150,12 @@ def run(call: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Ou
         _in_dry_run.reset(dry)
 
 
-async def arun(call: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Outcome:
+async def arun(
+    call: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], inside: Any = True
+) -> Outcome:
     """:func:`run` for an async tool (a sync one runs inline)."""
     dry = _in_dry_run.set(True)
-    nested = _inside_tool.set(True)
+    nested = _inside_tool.set(inside)
     try:
         result = call(*args, **kwargs)
         if hasattr(result, "__await__"):
@@ -293,7 +299,7 @@ def try_on_fork(pending: PendingCall, fn: Callable[..., Any]) -> bool:
     trial = _Trial(pending, fn)
     try:
         if trial.call is not None:
-            trial.judge(run(*trial.call))
+            trial.judge(run(*trial.call, inside=pending.traj or True))
     except BaseException:
         trial.abandon()
         raise
@@ -308,7 +314,7 @@ async def atry_on_fork(pending: PendingCall, fn: Callable[..., Any]) -> bool:
     trial = _Trial(pending, fn)
     try:
         if trial.call is not None:
-            trial.judge(await arun(*trial.call))
+            trial.judge(await arun(*trial.call, inside=pending.traj or True))
     except BaseException:
         trial.abandon()
         raise
