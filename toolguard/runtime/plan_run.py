@@ -354,7 +354,7 @@ def verify(guard: Guard, steps: Any, trajectory: Trajectory | None, dry_run: Any
             if run is not None:
                 token = tel.attach(checker.step_span) if checker.step_span.is_recording() else None
                 try:
-                    outcome = dryrun.run(run.call, run.args, run.kwargs, self.traj or True)
+                    outcome = dryrun.run(run.call, run.args, run.kwargs, checker.traj or True)
                 finally:
                     tel.detach(token)
                 checker.after(i, run, outcome)
@@ -375,7 +375,9 @@ async def averify(
             if run is not None:
                 token = tel.attach(checker.step_span) if checker.step_span.is_recording() else None
                 try:
-                    outcome = await dryrun.arun(run.call, run.args, run.kwargs, self.traj or True)
+                    outcome = await dryrun.arun(
+                        run.call, run.args, run.kwargs, checker.traj or True
+                    )
                 finally:
                     tel.detach(token)
                 checker.after(i, run, outcome)
