@@ -402,3 +402,23 @@ def test_thread_started_without_context_in_a_trajectory_counts_nowhere_but_warns
         worker.join()
     assert out == [1] and traj.length == 0
     assert "outside any trajectory" in caplog.text
+
+
+@settings(max_examples=25, deadline=None)
+@given(depth=st.integers(1, 6000), compiled=st.booleans(), container=st.sampled_from([list, dict]))
+def test_a_grounded_argument_nested_at_any_depth_gets_a_verdict(
+    depth: int, compiled: bool, container: type
+) -> None:
+    guard = tg.Guard()
+    guard._compiled = compiled
+
+    @guard.tool(grounded=["q"])
+    def search(q: Any) -> str:
+        return "ok"
+
+    value: Any = "leaf"
+    for _ in range(depth):
+        value = [value] if container is list else {"k": value}
+    with guard.trajectory("deep"):
+        out = guard.call("search", {"q": value})
+    assert isinstance(out, tg.Rejection) and out.cause == "information"

@@ -214,11 +214,23 @@ def check_grounded(tool: Tool, traj: Trajectory | None, values: Mapping[str, Any
         if arg not in values:
             continue
         value = values[arg]
-        placeholder = is_placeholder(value if isinstance(value, str) else str(value))
-        if not placeholder and (traj is None or traj.has_seen(value)):
-            continue
-        failures.append(grounded_failure(arg, value, placeholder))
+        placeholder = ungrounded(traj, value)
+        if placeholder is not None:
+            failures.append(grounded_failure(arg, value, placeholder))
     return failures
+
+
+def ungrounded(traj: Trajectory | None, value: Any) -> bool | None:
+    """None when ``value`` is grounded; else whether it is a placeholder (True) or a value
+    the trajectory never saw (False). A value that cannot be rendered as text (nested past
+    the interpreter's depth, a ``__str__`` that raises) cannot have been said: not grounded."""
+    try:
+        text = value if isinstance(value, str) else str(value)
+    except Exception:  # RecursionError included
+        return False
+    if is_placeholder(text):
+        return True
+    return None if traj is None or traj.has_seen(text) else False
 
 
 def is_placeholder(text: str) -> bool:

@@ -26,9 +26,9 @@ from .checks import (
     error_result_failure,
     grounded_failure,
     guard_error,
-    is_placeholder,
     path_failure,
     ref_failure,
+    ungrounded,
 )
 from .nesting import _inside_tool
 from .schema import SchemaFailure, parse_arguments
@@ -215,7 +215,7 @@ def _runtime() -> dict[str, Any]:
         "_path_failure": path_failure,
         "_condition_error": condition_error,
         "_condition_failure": condition_failure,
-        "_is_placeholder": is_placeholder,
+        "_ungrounded": ungrounded,
         "_grounded_failure": grounded_failure,
         "_bind_failure": bind_failure,
         "_default_error_result": default_error_result,

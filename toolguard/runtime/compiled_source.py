@@ -201,8 +201,8 @@ def _emit_grounded(src: Source, tool: Tool) -> None:
         src(f"if failure is None and {arg!r} in values:")
         with src.indent():
             src(f"value = values[{arg!r}]")
-            src("placeholder = _is_placeholder(value if isinstance(value, str) else str(value))")
-            src("if placeholder or (traj is not None and not traj.has_seen(value)):")
+            src("placeholder = _ungrounded(traj, value)")
+            src("if placeholder is not None:")
             with src.indent():
                 src(f"failure = _grounded_failure({arg!r}, value, placeholder)")
 
