@@ -12,7 +12,6 @@ import json
 import math
 import os
 import sys
-import threading
 from collections.abc import Sequence
 
 from ._errors import ToolGuardError
@@ -23,7 +22,7 @@ from .report.escape import printable
 from .report.inputs import INPUT_FORMATS
 from .report.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, TrajectoryRecord
 from .report.outcomes import join_outcomes, load_outcomes
-from .report.phoenix import DEFAULT_DEADLINE_S, DEFAULT_MAX_PAGES
+from .report.phoenix import DEFAULT_DEADLINE_S, DEFAULT_MAX_PAGES, MAX_DEADLINE_S
 from .report.plot import PLOT_EXTRA_HINT
 from .report.reader import DEFAULT_MAX_LINE_BYTES, ReadStats
 from .report.render import DEFAULT_DEPTHS, render_csv, render_markdown, render_text
@@ -260,12 +259,10 @@ def _phoenix_bounds(args: _Args) -> tuple[int, float]:
             deadline = float(seconds)
         except ValueError:
             deadline = math.nan
-        # The deadline is a timer: beyond the longest one the platform can wait, it would
-        # never go off, and the pull would be unbounded after all.
-        if not 0 < deadline <= threading.TIMEOUT_MAX:
+        if not 0 < deadline <= MAX_DEADLINE_S:  # nan too
             raise ToolGuardError(
                 f"--phoenix-deadline: expected a number of seconds > 0 and at most "
-                f"{threading.TIMEOUT_MAX:.0f}, got {seconds!r}"
+                f"{MAX_DEADLINE_S:.0f}, got {seconds!r}"
             )
     return max_pages, deadline
 

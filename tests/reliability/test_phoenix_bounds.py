@@ -153,6 +153,12 @@ def test_bounds_are_checked() -> None:
         _pull("http://127.0.0.1:9", deadline=0)
 
 
+def test_a_deadline_no_timer_can_wait_for_is_refused() -> None:
+    # Such a timer fails in its own thread and never goes off: the pull would be unbounded.
+    with pytest.raises(ValueError, match="max_pages and deadline must be positive"):
+        _pull("http://127.0.0.1:9", deadline=1e300)
+
+
 # -- the command line passes the bounds through -----------------------------------------------
 
 

@@ -38,6 +38,9 @@ cursors never end (new cursors on pages of new spans) is stopped here."""
 DEFAULT_DEADLINE_S = 3600.0
 """The whole pull's bound, in seconds. The per-read timeout does not bound an answer that
 drips in a byte at a time, nor a long chain of slow pages; this does."""
+MAX_DEADLINE_S = threading.TIMEOUT_MAX
+"""The longest deadline: the deadline is a timer, and one longer than the platform can wait
+fails in its own thread and never goes off, which would leave the pull unbounded."""
 _BODY_QUOTED = 300  # characters of an error answer quoted in the message
 
 
@@ -93,8 +96,11 @@ def iter_phoenix_pages(
     same spans, or none, under a new cursor), or ``deadline`` seconds passed in all."""
     if not 1 <= page_size <= DEFAULT_PAGE_SIZE:
         raise ValueError(f"page_size must be in 1..{DEFAULT_PAGE_SIZE}, got {page_size}")
-    if max_pages < 1 or not deadline > 0:
-        raise ValueError(f"max_pages and deadline must be positive, got {max_pages}, {deadline}")
+    if max_pages < 1 or not 0 < deadline <= MAX_DEADLINE_S:
+        raise ValueError(
+            f"max_pages and deadline must be positive (deadline at most {MAX_DEADLINE_S:g} s), "
+            f"got {max_pages}, {deadline}"
+        )
     clock = _Deadline(deadline)
     opener = _opener(clock)
     url = spans_url(base_url, project)
