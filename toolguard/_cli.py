@@ -9,6 +9,7 @@ import argparse
 import gc
 import importlib.util
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ from .report.escape import printable
 from .report.inputs import INPUT_FORMATS
 from .report.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, TrajectoryRecord
 from .report.outcomes import join_outcomes, load_outcomes
+from .report.phoenix import DEFAULT_DEADLINE_S, DEFAULT_MAX_PAGES, MAX_DEADLINE_S
 from .report.plot import PLOT_EXTRA_HINT
 from .report.reader import DEFAULT_MAX_LINE_BYTES, ReadStats
 from .report.render import DEFAULT_DEPTHS, render_csv, render_markdown, render_text
@@ -45,6 +47,8 @@ class _Args(argparse.Namespace):
     phoenix: str | None
     project: str | None
     api_key_env: str | None
+    phoenix_max_pages: str | None
+    phoenix_deadline: str | None
     by: list[str]
     clickhouse: str | None
     table: str
@@ -100,6 +104,20 @@ def _input_args(p: argparse.ArgumentParser) -> None:
         "--api-key-env",
         metavar="VAR",
         help="environment variable holding the Phoenix API key, sent as a bearer token",
+    )
+    # Taken as text and checked with the source: a bad value is then one line, as every
+    # other error of the command, not argparse's usage and message.
+    p.add_argument(
+        "--phoenix-max-pages",
+        metavar="N",
+        help=f"most pages one --phoenix pull follows ({DEFAULT_MAX_PAGES}); more is an error "
+        "(an endless cursor chain)",
+    )
+    p.add_argument(
+        "--phoenix-deadline",
+        metavar="SECONDS",
+        help=f"longest a whole --phoenix pull may take, every page and byte of it "
+        f"({DEFAULT_DEADLINE_S:g}); a pull still going then is an error",
     )
     p.add_argument(
         "--outcomes",
@@ -212,11 +230,41 @@ def _check_source(args: _Args) -> None:
             )
         if args.project is not None or args.api_key_env is not None:
             raise ToolGuardError("--project and --api-key-env go with --phoenix URL")
+        if args.phoenix_max_pages is not None or args.phoenix_deadline is not None:
+            raise ToolGuardError("--phoenix-max-pages and --phoenix-deadline go with --phoenix URL")
         return
     if args.files:
         raise ToolGuardError("give either span files or --phoenix, not both")
     if not args.project:
         raise ToolGuardError("--phoenix needs --project NAME (the Phoenix project to read)")
+    _phoenix_bounds(args)
+
+
+def _phoenix_bounds(args: _Args) -> tuple[int, float]:
+    """``--phoenix-max-pages`` and ``--phoenix-deadline``, or the library's defaults."""
+    pages, seconds = args.phoenix_max_pages, args.phoenix_deadline
+    max_pages = DEFAULT_MAX_PAGES
+    if pages is not None:
+        try:
+            max_pages = int(pages)
+        except ValueError:
+            max_pages = 0
+        if max_pages < 1:
+            raise ToolGuardError(
+                f"--phoenix-max-pages: expected a whole number of pages >= 1, got {pages!r}"
+            )
+    deadline = DEFAULT_DEADLINE_S
+    if seconds is not None:
+        try:
+            deadline = float(seconds)
+        except ValueError:
+            deadline = math.nan
+        if not 0 < deadline <= MAX_DEADLINE_S:  # nan too
+            raise ToolGuardError(
+                f"--phoenix-deadline: expected a number of seconds > 0 and at most "
+                f"{MAX_DEADLINE_S:.0f}, got {seconds!r}"
+            )
+    return max_pages, deadline
 
 
 def _api_key(var: str | None) -> str | None:
@@ -245,12 +293,15 @@ def _read(args: _Args) -> tuple[list[TrajectoryRecord], list[str]]:
     gc.disable()
     try:
         if args.phoenix is not None:
+            max_pages, deadline = _phoenix_bounds(args)
             records, stats = read_phoenix(
                 args.phoenix,
                 args.project or "",
                 api_key=_api_key(args.api_key_env),
                 max_length=args.max_length,
                 max_page_bytes=args.max_line_bytes,
+                max_pages=max_pages,
+                deadline=deadline,
                 cost=cost,
                 skip_invalid=args.skip_invalid,
             )

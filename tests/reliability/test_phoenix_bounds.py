@@ -15,8 +15,9 @@ from typing import Any, ClassVar
 
 import pytest
 
+from toolguard import _cli as cli
 from toolguard._cli import main
-from toolguard.report.phoenix import iter_phoenix_pages
+from toolguard.report.phoenix import DEFAULT_DEADLINE_S, DEFAULT_MAX_PAGES, iter_phoenix_pages
 from toolguard.report.reader import BackendError, ReadStats
 
 # The server ends its chain after this many pages, so that code without the bounds finishes
@@ -150,3 +151,85 @@ def test_bounds_are_checked() -> None:
         _pull("http://127.0.0.1:9", max_pages=0)
     with pytest.raises(ValueError, match="max_pages and deadline must be positive"):
         _pull("http://127.0.0.1:9", deadline=0)
+
+
+def test_a_deadline_no_timer_can_wait_for_is_refused() -> None:
+    # Such a timer fails in its own thread and never goes off: the pull would be unbounded.
+    with pytest.raises(ValueError, match="max_pages and deadline must be positive"):
+        _pull("http://127.0.0.1:9", deadline=1e300)
+
+
+# -- the command line passes the bounds through -----------------------------------------------
+
+
+def _report(*words: str) -> list[str]:
+    return ["report", *words]
+
+
+def test_the_command_line_s_page_bound_stops_an_endless_chain(
+    server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(_report("--phoenix", server, "--project", "p", "--phoenix-max-pages", "3"))
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err == (
+        f"toolguard: error: {server}/v1/projects/p/spans/otlpv1?limit=1000&cursor=3: still a "
+        "next_cursor after 3 pages, the most one pull follows (max_pages): an endless cursor "
+        "chain?\n"
+    )
+    assert _Server.served == 3
+
+
+def test_the_command_line_s_deadline_ends_an_answer_that_never_finishes(
+    server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _Server.mode = "drip_body"
+    code = main(_report("--phoenix", server, "--project", "p", "--phoenix-deadline", "0.5"))
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("toolguard: error: ") and "deadline of 0.5 s (page 1)" in err
+
+
+def test_the_command_line_passes_the_library_s_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+
+    def read_phoenix(*args: Any, **options: Any) -> Any:
+        seen.update(options)
+        raise BackendError("stop here")
+
+    monkeypatch.setattr(cli, "read_phoenix", read_phoenix)
+    assert main(_report("--phoenix", "http://127.0.0.1:9", "--project", "p")) == 2
+    assert (seen["max_pages"], seen["deadline"]) == (DEFAULT_MAX_PAGES, DEFAULT_DEADLINE_S)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "expected"),
+    [
+        ("--phoenix-max-pages", "0", "a whole number of pages >= 1"),
+        ("--phoenix-max-pages", "-2", "a whole number of pages >= 1"),
+        ("--phoenix-max-pages", "2.5", "a whole number of pages >= 1"),
+        ("--phoenix-max-pages", "many", "a whole number of pages >= 1"),
+        ("--phoenix-deadline", "0", "a number of seconds > 0"),
+        ("--phoenix-deadline", "-1", "a number of seconds > 0"),
+        ("--phoenix-deadline", "nan", "a number of seconds > 0"),
+        ("--phoenix-deadline", "inf", "a number of seconds > 0"),
+        ("--phoenix-deadline", "1e300", "a number of seconds > 0"),  # no timer waits that long
+        ("--phoenix-deadline", "soon", "a number of seconds > 0"),
+    ],
+)
+def test_the_command_line_s_bounds_are_checked_in_one_line(
+    server: str, capsys: pytest.CaptureFixture[str], flag: str, value: str, expected: str
+) -> None:
+    code = main(_report("--phoenix", server, "--project", "p", f"{flag}={value}"))
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith(f"toolguard: error: {flag}: expected {expected}")
+    assert err.rstrip().endswith(f"got {value!r}")
+    assert _Server.served == 0  # checked before anything is asked
+
+
+def test_the_command_line_s_bounds_go_with_phoenix(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_report("spans.jsonl", "--phoenix-max-pages", "3")) == 2
+    assert capsys.readouterr().err == (
+        "toolguard: error: --phoenix-max-pages and --phoenix-deadline go with --phoenix URL\n"
+    )

@@ -15,7 +15,7 @@ import orjson
 import pytest
 from chatlog import calls, tool, user, write_jsonl
 
-from toolguard.replay import ReplayInputError, ReplayStats, jsonstream, read_runs
+from toolguard.replay import ReplayInputError, ReplayStats, bfcl, bfcl_env, jsonstream, read_runs
 from toolguard.replay.cli import main
 from toolguard.replay.jsonstream import iter_values
 
@@ -191,3 +191,119 @@ def test_text_that_is_not_utf8_names_its_line(tmp_path: Path) -> None:
     path.write_bytes(b'[{"a": 1},\n{"b": "\xff"}]')
     with pytest.raises(ReplayInputError, match=f"^{re.escape(str(path))}:2: not UTF-8 text"):
         list(iter_values(str(path)))
+
+
+# -- BFCL result files: JSON Lines named .json, read by the same reader ----------------------
+
+BFCL_ENTRY = {"id": "multi_turn_base_0", "result": [["[cd(folder='document'), ls()]"]]}
+
+
+def _bfcl_file(path: Path, *entries: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    return path
+
+
+def test_a_bfcl_line_over_the_bound_is_refused_and_never_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jsonstream, "CHUNK", 1 << 16)
+    path = tmp_path / "m" / "BFCL_v4_multi_turn_base_result.json"
+    big = {"id": "multi_turn_base_1", "result": [["x" * (8 << 20)]]}
+    _bfcl_file(path, BFCL_ENTRY, big, {**BFCL_ENTRY, "id": "multi_turn_base_2"})
+    why = "line longer than 65,536 bytes (the element limit; raise it with --max-element-bytes)"
+    with pytest.raises(ReplayInputError, match=f"^{re.escape(f'{path}:2: {why}')}$"):
+        list(bfcl.iter_entries(path, max_element_bytes=1 << 16))
+    skipped: list[str] = []
+    tracemalloc.start()
+    try:
+        entries = list(
+            bfcl.iter_entries(path, skip_invalid=True, skipped=skipped, max_element_bytes=1 << 16)
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [e.id for e in entries] == ["multi_turn_base_0", "multi_turn_base_2"]
+    assert skipped == [f"{path}:2: {why}"]
+    assert peak < 2 << 20  # a few chunks, not the 8 MiB line
+
+
+def test_the_element_bound_applies_to_bfcl_runs_and_their_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(bfcl_env, "available", lambda: False)
+    path = tmp_path / "m" / "BFCL_v4_multi_turn_base_result.json"
+    _bfcl_file(path, BFCL_ENTRY, {**BFCL_ENTRY, "id": "multi_turn_base_1", "pad": "p" * 400})
+    why = "line longer than 400 bytes (the element limit; raise it with --max-element-bytes)"
+    stats = ReplayStats()
+    runs = list(read_runs("bfcl", [path], skip_invalid=True, stats=stats, max_element_bytes=400))
+    assert [r.id for r in runs] == ["m/multi_turn_base_0"]
+    assert stats.skipped == 1 and stats.first_skipped == f"{path}:2: {why}"
+    out = tmp_path / "spans.jsonl"
+    assert main(["bfcl", str(path), "--out", str(out), "--max-element-bytes", "400"]) == 2
+    assert capsys.readouterr().err == f"toolguard: error: {path}:2: {why}\n"
+    assert main(["bfcl", str(path), "--out", str(out), "--quiet"]) == 0
+
+
+class _CountedBytes(bytes):
+    """A chunk that adds up how far each search for a newline, or count of them, looked: the
+    JSON Lines reader's work is in these, not in patterns."""
+
+    tally: list[int]
+
+    def find(self, sub: Any, start: Any = None, end: Any = None) -> int:
+        found = super().find(sub, start, end)
+        stop = len(self) if end is None else end
+        self.tally[0] += (stop if found < 0 else found + 1) - (start or 0)
+        return found
+
+    def count(self, sub: Any, start: Any = None, end: Any = None) -> int:
+        self.tally[0] += (len(self) if end is None else end) - (start or 0)
+        return super().count(sub, start, end)
+
+
+class _CountingSource:
+    def __init__(self, path: str, tally: list[int]) -> None:
+        self.fh = open(path, "rb")  # noqa: SIM115 - closed by the reader
+        self.tally = tally
+
+    def read(self, size: int = -1, /) -> bytes:
+        chunk = _CountedBytes(self.fh.read(size))
+        chunk.tally = self.tally
+        return chunk
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def test_a_long_bfcl_line_is_scanned_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jsonstream, "CHUNK", 4096)
+    tally = [0]
+    monkeypatch.setattr(jsonstream, "open_binary", lambda path: _CountingSource(path, tally))
+    path = tmp_path / "m" / "BFCL_v4_multi_turn_base_result.json"
+    # One line of 64 chunks: a search from the line's start at every chunk looks 32 times as far.
+    long_step = "[" + ", ".join(["ls()"] * (SIZE // 6)) + "]"
+    _bfcl_file(path, BFCL_ENTRY, {"id": "multi_turn_base_1", "result": [[long_step]]})
+    size = path.stat().st_size
+    entries = list(bfcl.iter_entries(path))
+    assert [len(e.steps[0][1]) for e in entries] == [2, SIZE // 6]
+    assert size <= tally[0] <= 3 * size  # every byte searched, each about once
+
+
+@pytest.mark.parametrize("loads", [_out_of_memory, _orjson_out_of_memory])
+def test_memory_running_out_in_a_bfcl_file_is_not_invalid_input(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    loads: Any,
+) -> None:
+    path = _bfcl_file(tmp_path / "m" / "BFCL_v4_multi_turn_base_result.json", BFCL_ENTRY)
+    monkeypatch.setattr(jsonstream, "_loads", loads)
+    with pytest.raises(MemoryError) as err:
+        list(bfcl.iter_entries(path, skip_invalid=True, skipped=[]))
+    assert not isinstance(err.value, ReplayInputError)
+    assert str(err.value).startswith(f"{path}:1: out of memory")
+    out = tmp_path / "spans.jsonl"
+    assert main(["bfcl", str(path), "--out", str(out), "--skip-invalid", "--quiet"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"toolguard: error: {path}:1: out of memory")

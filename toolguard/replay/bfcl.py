@@ -5,9 +5,10 @@ one list per user turn and one item per model step. An item is whatever the mode
 produced: a prompting model's text (``"[cd(folder='x'), ls()]"``), a function-calling model's
 list of ``{name: arguments}`` (arguments as JSON text or an object), or an already decoded
 list of call strings. Like BFCL's checker, a step that does not decode (the model's closing
-chatter) is no call. A line that is not such an entry is an error, and so is a file none of
-whose entries decodes to a single call (a single-turn file, a handler's unknown output): it
-is not a set of runs that made no error.
+chatter) is no call. A line that is not such an entry is an error, and so is a line longer
+than the replay's element bound (read as every JSON Lines line is, ``jsonstream``) and a file
+none of whose entries decodes to a single call (a single-turn file, a handler's unknown
+output): it is not a set of runs that made no error.
 
 Call strings are parsed with ``ast`` and every argument with ``ast.literal_eval``: anything
 that is not a literal (a nested call, a name) is refused rather than evaluated.
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .jsonstream import DEFAULT_MAX_ELEMENT_BYTES, iter_values
 from .model import ReplayInputError
 
 
@@ -138,36 +140,34 @@ class Entry:
 
 
 def iter_entries(
-    path: str | os.PathLike[str], *, skip_invalid: bool = False, skipped: list[str] | None = None
+    path: str | os.PathLike[str],
+    *,
+    skip_invalid: bool = False,
+    skipped: list[str] | None = None,
+    max_element_bytes: int = DEFAULT_MAX_ELEMENT_BYTES,
 ) -> Iterator[Entry]:
-    """The entries of one result file, one line at a time. A malformed line raises
-    ReplayInputError (``file:line: why``) or, with ``skip_invalid``, is appended to
-    ``skipped`` and passed over; a file whose entries decode to no call at all raises."""
+    """The entries of one result file, one line at a time. A malformed line, or one longer
+    than ``max_element_bytes``, raises ReplayInputError (``file:line: why``) or, with
+    ``skip_invalid``, is appended to ``skipped`` and passed over; a file whose entries decode
+    to no call at all raises. Memory running out is a ReplayMemoryError, never skipped."""
     name = os.fspath(path)
     entries = calls = 0
-    try:
-        fh = open(name, encoding="utf-8")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise ReplayInputError(f"{name}: cannot open: {exc.strerror or exc}") from None
-    with fh:
+    # The replay's JSON Lines reader, so a BFCL line has the bound, the linear scan and the
+    # memory errors an openai or tau2 line has; BFCL names its JSON Lines files ``.json``.
+    for item in iter_values(name, max_element_bytes=max_element_bytes, json_lines=True):
         try:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                where = f"{name}:{lineno}"
-                try:
-                    entry = _entry(line, where)
-                except ReplayInputError as exc:
-                    if not skip_invalid:
-                        raise
-                    if skipped is not None:
-                        skipped.append(str(exc))
-                    continue
-                entries += 1
-                calls += sum(len(c) for _, c in entry.steps)
-                yield entry
-        except UnicodeDecodeError as exc:
-            raise ReplayInputError(f"{name}: not UTF-8 text: {exc}") from None
+            if item.error is not None:
+                raise ReplayInputError(f"{item.where}: {item.error}")
+            entry = _entry(item.value, item.where)
+        except ReplayInputError as exc:
+            if not skip_invalid:
+                raise
+            if skipped is not None:
+                skipped.append(str(exc))
+            continue
+        entries += 1
+        calls += sum(len(c) for _, c in entry.steps)
+        yield entry
     if entries and not calls:
         raise ReplayInputError(
             f"{name}: none of its {entries} entries decodes to a tool call: not a BFCL "
@@ -178,11 +178,7 @@ def iter_entries(
         raise ReplayInputError(f"{name}: no BFCL result entry in the file")
 
 
-def _entry(line: str, where: str) -> Entry:
-    try:
-        obj = json.loads(line)
-    except ValueError as exc:
-        raise ReplayInputError(f"{where}: not valid JSON ({exc})") from None
+def _entry(obj: Any, where: str) -> Entry:
     if not isinstance(obj, dict) or not isinstance(obj.get("id"), str) or "result" not in obj:
         raise ReplayInputError(f"{where}: a BFCL result line is an object with 'id' and 'result'")
     result = obj["result"]

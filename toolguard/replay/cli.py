@@ -94,16 +94,17 @@ def _parser() -> argparse.ArgumentParser:
         type=_positive,
         default=DEFAULT_MAX_ELEMENT_BYTES,
         metavar="N",
-        help="openai, tau2: longest JSON text of one run (a JSON Lines line, one element of a "
-        "JSON list), in bytes (%(default)s); a longer one is an invalid run",
+        help="longest JSON text of one run (a JSON Lines line, one element of a JSON list, a "
+        "line of a BFCL file), in bytes (%(default)s); a longer one is an invalid run",
     )
     p.add_argument(
         "--max-string-bytes",
         type=_positive,
         default=DEFAULT_MAX_STRING_BYTES,
         metavar="N",
-        help="openai, tau2: longest string in a JSON document, in bytes (%(default)s); a run "
-        "holding a longer one is invalid",
+        help="longest string in a JSON document, in bytes (%(default)s); a run holding a "
+        "longer one is invalid (a JSON Lines line, and so a BFCL file's, has "
+        "--max-element-bytes alone)",
     )
     return p
 

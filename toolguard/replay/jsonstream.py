@@ -7,9 +7,10 @@ by a scanner that only tracks brackets and strings, and each element is decoded 
 So a malformed element is reported with its line and can be skipped, and memory holds the
 element being read, not the file.
 
-Files named ``*.jsonl`` / ``*.ndjson`` (optionally ``.gz``) are read line by line. Any other
-file is a JSON document, except that a first value alone on its first line followed by more
-lines is taken as JSON Lines too (a log saved as ``.json``). ``-`` is standard input.
+Files named ``*.jsonl`` / ``*.ndjson`` (optionally ``.gz``) are read line by line, and so is
+any file a caller says is JSON Lines (BFCL's result files, named ``.json``). Any other file is
+a JSON document, except that a first value alone on its first line followed by more lines is
+taken as JSON Lines too (a log saved as ``.json``). ``-`` is standard input.
 
 Bounds, as the report's reader has (docs/report-limits.md): the text of one value that is
 decoded (a JSON Lines line, an element of the streamed array, a top-level value or a kept
@@ -101,10 +102,12 @@ def iter_values(
     keep: frozenset[str] | None = None,
     max_element_bytes: int = DEFAULT_MAX_ELEMENT_BYTES,
     max_string_bytes: int = DEFAULT_MAX_STRING_BYTES,
+    json_lines: bool = False,
 ) -> Iterator[Located]:
     """The values of one file (see the module's docstring). ``stream_key``: the member of a
     top-level object whose array is streamed; ``keep``: the other members worth decoding
-    (None: all of them), handed on as ``header``. The two bounds are in bytes."""
+    (None: all of them), handed on as ``header``. ``json_lines``: one value per line whatever
+    the file's name. The two bounds are in bytes."""
     for bound, flag in ((max_element_bytes, "element"), (max_string_bytes, "string")):
         if bound < 1:
             raise ValueError(f"max_{flag}_bytes must be >= 1, got {bound}")
@@ -113,7 +116,7 @@ def iter_values(
     try:
         reader = _Reader(fh, name, max_element_bytes, max_string_bytes)
         try:
-            if path.endswith(_LINE_SUFFIXES):
+            if json_lines or path.endswith(_LINE_SUFFIXES):
                 yield from reader.lines(0)
             else:
                 yield from reader.document(stream_key, keep)

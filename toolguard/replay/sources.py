@@ -44,8 +44,9 @@ def read_runs(
 
     A malformed run raises :class:`ReplayInputError` naming its file and line (and run
     index), or with ``skip_invalid`` is counted in ``stats`` and passed over; so is a run
-    whose JSON text is longer than ``max_element_bytes`` or holds a string longer than
-    ``max_string_bytes`` (openai and tau2 files). Memory running out is a
+    whose JSON text is longer than ``max_element_bytes`` (a line of a BFCL file too) or holds
+    a string longer than ``max_string_bytes`` (in a JSON document: a JSON Lines line, and so
+    every BFCL file, has the element bound alone). Memory running out is a
     ``ReplayMemoryError``, never skipped. Run ids are made unique across the files (a repeat
     gets ``~2``, ``~3``...)."""
     if format not in FORMATS:
@@ -56,7 +57,7 @@ def read_runs(
         path = os.fspath(name)
         stats.files.append(path)
         if format == "bfcl":
-            runs = _bfcl_runs(path, skip_invalid, stats)
+            runs = _bfcl_runs(path, skip_invalid, stats, max_element_bytes)
         else:
             bounds = (max_element_bytes, max_string_bytes)
             runs = _chat_runs(format, path, skip_invalid, stats, bounds)
@@ -96,7 +97,9 @@ def _chat_runs(
             stats.skip(str(exc))
 
 
-def _bfcl_runs(path: str, skip_invalid: bool, stats: ReplayStats) -> Iterator[RecordedRun]:
+def _bfcl_runs(
+    path: str, skip_invalid: bool, stats: ReplayStats, max_element_bytes: int
+) -> Iterator[RecordedRun]:
     """BFCL entries as runs. With bfcl-eval installed and the task known to it, the task's
     user turns are the run's ``Said`` events, BFCL's backends its live environment and its
     function docs the offered tools; otherwise the calls are replayed with no answer to
@@ -104,7 +107,10 @@ def _bfcl_runs(path: str, skip_invalid: bool, stats: ReplayStats) -> Iterator[Re
     model = bfcl.model_name(path)
     live = bfcl_env.available()
     skipped: list[str] = []
-    for entry in bfcl.iter_entries(path, skip_invalid=skip_invalid, skipped=skipped):
+    entries = bfcl.iter_entries(
+        path, skip_invalid=skip_invalid, skipped=skipped, max_element_bytes=max_element_bytes
+    )
+    for entry in entries:
         while skipped:
             stats.skip(skipped.pop(0))
         known = bfcl_env.task(entry.id) if live else None

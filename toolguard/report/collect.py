@@ -32,7 +32,13 @@ from .findings import (
 )
 from .inputs import chooser
 from .metrics import TrajectoryRecord
-from .phoenix import DEFAULT_PAGE_SIZE, DEFAULT_TIMEOUT_S, iter_phoenix_requests
+from .phoenix import (
+    DEFAULT_DEADLINE_S,
+    DEFAULT_MAX_PAGES,
+    DEFAULT_PAGE_SIZE,
+    DEFAULT_TIMEOUT_S,
+    iter_phoenix_requests,
+)
 from .reader import (
     DEFAULT_MAX_LINE_BYTES,
     ExportRequest,
@@ -460,14 +466,18 @@ def read_phoenix(
     max_page_bytes: int = DEFAULT_MAX_LINE_BYTES,
     cost: bool = False,
     skip_invalid: bool = False,
+    max_pages: int = DEFAULT_MAX_PAGES,
+    deadline: float = DEFAULT_DEADLINE_S,
 ) -> tuple[list[TrajectoryRecord], ReadStats]:
     """Pull every span of ``project`` from the Phoenix server at ``url`` (its span export,
     page by page) into trajectory records, with the same reading rules as the files.
 
     ``api_key`` is sent as ``Authorization: Bearer``. Raises BackendError (a ReportInputError)
     naming the URL and its answer when the server is down, refuses or answers no span export,
-    and ReportInputError when the project holds no toolguard trajectory, or (unless
-    ``skip_invalid``, which skips the page) a span that breaks the contract, naming its page."""
+    or the pull goes past ``max_pages`` pages or ``deadline`` seconds (see
+    :func:`~toolguard.report.phoenix.iter_phoenix_pages`), and ReportInputError when the
+    project holds no toolguard trajectory, or (unless ``skip_invalid``, which skips the page)
+    a span that breaks the contract, naming its page."""
     stats = ReadStats()
     requests = iter_phoenix_requests(
         url,
@@ -477,6 +487,8 @@ def read_phoenix(
         page_size=page_size,
         timeout=timeout,
         max_page_bytes=max_page_bytes,
+        max_pages=max_pages,
+        deadline=deadline,
     )
     return collect_requests(
         requests, stats, skip_invalid=skip_invalid, max_length=max_length, cost=cost
