@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from ._argtypes import positive
 from ._errors import ToolGuardError
 from .report.build import Report, build_report, outcome_warnings, read_warnings
 from .report.collect import DEFAULT_MAX_LENGTH, read_phoenix, read_records
@@ -67,16 +68,6 @@ def _keys(text: str) -> list[str]:
     if not keys:
         raise argparse.ArgumentTypeError("expected one or more label keys, comma-separated")
     return keys
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def _input_args(p: argparse.ArgumentParser) -> None:
@@ -137,14 +128,14 @@ def _input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress line on standard error")
     p.add_argument(
         "--max-line-bytes",
-        type=_positive,
+        type=positive,
         default=DEFAULT_MAX_LINE_BYTES,
         metavar="N",
         help="longest input line read, in bytes (%(default)s); a longer line is an input error",
     )
     p.add_argument(
         "--max-length",
-        type=_positive,
+        type=positive,
         default=DEFAULT_MAX_LENGTH,
         metavar="N",
         help="longest trajectory accepted (%(default)s): a step, T or FED beyond it is an input "

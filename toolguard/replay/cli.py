@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from .._argtypes import positive
 from .._errors import ToolGuardError
 from .jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES
 from .sources import FORMATS
@@ -43,16 +44,6 @@ class _Args(argparse.Namespace):
     quiet: bool
     max_element_bytes: int
     max_string_bytes: int
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def _labels(text: str) -> dict[str, str]:
@@ -91,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress line on standard error")
     p.add_argument(
         "--max-element-bytes",
-        type=_positive,
+        type=positive,
         default=DEFAULT_MAX_ELEMENT_BYTES,
         metavar="N",
         help="longest JSON text of one run (a JSON Lines line, one element of a JSON list, a "
@@ -99,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-string-bytes",
-        type=_positive,
+        type=positive,
         default=DEFAULT_MAX_STRING_BYTES,
         metavar="N",
         help="longest string in a JSON document, in bytes (%(default)s); a run holding a "

@@ -222,18 +222,12 @@ class _WatchedHTTP(http.client.HTTPConnection):
         self._clock = clock
 
     def connect(self) -> None:
-        super().connect()
+        super().connect()  # in _WatchedHTTPS, HTTPSConnection's: the socket is TLS by now
         self._clock.watch(self.sock)
 
 
-class _WatchedHTTPS(http.client.HTTPSConnection):
-    def __init__(self, host: str, *, clock: _Deadline, **kwargs: Any) -> None:
-        super().__init__(host, **kwargs)
-        self._clock = clock
-
-    def connect(self) -> None:
-        super().connect()
-        self._clock.watch(self.sock)
+class _WatchedHTTPS(_WatchedHTTP, http.client.HTTPSConnection):
+    pass
 
 
 class _HTTPHandler(urllib.request.HTTPHandler):

@@ -78,6 +78,15 @@ _SET: Final = Container(set.copy, lambda copy: copy, _restore_set)
 _BYTEARRAY: Final = Container(lambda b: bytes(memoryview(b)), lambda _: (), _restore_bytearray)
 _DEQUE: Final = Container(lambda d: list(_Deque.__iter__(d)), lambda copy: copy, _restore_deque)
 
+# A subclass records as its builtin base does; OrderedDict before dict, as it is one.
+_BY_BASE: Final = (
+    (_ODict, _ORDERED),
+    (dict, _DICT_SUBCLASS),
+    (list, LIST_OPS),
+    (set, _SET),
+    (bytearray, _BYTEARRAY),
+    (_Deque, _DEQUE),
+)
 _OPS: dict[type, Container | None] = {
     dict: DICT_OPS,
     list: LIST_OPS,
@@ -94,18 +103,6 @@ def container_ops(cls: type) -> Container | None:
         return _OPS[cls]
     except KeyError:
         pass
-    ops: Container | None = None
-    if issubclass(cls, _ODict):
-        ops = _ORDERED
-    elif issubclass(cls, dict):
-        ops = _DICT_SUBCLASS
-    elif issubclass(cls, list):
-        ops = LIST_OPS
-    elif issubclass(cls, set):
-        ops = _SET
-    elif issubclass(cls, bytearray):
-        ops = _BYTEARRAY
-    elif issubclass(cls, _Deque):
-        ops = _DEQUE
+    ops = next((ops for base, ops in _BY_BASE if issubclass(cls, base)), None)
     _OPS[cls] = ops
     return ops
