@@ -28,6 +28,7 @@ from .fork_sqlite_plain import SAVEPOINT, Shadow
 
 Authorizer = Callable[[int, str | None, str | None, str | None, str | None], int]
 
+
 class _Savepoint:
     __slots__ = ("closed", "name", "shadow")
 
@@ -86,14 +87,26 @@ class SQLiteSavepointFork:
         self.guard_transactions = guard_transactions
         self._shadow: Shadow | None = None  # the dry run the hooks report to
         self._ignored = False  # a transaction statement was compiled to a no-op
+        self._compiled: int | None = None  # the verdict on one compiled since the last trace
 
     def fork(self, state: Any) -> _Savepoint:
+        """A fork that holds every COMMIT of the tool back: for plan verification, where a
+        later step must still be undoable."""
+        return self._open(single=False)
+
+    def fork_call(self, state: Any) -> _Savepoint:
+        """A fork for one call that is then kept or discarded (transaction.py): the COMMIT
+        that commits the call's writes, where the application had no transaction open, is
+        carried out as in a plain run, so other connections see it and its lock is freed."""
+        return self._open(single=True)
+
+    def _open(self, single: bool) -> _Savepoint:
         connection = self.connection
         shadow = Shadow(connection) if self.guard_transactions else None
         connection.execute(f'SAVEPOINT "{SAVEPOINT}"')
         if shadow is not None:
-            shadow.changes = connection.total_changes
-            self._shadow, self._ignored = shadow, False
+            shadow.changes, shadow.single = connection.total_changes, single
+            self._shadow, self._ignored, self._compiled = shadow, False, None
             connection.set_authorizer(self._authorize)  # also recompiles cached statements
             connection.set_trace_callback(self._trace)
         return _Savepoint(SAVEPOINT, shadow)
@@ -103,6 +116,11 @@ class SQLiteSavepointFork:
         left the connection. With ``guard_transactions=False`` a tool that ended the
         savepoint itself (its COMMIT) has already kept what it did."""
         shadow = self._stop(forked)
+        if shadow is not None and shadow.released is not None:
+            forked.closed = True  # the tool's COMMIT ended it; the call ran plainly since
+            if shadow.diverged is not None:
+                raise ForkError(_stands(shadow))
+            return
         if forked.closed:
             return
         connection = self.connection
@@ -134,6 +152,8 @@ class SQLiteSavepointFork:
 
     def discard(self, forked: _Savepoint) -> None:
         shadow = self._stop(forked)
+        if shadow is not None and shadow.released is not None:
+            self._after_release(forked, shadow)
         if forked.closed:
             return  # a refused keep already rolled it back
         self._roll_back(forked)
@@ -143,6 +163,19 @@ class SQLiteSavepointFork:
                 "statements exactly, so what the call did (and why it failed) is not what a "
                 "plain run does; it was rolled back"
             )
+
+    def _after_release(self, forked: _Savepoint, shadow: Shadow) -> None:
+        """Rejected after its COMMIT was carried out: what it committed cannot be undone (a
+        plain run committed it too); what it left uncommitted since is rolled back, and the
+        dry run is a guard error that says so, never a rejection as if nothing happened."""
+        forked.closed = True
+        connection = self.connection
+        try:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            raise ForkError(f"{_stands(shadow)}; rolling back the rest failed ({exc})") from exc
+        raise ForkError(_stands(shadow))
 
     def _roll_back(self, forked: _Savepoint) -> None:
         connection = self.connection
@@ -167,6 +200,7 @@ class SQLiteSavepointFork:
             return shadow
         self._shadow = None
         connection = self.connection
+        shadow.look()
         shadow.absorb()
         connection.set_trace_callback(self.trace_callback)
         # Installing an authorizer expires every prepared statement (removing one does
@@ -187,9 +221,18 @@ class SQLiteSavepointFork:
             if verdict != sqlite3.SQLITE_OK:
                 return verdict
         shadow = self._shadow
+        if shadow is not None:
+            shadow.look()  # a COMMIT carried out since the last trace: released
+            if shadow.released is not None:  # no savepoint left to protect: a plain run
+                if action == sqlite3.SQLITE_TRANSACTION:
+                    self._compiled = sqlite3.SQLITE_OK
+                return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_TRANSACTION:
-            self._ignored = True
-            return sqlite3.SQLITE_IGNORE  # compiled to nothing; the shadow follows it
+            if arg1 == "COMMIT" and shadow is not None and shadow.may_release():
+                self._compiled = sqlite3.SQLITE_OK  # a real COMMIT, as in a plain run
+            else:
+                self._compiled, self._ignored = sqlite3.SQLITE_IGNORE, True
+            return self._compiled  # IGNORE: compiled to nothing, the shadow follows it
         if (
             action == sqlite3.SQLITE_SAVEPOINT
             and arg1 != "BEGIN"
@@ -204,8 +247,9 @@ class SQLiteSavepointFork:
     def _trace(self, sql: str) -> None:
         shadow = self._shadow
         if shadow is not None:
+            compiled, self._compiled = self._compiled, None
             try:
-                shadow.statement(sql)
+                shadow.statement(sql, compiled)
             except Exception as exc:  # a callback must not raise: SQLite would swallow it
                 shadow.refuse(sql, f"could not be followed ({type(exc).__name__}: {exc})")
         if self.trace_callback is not None:
@@ -213,6 +257,17 @@ class SQLiteSavepointFork:
 
     def __repr__(self) -> str:
         return f"SQLiteSavepointFork({self.connection!r})"
+
+
+def _stands(shadow: Shadow) -> str:
+    # What matters first: guard-error messages keep only the head and tail of this text.
+    diverged = f", run diverged: {shadow.diverged};" if shadow.diverged else ":"
+    return (
+        f"commit stands{diverged} the tool's {(shadow.released or '').strip()} was carried "
+        "out as in a plain run (a single call's dry run commits where the tool does, so "
+        "other connections see it), so what the call wrote up to it and committed after it "
+        "stands; what it left uncommitted after it is rolled back"
+    )
 
 
 def _allow_all(*_: Any) -> int:
