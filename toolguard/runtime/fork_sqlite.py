@@ -7,6 +7,9 @@ connection (its writes read the same before and after); a ROLLBACK is not (what 
 gone for every later statement). So the fork follows the *plain run* statement by statement
 (:class:`Shadow`): which writes a plain run would have committed, rolled back or left
 uncommitted, and when it keeps the call it ends the savepoint the way that reproduces them.
+Held back, though, a COMMIT is invisible to other connections and keeps the write lock, so
+for a single call (``fork_call``) the COMMIT that commits the call's writes is compiled for
+real: it ends the savepoint as a plain run's would, and the rest of the call runs plainly.
 A sequence it cannot reproduce exactly (a statement run after a ROLLBACK that undid writes,
 writes both committed and rolled back in one call...) is refused: ``keep`` and ``discard``
 roll everything back and raise :class:`ForkError`, a guard error.
@@ -50,9 +53,13 @@ class SQLiteSavepointFork:
     exactly as it was. A sequence it cannot reproduce is refused with :class:`ForkError`
     (a guard error), its writes rolled back (module docstring).
 
-    The savepoint covers this connection only. Held back, the tool's COMMIT is not seen by
-    other connections: one that reads sees the state before the call, and one that writes
-    waits on the savepoint's lock until its busy timeout.
+    The savepoint covers this connection only: other connections see only what is committed.
+    For one call (``fork_call``, what the guard's transactional dry run uses) the tool's
+    COMMIT that commits its writes is carried out, as in a plain run, where the application
+    had no transaction open: rejected after it, ``discard`` raises :class:`ForkError` saying
+    the commit stands. Held back (``fork``, for plans, or the application's transaction), a
+    COMMIT is not seen by other connections, and one that writes waits on the savepoint's
+    lock until its busy timeout.
 
     SQLite keeps one authorizer and one trace callback per connection: an application that
     sets its own passes it as ``authorizer`` or ``trace_callback``; the fork chains it during
