@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -27,6 +27,7 @@ def make_db(path: Path, isolation: str | None) -> sqlite3.Connection:
     setup.execute("PRAGMA journal_mode = WAL")  # readers never wait (BEGIN EXCLUSIVE left open)
     setup.executescript(
         "CREATE TABLE t (k INTEGER PRIMARY KEY, v INTEGER); INSERT INTO t VALUES (1, 1);"
+        "CREATE TABLE u (v INTEGER);"
     )
     setup.close()
     return sqlite3.connect(path, isolation_level=isolation, timeout=0.05)
@@ -44,7 +45,27 @@ def committed(path: Path) -> list[tuple[int, int]]:
         other.close()
 
 
-def run_op(conn: sqlite3.Connection, op: Op, log: list[Any]) -> None:
+def other_rows(path: Path) -> list[tuple[int]]:
+    """Table u, which only second connections write to."""
+    other = sqlite3.connect(path, timeout=0.05)
+    try:
+        return [tuple(r) for r in other.execute("SELECT v FROM u ORDER BY rowid")]
+    finally:
+        other.close()
+
+
+def write_elsewhere(path: Path, sql: str) -> None:
+    """A write through a second connection that never waits: timeout=0 fails at once on a
+    lock, so a lock held by the dry run shows as an error, not as a wait."""
+    second = sqlite3.connect(path, timeout=0)
+    try:
+        second.execute(sql)
+        second.commit()
+    finally:
+        second.close()
+
+
+def run_op(conn: sqlite3.Connection, op: Op, log: list[Any], path: Path) -> None:
     kind, arg = op
     try:
         if kind == "sql":
@@ -57,15 +78,19 @@ def run_op(conn: sqlite3.Connection, op: Op, log: list[Any]) -> None:
             conn.rollback()
         elif kind == "read":
             log.append(rows(conn))
+        elif kind == "commit, then elsewhere":
+            conn.commit()
+            write_elsewhere(path, arg)
+            log.append("written elsewhere")
     except sqlite3.Error as exc:
         log.append(f"{type(exc).__name__}: {exc}")
 
 
-def tool_for(conn: sqlite3.Connection, ops: list[Op], end: str) -> Callable[[], Any]:
+def tool_for(conn: sqlite3.Connection, ops: list[Op], end: str, path: Path) -> Callable[[], Any]:
     def tool() -> Any:
         log: list[Any] = []
         for op in ops:
-            run_op(conn, op, log)
+            run_op(conn, op, log, path)
         if end == "raise":
             raise ValueError("rejected at the end")
         if end == "error":
@@ -103,6 +128,10 @@ OPS: st.SearchStrategy[Op] = st.sampled_from(
         ("script", "SAVEPOINT s; INSERT INTO t (v) VALUES (40); RELEASE s;"),
     ]
 )
+# The tool commits, then writes through a second connection (to table u: the lock is the
+# database's). Meaningful without a transaction of the application only: with one, the
+# COMMIT is the application's and stays held back (docs/fork-and-plans.md).
+ELSEWHERE: Op = ("commit, then elsewhere", "INSERT INTO u VALUES (50)")
 
 
 def compare(tmp: Path, ops: list[Op], end: str, app_txn: bool, isolation: str | None) -> str:
@@ -118,27 +147,38 @@ def compare(tmp: Path, ops: list[Op], end: str, app_txn: bool, isolation: str | 
                 conn.execute("INSERT INTO t (v) VALUES (99)")
         before = (rows(dry), committed(dry_path), dry.in_transaction)
         try:
-            expected: Any = tool_for(plain, ops, end)()
+            expected: Any = tool_for(plain, ops, end, plain_path)()
         except ValueError:
             expected = None
         guard = tg.Guard(
             dry_run=tg.SQLiteSavepointFork(dry),
             error_result=lambda r: isinstance(r, dict) and "error" in r,
         )
-        guard.tool(tool_for(dry, ops, end), name="tool")
+        guard.tool(tool_for(dry, ops, end, dry_path), name="tool")
         out = guard.call("tool", {})
         after = (rows(dry), committed(dry_path), dry.in_transaction)
         if isinstance(out, tg.Rejection):
-            assert after == before, (out.message, ops)
             refused = "ForkError" in out.message
             assert refused or end != "ok", (out.message, ops)
+            if STANDS in out.message:  # a single call's COMMIT was carried out: it stands
+                assert not app_txn and after[0] == after[1] and not after[2], ops
+                if DIVERGED not in out.message:  # else a plain run would not have come here
+                    assert after[1] == committed(plain_path), (out.message, ops)
+                    assert other_rows(dry_path) == other_rows(plain_path), ops
+                return "committed"
+            assert after == before, (out.message, ops)
             return "refused" if refused else "rejected"
-        assert end == "ok" and out == expected, ops
+        assert end == "ok" and out == expected, (out, expected, ops)
         assert after == (rows(plain), committed(plain_path), plain.in_transaction), ops
+        assert other_rows(dry_path) == other_rows(plain_path), ops
         return "kept"
     finally:
         plain.close()
         dry.close()
+
+
+STANDS = "commit stands"  # a guard error after a COMMIT carried out: what it committed stays
+DIVERGED = "run diverged"  # after it, the call did not run as a plain run
 
 
 @settings(
@@ -154,6 +194,22 @@ def test_a_dry_run_equals_a_plain_run_or_leaves_the_database_as_it_was(
     tmp_path: Path, ops: list[Op], end: str, app_txn: bool, isolation: str | None
 ) -> None:
     compare(tmp_path, ops, end, app_txn, isolation)
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    ops=st.lists(st.one_of(OPS, st.just(ELSEWHERE)), max_size=7),
+    end=st.sampled_from(["ok", "ok", "raise", "error"]),
+    isolation=st.sampled_from(["", None]),
+)
+def test_a_write_through_a_second_connection_after_a_commit_is_a_plain_runs(
+    tmp_path: Path, ops: list[Op], end: str, isolation: str | None
+) -> None:
+    """Kept, the second connection's write succeeded or failed exactly as in a plain run
+    (the tool's log says which): never on the dry run's lock."""
+    compare(tmp_path, ops, end, False, isolation)
 
 
 # -- the sequences the property covers, one by one ------------------------------------------
@@ -208,10 +264,76 @@ def test_common_sequences_are_kept_as_a_plain_run_leaves_them(
     assert compare(tmp_path, ops, "ok", app_txn, "") == expected
 
 
-def test_a_call_rejected_after_its_commit_is_rolled_back(tmp_path: Path) -> None:
+def test_a_call_rejected_after_committing_the_applications_transaction_is_rolled_back(
+    tmp_path: Path,
+) -> None:
+    """That COMMIT is the application's: it stays held back, so a rejection undoes it all."""
     ops: list[Op] = [("sql", "INSERT INTO t (v) VALUES (10)"), ("commit", "")]
-    assert compare(tmp_path, ops, "raise", False, "") == "rejected"
     assert compare(tmp_path, ops, "error", True, "") == "rejected"
+    assert compare(tmp_path, ops, "raise", True, None) == "rejected"
+
+
+@pytest.mark.parametrize("end", ["raise", "error"])
+@pytest.mark.parametrize("isolation", ["", None])
+def test_a_call_rejected_after_its_own_commit_is_a_guard_error_and_the_commit_stands(
+    tmp_path: Path, end: str, isolation: str | None
+) -> None:
+    """A single call's COMMIT was carried out, as in a plain run: it cannot be undone, and
+    the dry run says so (what a plain run committed stands, what it left open is undone)."""
+    ops: list[Op] = [
+        ("sql", "BEGIN"),
+        ("sql", "INSERT INTO t (v) VALUES (10)"),
+        ("commit", ""),
+        ("sql", "BEGIN DEFERRED"),  # not the text above: see the next test
+        ("sql", "UPDATE t SET v = 7"),
+    ]
+    assert compare(tmp_path, ops, end, False, isolation) == "committed"
+    assert committed(tmp_path / "dry.db") == [(1, 1), (2, 10)]  # without the UPDATE
+
+
+@pytest.mark.parametrize("policy", ["fail_closed", "fail_open"])
+def test_a_no_op_run_again_from_the_statement_cache_after_the_commit_is_a_guard_error(
+    tmp_path: Path, policy: Literal["fail_closed", "fail_open"]
+) -> None:
+    """The first BEGIN was compiled to nothing, and sqlite3 runs that compiled statement
+    again after the COMMIT: the INSERT then commits at once (isolation_level=None), where a
+    plain run opens a transaction, and the second COMMIT raises. The dry run says so; what
+    stands is never undone nor run again."""
+    path = tmp_path / "cache.db"
+    conn = make_db(path, None)
+    guard = tg.Guard(dry_run=tg.SQLiteSavepointFork(conn), on_guard_error=policy)
+
+    @guard.tool
+    def twice() -> str:
+        for v in (10, 20):
+            conn.execute("BEGIN")
+            conn.execute("INSERT INTO t (v) VALUES (?)", (v,))
+            conn.execute("COMMIT")
+        return "done"
+
+    out = guard.call("twice", {})
+    assert isinstance(out, tg.Rejection) and out.check == "state.dry_run"
+    if policy == "fail_closed":  # failing open, the guard error is logged, not shown
+        assert "ForkError" in out.message and STANDS in out.message and DIVERGED in out.message
+    assert committed(path) == rows(conn) == [(1, 1), (2, 10), (3, 20)]  # ran once, not twice
+    assert not conn.in_transaction
+    conn.close()
+
+
+def test_a_commit_then_a_rolled_back_write_is_kept_as_a_plain_run_leaves_it(
+    tmp_path: Path,
+) -> None:
+    """Refused while the COMMIT was held back (writes committed and rolled back in one call);
+    carried out, the rest of the call runs plainly. The application's COMMIT is held back."""
+    ops: list[Op] = [
+        ("sql", "UPDATE t SET v = 0"),
+        ("commit", ""),
+        ("sql", "UPDATE t SET v = 2"),
+        ("rollback", ""),
+    ]
+    assert compare(tmp_path, ops, "ok", False, "") == "kept"
+    assert committed(tmp_path / "dry.db") == [(1, 0)]
+    assert compare(tmp_path, ops, "ok", True, "") == "refused"
 
 
 @pytest.mark.parametrize(
@@ -220,12 +342,6 @@ def test_a_call_rejected_after_its_commit_is_rolled_back(tmp_path: Path) -> None
         [("sql", "UPDATE t SET v = 0"), ("sql", 'RELEASE "toolguard_dry_run"')],
         [("sql", "BEGIN"), ("sql", "BEGIN"), ("read", "")],  # a plain run raises there
         [("sql", "UPDATE t SET v = 0"), ("rollback", ""), ("read", "")],
-        [
-            ("sql", "UPDATE t SET v = 0"),
-            ("commit", ""),
-            ("sql", "UPDATE t SET v = 2"),
-            ("rollback", ""),
-        ],
         [("sql", "SAVEPOINT a"), ("sql", "UPDATE t SET v = 0")],  # left open
     ],
 )
@@ -257,34 +373,84 @@ def test_a_refusal_names_the_statement(tmp_path: Path) -> None:
 # -- other connections ----------------------------------------------------------------------
 
 
-def test_a_tool_that_commits_then_writes_through_a_second_connection(tmp_path: Path) -> None:
-    """The savepoint covers the fork's connection only: held back, the tool's COMMIT keeps
-    the savepoint's lock, and a second connection's write cannot get it (a documented
-    limit, docs/fork-and-plans.md). What the guard does guarantee: the call is blocked, not
-    half run; the database is exactly as before; no lock is left behind. The busy timeout
-    is short only so that the wait ends quickly; nothing here depends on how long it is."""
-    path = tmp_path / "two.db"
-    conn = make_db(path, "")
-    guard = tg.Guard(dry_run=tg.SQLiteSavepointFork(conn))
-
-    @guard.tool
+def transfer_tool(conn: sqlite3.Connection, path: Path, fail: bool = False) -> Callable[[], str]:
     def transfer() -> str:
         conn.execute("UPDATE t SET v = 2")
         conn.commit()
-        second = sqlite3.connect(path, timeout=0.05)
-        try:
-            second.execute("INSERT INTO t (v) VALUES (3)")
-            second.commit()
-        finally:
-            second.close()
+        write_elsewhere(path, "INSERT INTO t (v) VALUES (3)")  # never waits: timeout=0
+        conn.execute("INSERT INTO t (v) VALUES (4)")  # sqlite3's implicit BEGIN: left open
+        if fail:
+            raise ValueError("rejected after committing")
+        conn.commit()
         return "done"
 
+    return transfer
+
+
+@pytest.mark.parametrize("isolation", ["", None])
+def test_a_tool_that_commits_then_writes_through_a_second_connection(
+    tmp_path: Path, isolation: str | None
+) -> None:
+    """The savepoint covers the fork's connection only. A single call's dry run carries out
+    the tool's COMMIT as a plain run does (it commits the savepoint's writes and frees its
+    lock), so a second connection's write goes through at once and the call is kept."""
+    path = tmp_path / "two.db"
+    conn = make_db(path, isolation)
+    guard = tg.Guard(dry_run=tg.SQLiteSavepointFork(conn))
+    if isolation is None:  # the explicit BEGIN, compiled to a no-op, then the real COMMIT
+
+        @guard.tool
+        def transfer() -> str:
+            conn.execute("BEGIN")
+            conn.execute("UPDATE t SET v = 2")
+            conn.execute("COMMIT")
+            write_elsewhere(path, "INSERT INTO t (v) VALUES (3)")
+            conn.execute("INSERT INTO t (v) VALUES (4)")  # autocommit, as in a plain run
+            return "done"
+
+    else:
+        guard.tool(transfer_tool(conn, path), name="transfer")
+    assert guard.call("transfer", {}) == "done"
+    assert committed(path) == [(1, 2), (2, 3), (3, 4)]  # seen from a third connection
+    assert rows(conn) == committed(path) and not conn.in_transaction
+    conn.close()
+
+
+def test_a_tool_rejected_after_it_committed_and_wrote_elsewhere_says_what_stands(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "two.db"
+    conn = make_db(path, "")
+    guard = tg.Guard(dry_run=tg.SQLiteSavepointFork(conn))
+    guard.tool(transfer_tool(conn, path, fail=True), name="transfer")
     out = guard.call("transfer", {})
     assert isinstance(out, tg.Rejection) and out.decision == "blocked"
-    assert committed(path) == [(1, 1)] and rows(conn) == [(1, 1)]
-    assert not conn.in_transaction
-    probe = sqlite3.connect(path, timeout=0.05)
-    probe.execute("INSERT INTO t (v) VALUES (4)")  # no lock left behind
-    probe.commit()
-    probe.close()
+    assert out.check == "state.dry_run" and "the dry run's discard raised ForkError" in out.message
+    assert STANDS in out.message
+    # A plain run's state, less what it left uncommitted: the commit and the other write.
+    assert committed(path) == rows(conn) == [(1, 2), (2, 3)] and not conn.in_transaction
+    conn.close()
+
+
+def test_a_plan_holds_a_steps_commit_back_and_leaves_the_database_unchanged(
+    tmp_path: Path,
+) -> None:
+    """Plan verification runs every step on one savepoint: a step's COMMIT is never carried
+    out (a later step could not be undone), so other connections see none of it."""
+    path = tmp_path / "plan.db"
+    conn = make_db(path, "")
+    seen: list[list[tuple[int, int]]] = []
+    guard = tg.Guard(dry_run=tg.SQLiteSavepointFork(conn))
+
+    @guard.tool
+    def bump(v: int) -> int:
+        conn.execute("UPDATE t SET v = ?", (v,))
+        conn.commit()
+        seen.append(committed(path))
+        return v
+
+    assert guard.verify_plan([tg.PlanStep("bump", {"v": 5}), tg.PlanStep("bump", {"v": 6})])
+    assert seen == [[(1, 1)], [(1, 1)]]  # held back: a third connection saw neither commit
+    assert committed(path) == rows(conn) == [(1, 1)] and not conn.in_transaction
+    assert guard.call("bump", {"v": 7}) == 7 and seen[-1] == [(1, 7)]  # one call: carried out
     conn.close()

@@ -56,6 +56,9 @@ class ForkStrategy(Protocol):
     An in-place strategy may also have ``keep(forked)``, which commits what the call did:
     the guard then calls exactly one of ``keep`` (the environment accepted the call, which
     is not run again) and ``discard`` (it rejected it: rolled back, the call is blocked).
+    Such a strategy may also have ``fork_call(state)``: the guard then opens one call's
+    transaction with it instead of ``fork``, which plan verification (several steps on one
+    fork) keeps using, so the strategy may do at once what a plain run of one call does.
     """
 
     def fork(self, state: Any) -> Any: ...

@@ -5,8 +5,11 @@ A tool's own COMMIT or ROLLBACK would end every savepoint on the connection, the
 too, so during the dry run they must not run. Holding a COMMIT back is invisible to the
 connection (its writes read the same before and after); a ROLLBACK is not (what it undid is
 gone for every later statement). So the fork follows the *plain run* statement by statement
-(:class:`_Shadow`): which writes a plain run would have committed, rolled back or left
+(:class:`Shadow`): which writes a plain run would have committed, rolled back or left
 uncommitted, and when it keeps the call it ends the savepoint the way that reproduces them.
+Held back, though, a COMMIT is invisible to other connections and keeps the write lock, so
+for a single call (``fork_call``) the COMMIT that commits the call's writes is compiled for
+real: it ends the savepoint as a plain run's would, and the rest of the call runs plainly.
 A sequence it cannot reproduce exactly (a statement run after a ROLLBACK that undid writes,
 writes both committed and rolled back in one call...) is refused: ``keep`` and ``discard``
 roll everything back and raise :class:`ForkError`, a guard error.
@@ -19,197 +22,20 @@ statements, so a COMMIT run twice is compiled, and authorized, only once.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Callable
 from typing import Any, Final
 
 from .._errors import ForkError, ToolDefinitionError
+from .fork_sqlite_plain import SAVEPOINT, Shadow
 
 Authorizer = Callable[[int, str | None, str | None, str | None, str | None], int]
-
-# One name for every savepoint: sqlite3 caches statements by their text (128 by default), so a
-# fresh name per dry run would evict the application's own. SQLite allows the same name
-# nested: ROLLBACK TO and RELEASE act on the most recent one, and forks are discarded in
-# the reverse order of their creation.
-_SAVEPOINT: Final = "toolguard_dry_run"
-
-_TOKEN = re.compile(r'"(?:[^"]|"")*"|\[[^\]]*\]|`(?:[^`]|``)*`|\'(?:[^\']|\'\')*\'|\w+|\S')
-_LEADING = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?(?:\*/|$))*", re.S)
-# Python's sqlite3 (3.11, isolation_level not None) opens a transaction before these only.
-_DML: Final = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE"})
-# Writes that total_changes does not count.
-_SCHEMA: Final = frozenset({"CREATE", "DROP", "ALTER", "REINDEX", "ANALYZE"})
-# Statements SQLite refuses, or treats differently, inside a transaction.
-_OUTSIDE_ONLY: Final = frozenset({"ATTACH", "DETACH", "VACUUM"})
-
-
-def _words(sql: str) -> list[str]:
-    return _TOKEN.findall(_LEADING.sub("", sql, count=1).rstrip().rstrip(";"))
-
-
-def _name(token: str) -> str:
-    """A savepoint name as SQLite compares it: unquoted, case-insensitive."""
-    if token[:1] in "\"`'[" and len(token) > 1:
-        token = token[1:-1].replace(token[0] * 2, token[0]) if token[0] != "[" else token[1:-1]
-    return token.lower()
-
-
-class _Shadow:
-    """The plain run of what the tool executes on the connection, followed statement by
-    statement: whether its transaction is open, which of its writes it committed, rolled
-    back or left uncommitted, and its own savepoints. ``refusal`` says why it could not be
-    followed exactly.
-
-    A *segment* is the stretch of one plain-run transaction inside the call. The dry run
-    can undo all of the call's writes (ROLLBACK TO the savepoint) or none of them, so it is
-    exact when every segment that wrote has the same fate.
-    """
-
-    def __init__(self, connection: sqlite3.Connection) -> None:
-        self.connection = connection
-        self.autobegin = connection.isolation_level is not None
-        self.before = connection.in_transaction  # the application's transaction, if any
-        self.open = self.before
-        self.app = self.before  # the open segment is the application's transaction
-        self.app_fate: str | None = None
-        self.dirty = False
-        self.fates: set[str] = set()
-        self.begin = "BEGIN"  # what opened the open segment, replayed when it is left empty
-        self.stack: list[tuple[str, bool]] = []  # (name, whether it opened the transaction)
-        self.undone = False  # a held-back ROLLBACK undid writes: later statements diverge
-        self.refusal: str | None = None
-        self.changes = connection.total_changes
-
-    def refuse(self, sql: str, why: str) -> None:
-        if self.refusal is None:
-            self.refusal = f"{sql.strip()} {why}"  # the statement first: messages are cut
-
-    def absorb(self) -> None:
-        """Rows written since the last look belong to the segment they were written in."""
-        total = self.connection.total_changes
-        if total != self.changes:
-            self.changes = total
-            self._wrote()
-
-    def _wrote(self) -> None:
-        if self.open:
-            self.dirty = True
-        else:
-            self.fates.add("commit")  # no transaction: a plain run committed it at once
-
-    def _start(self, begin: str) -> None:
-        self.open, self.app, self.dirty, self.begin = True, False, False, begin
-
-    def _end(self, fate: str) -> None:
-        if self.app:
-            self.app_fate = fate
-            self.undone |= fate == "rollback"  # the application's writes are assumed
-        if self.dirty:
-            self.fates.add(fate)
-            self.undone |= fate == "rollback"
-        self.open = self.app = self.dirty = False
-        self.stack.clear()
-
-    def find(self, name: str) -> int | None:
-        for i in range(len(self.stack) - 1, -1, -1):
-            if self.stack[i][0] == name:
-                return i
-        return None
-
-    def statement(self, sql: str) -> None:
-        self.absorb()
-        if self.refusal is not None:
-            return
-        if self.undone:
-            self.refuse(
-                sql,
-                "runs after a ROLLBACK that undid writes, which the dry run "
-                "holds back until the call ends",
-            )
-            return
-        words = _words(sql)
-        first = words[0].upper() if words else ""
-        if first == "BEGIN":
-            if self.open:
-                self.refuse(sql, "starts a transaction inside one (a plain run raises)")
-            else:
-                self._start(" ".join(words))
-        elif first in ("COMMIT", "END", "ROLLBACK") and "TO" not in map(str.upper, words):
-            if self.open:
-                self._end("rollback" if first == "ROLLBACK" else "commit")
-            elif words not in (["COMMIT"], ["ROLLBACK"]):
-                # conn.commit(), conn.rollback() and executescript's COMMIT (these exact
-                # texts) do nothing without a transaction; a statement of the tool raises.
-                self.refuse(sql, "ends a transaction where a plain run has none open")
-        elif first in ("SAVEPOINT", "RELEASE", "ROLLBACK"):
-            self._savepoint(sql, first, words)
-        else:
-            self._other(sql, first, words)
-
-    def _savepoint(self, sql: str, first: str, words: list[str]) -> None:
-        name = _name(words[-1]) if len(words) >= 2 else ""
-        if first == "SAVEPOINT":
-            opens = not self.open  # outside a transaction, SAVEPOINT opens one
-            if opens:
-                self._start("BEGIN")
-            self.stack.append((name, opens))
-            return
-        at = self.find(name)
-        if at is None:
-            self.refuse(sql, "names a savepoint the call did not open")
-        elif first == "ROLLBACK":
-            del self.stack[at + 1 :]  # ROLLBACK TO keeps the savepoint itself
-        else:
-            opened = self.stack[at][1]
-            del self.stack[at:]
-            if opened:
-                self._end("commit")  # releasing the outermost savepoint commits
-
-    def _other(self, sql: str, first: str, words: list[str]) -> None:
-        if not self.open:
-            if first in _OUTSIDE_ONLY or (first == "PRAGMA" and "=" in words):
-                self.refuse(sql, "behaves otherwise inside the dry run's transaction")
-                return
-            if self.autobegin and first in _DML and not sql.rstrip().endswith(";"):
-                # sqlite3's implicit BEGIN in a plain run. executescript opens none, and
-                # its statements (but a script's last) are traced with their semicolon.
-                self._start("BEGIN")
-        if first in _SCHEMA or (first == "PRAGMA" and "=" in words):
-            self._wrote()
-
-    def ending(self) -> list[str] | str:
-        """What reproduces the plain run once the call is kept, or why nothing does."""
-        if self.stack:
-            return f"SAVEPOINT {self.stack[-1][0]} is left open by the call"
-        fates = set(self.fates)
-        if self.open and self.dirty and not self.app:
-            fates.add("open")
-        if len(fates) > 1:
-            return "the call commits, rolls back or leaves uncommitted different writes"
-        fate = next(iter(fates), "commit")  # nothing written: every ending is exact
-        release = [f'RELEASE "{_SAVEPOINT}"']
-        undo = [f'ROLLBACK TO "{_SAVEPOINT}"', *release]
-        if self.before and self.app_fate is None:
-            return release  # the application's transaction goes on, with the call's writes
-        if self.before and self.app_fate == "rollback":
-            return ["ROLLBACK"]  # a plain ROLLBACK undoes the application's writes too
-        if fate == "open":
-            if self.before:
-                return (
-                    "the call commits the application's transaction, then leaves writes uncommitted"
-                )
-            return []  # the savepoint stays open as the transaction the tool left open
-        steps = undo if fate == "rollback" else release
-        if self.before:
-            steps = [*steps, "COMMIT"]  # the tool committed the application's transaction
-        return [*steps, self.begin] if self.open else steps
 
 
 class _Savepoint:
     __slots__ = ("closed", "name", "shadow")
 
-    def __init__(self, name: str, shadow: _Shadow | None) -> None:
+    def __init__(self, name: str, shadow: Shadow | None) -> None:
         self.name = name
         self.shadow = shadow
         self.closed = False
@@ -227,9 +53,13 @@ class SQLiteSavepointFork:
     exactly as it was. A sequence it cannot reproduce is refused with :class:`ForkError`
     (a guard error), its writes rolled back (module docstring).
 
-    The savepoint covers this connection only. Held back, the tool's COMMIT is not seen by
-    other connections: one that reads sees the state before the call, and one that writes
-    waits on the savepoint's lock until its busy timeout.
+    The savepoint covers this connection only: other connections see only what is committed.
+    For one call (``fork_call``, what the guard's transactional dry run uses) the tool's
+    COMMIT that commits its writes is carried out, as in a plain run, where the application
+    had no transaction open: rejected after it, ``discard`` raises :class:`ForkError` saying
+    the commit stands. Held back (``fork``, for plans, or the application's transaction), a
+    COMMIT is not seen by other connections, and one that writes waits on the savepoint's
+    lock until its busy timeout.
 
     SQLite keeps one authorizer and one trace callback per connection: an application that
     sets its own passes it as ``authorizer`` or ``trace_callback``; the fork chains it during
@@ -262,25 +92,42 @@ class SQLiteSavepointFork:
         self.authorizer = authorizer
         self.trace_callback = trace_callback
         self.guard_transactions = guard_transactions
-        self._shadow: _Shadow | None = None  # the dry run the hooks report to
+        self._shadow: Shadow | None = None  # the dry run the hooks report to
         self._ignored = False  # a transaction statement was compiled to a no-op
+        self._compiled: int | None = None  # the verdict on one compiled since the last trace
 
     def fork(self, state: Any) -> _Savepoint:
+        """A fork that holds every COMMIT of the tool back: for plan verification, where a
+        later step must still be undoable."""
+        return self._open(single=False)
+
+    def fork_call(self, state: Any) -> _Savepoint:
+        """A fork for one call that is then kept or discarded (transaction.py): the COMMIT
+        that commits the call's writes, where the application had no transaction open, is
+        carried out as in a plain run, so other connections see it and its lock is freed."""
+        return self._open(single=True)
+
+    def _open(self, single: bool) -> _Savepoint:
         connection = self.connection
-        shadow = _Shadow(connection) if self.guard_transactions else None
-        connection.execute(f'SAVEPOINT "{_SAVEPOINT}"')
+        shadow = Shadow(connection) if self.guard_transactions else None
+        connection.execute(f'SAVEPOINT "{SAVEPOINT}"')
         if shadow is not None:
-            shadow.changes = connection.total_changes
-            self._shadow, self._ignored = shadow, False
+            shadow.changes, shadow.single = connection.total_changes, single
+            self._shadow, self._ignored, self._compiled = shadow, False, None
             connection.set_authorizer(self._authorize)  # also recompiles cached statements
             connection.set_trace_callback(self._trace)
-        return _Savepoint(_SAVEPOINT, shadow)
+        return _Savepoint(SAVEPOINT, shadow)
 
     def keep(self, forked: _Savepoint) -> None:
         """The call stands: the savepoint ends the way a plain run's statements would have
         left the connection. With ``guard_transactions=False`` a tool that ended the
         savepoint itself (its COMMIT) has already kept what it did."""
         shadow = self._stop(forked)
+        if shadow is not None and shadow.released is not None:
+            forked.closed = True  # the tool's COMMIT ended it; the call ran plainly since
+            if shadow.diverged is not None:
+                raise ForkError(_stands(shadow))
+            return
         if forked.closed:
             return
         connection = self.connection
@@ -312,6 +159,8 @@ class SQLiteSavepointFork:
 
     def discard(self, forked: _Savepoint) -> None:
         shadow = self._stop(forked)
+        if shadow is not None and shadow.released is not None:
+            self._after_release(forked, shadow)
         if forked.closed:
             return  # a refused keep already rolled it back
         self._roll_back(forked)
@@ -321,6 +170,19 @@ class SQLiteSavepointFork:
                 "statements exactly, so what the call did (and why it failed) is not what a "
                 "plain run does; it was rolled back"
             )
+
+    def _after_release(self, forked: _Savepoint, shadow: Shadow) -> None:
+        """Rejected after its COMMIT was carried out: what it committed cannot be undone (a
+        plain run committed it too); what it left uncommitted since is rolled back, and the
+        dry run is a guard error that says so, never a rejection as if nothing happened."""
+        forked.closed = True
+        connection = self.connection
+        try:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            raise ForkError(f"{_stands(shadow)}; rolling back the rest failed ({exc})") from exc
+        raise ForkError(_stands(shadow))
 
     def _roll_back(self, forked: _Savepoint) -> None:
         connection = self.connection
@@ -338,13 +200,14 @@ class SQLiteSavepointFork:
                 "writes may have been committed"
             ) from exc
 
-    def _stop(self, forked: _Savepoint) -> _Shadow | None:
+    def _stop(self, forked: _Savepoint) -> Shadow | None:
         """The tool has run: the hooks come off (once) and the shadow takes its last look."""
         shadow = forked.shadow
         if shadow is None or self._shadow is not shadow:
             return shadow
         self._shadow = None
         connection = self.connection
+        shadow.look()
         shadow.absorb()
         connection.set_trace_callback(self.trace_callback)
         # Installing an authorizer expires every prepared statement (removing one does
@@ -365,9 +228,18 @@ class SQLiteSavepointFork:
             if verdict != sqlite3.SQLITE_OK:
                 return verdict
         shadow = self._shadow
+        if shadow is not None:
+            shadow.look()  # a COMMIT carried out since the last trace: released
+            if shadow.released is not None:  # no savepoint left to protect: a plain run
+                if action == sqlite3.SQLITE_TRANSACTION:
+                    self._compiled = sqlite3.SQLITE_OK
+                return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_TRANSACTION:
-            self._ignored = True
-            return sqlite3.SQLITE_IGNORE  # compiled to nothing; the shadow follows it
+            if arg1 == "COMMIT" and shadow is not None and shadow.may_release():
+                self._compiled = sqlite3.SQLITE_OK  # a real COMMIT, as in a plain run
+            else:
+                self._compiled, self._ignored = sqlite3.SQLITE_IGNORE, True
+            return self._compiled  # IGNORE: compiled to nothing, the shadow follows it
         if (
             action == sqlite3.SQLITE_SAVEPOINT
             and arg1 != "BEGIN"
@@ -382,8 +254,9 @@ class SQLiteSavepointFork:
     def _trace(self, sql: str) -> None:
         shadow = self._shadow
         if shadow is not None:
+            compiled, self._compiled = self._compiled, None
             try:
-                shadow.statement(sql)
+                shadow.statement(sql, compiled)
             except Exception as exc:  # a callback must not raise: SQLite would swallow it
                 shadow.refuse(sql, f"could not be followed ({type(exc).__name__}: {exc})")
         if self.trace_callback is not None:
@@ -391,6 +264,17 @@ class SQLiteSavepointFork:
 
     def __repr__(self) -> str:
         return f"SQLiteSavepointFork({self.connection!r})"
+
+
+def _stands(shadow: Shadow) -> str:
+    # What matters first: guard-error messages keep only the head and tail of this text.
+    diverged = f", run diverged: {shadow.diverged};" if shadow.diverged else ":"
+    return (
+        f"commit stands{diverged} the tool's {(shadow.released or '').strip()} was carried "
+        "out as in a plain run (a single call's dry run commits where the tool does, so "
+        "other connections see it), so what the call wrote up to it and committed after it "
+        "stands; what it left uncommitted after it is rolled back"
+    )
 
 
 def _allow_all(*_: Any) -> int:

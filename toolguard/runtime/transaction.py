@@ -15,7 +15,13 @@ again: the call runs inside the strategy's transaction, with its span current as
   the error), or keeping it. What the call did is rolled back, and ``on_guard_error``
   decides: fail closed blocks the call in block mode and records the failure in log mode;
   either way, or when failing open, an unblocked call runs as if no dry run were
-  configured (:data:`RUN_PLAIN`). The span says ``dry_run=guard_error``: it is never the
+  configured (:data:`RUN_PLAIN`), unless what it did could not be undone (a failed keep
+  whose discard failed too): then it is not run again, its outcome stands.
+
+The strategy is opened with its optional ``fork_call(state)`` when it has one (else
+``fork``): it then knows it forks for one call, kept or discarded at once, and not for a
+plan whose later steps run on the same fork (``SQLiteSavepointFork`` carries out the tool's
+COMMIT only then). The span says ``dry_run=guard_error``: it is never the
   environment's rejection.
 
 A cancellation (not an ``Exception``) rolls the call back and propagates.
@@ -64,7 +70,12 @@ class _Transaction:
         where = placement(tool, self.strategy, pending.instance, pending.state_value())
         try:
             assert where is not None  # an in-place strategy always has a place
-            self.forked = self.strategy.fork(where.target)
+            # One call, kept or discarded right after: a strategy may then do at once what
+            # a plain run does (SQLite carries out the tool's COMMIT), which plan
+            # verification, running later steps on the same fork, must hold back.
+            opener = getattr(self.strategy, "fork_call", None)
+            fork = opener if callable(opener) else self.strategy.fork
+            self.forked = fork(where.target)
             self.open = True
         except Exception as exc:
             self.error = exc
@@ -150,10 +161,20 @@ class _Transaction:
         problem = self.close(keep=True)
         if problem is not None:  # the call ran but cannot stand: undone, then the policy
             undo = self._call(self.strategy.discard)
-            if undo is not None:
-                logger.error("toolguard: rolling back %s failed: %r", self.tool.name, undo)
-            pending.leave()
-            return self._guard_error("keep", problem, dispatch)
+            if undo is None:
+                pending.leave()
+                return self._guard_error("keep", problem, dispatch)
+            # Not undone (a commit the strategy carried out stands): running the call again
+            # would do it twice, so it ends here, blocked or, failing open, as it ran.
+            logger.error("toolguard: rolling back %s failed: %r", self.tool.name, undo)
+            broke = fork_failure("keep", problem, pending.guard)
+            if broke is not None and pending.mode == "block":
+                pending.leave()
+                self.record(GUARD_ERROR)
+                return _block(pending, broke, dispatch)
+            if broke is not None:
+                pending.failures.append(broke)
+            verdict = GUARD_ERROR
         self.record(verdict)
         if failure is not None:
             pending.failures.append(failure)  # log mode: recorded, the call stands
