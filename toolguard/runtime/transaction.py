@@ -16,13 +16,13 @@ again: the call runs inside the strategy's transaction, with its span current as
   decides: fail closed blocks the call in block mode and records the failure in log mode;
   either way, or when failing open, an unblocked call runs as if no dry run were
   configured (:data:`RUN_PLAIN`), unless what it did could not be undone (a failed keep
-  whose discard failed too): then it is not run again, its outcome stands.
+  whose discard failed too): then it is not run again, its outcome stands. The span says
+  ``dry_run=guard_error``: it is never the environment's rejection.
 
 The strategy is opened with its optional ``fork_call(state)`` when it has one (else
 ``fork``): it then knows it forks for one call, kept or discarded at once, and not for a
 plan whose later steps run on the same fork (``SQLiteSavepointFork`` carries out the tool's
-COMMIT only then). The span says ``dry_run=guard_error``: it is never the
-  environment's rejection.
+COMMIT only then).
 
 A cancellation (not an ``Exception``) rolls the call back and propagates.
 """
