@@ -20,11 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 
-from .span_file import SpanFileExporter
-from .span_queue import SpanQueue
+from .._extras import is_missing, missing_extra
 
+# The SDK and the span file come with the [export] extra: imported when export is set up, so
+# a guard installed without it imports (its spans are then no-ops).
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider as SDKTracerProvider
+
+    from .span_file import SpanFileExporter
+    from .span_queue import SpanQueue
 
 logger = logging.getLogger("toolguard")
 
@@ -69,8 +73,18 @@ def setup_file_export(
     reported on standard error. That bound is the whole exit's: the flush and the shutdown of
     a provider made here (with every processor added to it) share it.
     """
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
+    try:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+
+        # The span file too, though OTEL_TRACES_EXPORTER may not need it: a missing extra is
+        # reported before anything is installed, whatever the environment says.
+        from .span_file import SpanFileExporter
+        from .span_queue import SpanQueue
+    except ImportError as exc:
+        if not is_missing(exc, "export"):
+            raise
+        raise missing_extra("setup_file_export", "export", exc) from exc
 
     if not str(path).strip():
         raise ValueError("setup_file_export: the span file path is empty")
@@ -90,7 +104,9 @@ def setup_file_export(
         # TOOLGUARD_EXIT_TIMEOUT (30 s more on a stuck queue); ours shuts it down instead.
         provider = TracerProvider(resource=Resource.create(attributes), shutdown_on_exit=False)
         trace.set_tracer_provider(provider)
-    queues = [SpanQueue(exporter, **_queue_settings()) for exporter in _exporters(path)]
+    queues = [
+        SpanQueue(exporter, **_queue_settings()) for exporter in _exporters(path, SpanFileExporter)
+    ]
     for queue in queues:
         provider.add_span_processor(queue)
     _exit_queues.extend(queues)
@@ -105,14 +121,14 @@ def setup_file_export(
     return provider
 
 
-def _exporters(path: str | os.PathLike[str]) -> list[Any]:
+def _exporters(path: str | os.PathLike[str], file_exporter: type[SpanFileExporter]) -> list[Any]:
     names = [n.strip() for n in os.environ.get("OTEL_TRACES_EXPORTER", "").split(",")]
     names = [n for n in names if n]
     if "none" in names:  # the standard meaning: export nothing
         return []
     if not names:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        return [SpanFileExporter(path)]
+        return [file_exporter(path)]
     found = {ep.name: ep for ep in entry_points(group="opentelemetry_traces_exporter")}
     exporters = []
     for name in names:
