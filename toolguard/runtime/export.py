@@ -71,6 +71,9 @@ def setup_file_export(
     ``TOOLGUARD_EXIT_TIMEOUT`` seconds (30); whatever could not be written is counted and
     reported on standard error. That bound is the whole exit's: the flush and the shutdown of
     a provider made here (with every processor added to it) share it.
+
+    Needs the ``[export]`` extra (``pip install 'toolguard-otel[export]'``): without it, an
+    ImportError says so and nothing is set up.
     """
     try:
         from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, Resource
