@@ -2,7 +2,8 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
-# The demo needs only the package and its plot extra; the tests need the rest as well.
+# The demo writes spans and reports them: the export and report extras (plot for its curves).
+# The tests need every extra as well (dev names them).
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 
@@ -13,7 +14,7 @@ $(VENV)/bin/python:
 	$(PY) -m pip install -q --upgrade pip
 
 $(DEMO_STAMP): pyproject.toml Makefile | $(VENV)/bin/python
-	$(PY) -m pip install -q -e ".[plot]"
+	$(PY) -m pip install -q -e ".[export,report,plot]"
 	touch $(DEMO_STAMP)
 
 # The framework adapters: each its own distribution (adapters/<name>/pyproject.toml), installed
@@ -21,7 +22,7 @@ $(DEMO_STAMP): pyproject.toml Makefile | $(VENV)/bin/python
 ADAPTERS := langchain mcp openai_agents pydantic_ai
 
 $(STAMP): pyproject.toml Makefile $(ADAPTERS:%=adapters/%/pyproject.toml) | $(VENV)/bin/python
-	$(PY) -m pip install -q -e ".[plot,dev,bench]" $(ADAPTERS:%=-e adapters/%[test])
+	$(PY) -m pip install -q -e ".[export,report,plot,dev,bench]" $(ADAPTERS:%=-e adapters/%[test])
 	$(PY) -m pip install -q --no-deps bfcl-eval==2026.3.23 mpmath==1.4.1
 	$(PY) -m pip install -q --no-deps $(TAU2_PIP)
 	touch $(STAMP) $(DEMO_STAMP)
@@ -102,7 +103,7 @@ $(BACKENDS_VENV)/bin/python:
 	$(BACKENDS_PY) -m pip install -q --upgrade pip
 
 $(BACKENDS_STAMP): pyproject.toml Makefile | $(BACKENDS_VENV)/bin/python
-	$(BACKENDS_PY) -m pip install -q -e . $(BACKENDS_PIP)
+	$(BACKENDS_PY) -m pip install -q -e ".[report]" $(BACKENDS_PIP)
 	touch $(BACKENDS_STAMP)
 
 test-backends: $(BACKENDS_STAMP)

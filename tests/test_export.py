@@ -155,3 +155,49 @@ def test_blank_path_rejected(bad: str) -> None:
     )
     assert done.returncode != 0
     assert "path" in done.stderr
+
+
+def _resource(path: Path) -> dict[str, str]:
+    [line] = path.read_text().splitlines()
+    [resource_spans] = json.loads(line)["resourceSpans"]
+    return {a["key"]: a["value"]["stringValue"] for a in resource_spans["resource"]["attributes"]}
+
+
+_ONE_SPAN = textwrap.dedent("""
+    import sys, toolguard as tg
+    tg.setup_file_export(sys.argv[1], service_name=sys.argv[2] or None)
+    with tg.trajectory("env"):
+        pass
+""")
+
+
+def test_the_resource_is_the_sdks_own_from_the_environment(tmp_path: Path) -> None:
+    """OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME reach the file as the SDK reads them; an
+    instance id set there is kept (before, ours replaced it), one is made only when none is."""
+
+    def resource(service_name: str, **env: str) -> dict[str, str]:
+        out = tmp_path / f"spans-{len(list(tmp_path.iterdir()))}.jsonl"
+        done = subprocess.run(
+            [sys.executable, "-c", _ONE_SPAN, str(out), service_name],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**_env(), **env},
+        )
+        assert done.returncode == 0, done.stderr
+        return _resource(out)
+
+    given = resource(
+        "",
+        OTEL_RESOURCE_ATTRIBUTES="service.instance.id=run-7,deployment=ci",
+        OTEL_SERVICE_NAME="a",
+    )
+    assert (given["service.instance.id"], given["deployment"], given["service.name"]) == (
+        "run-7",
+        "ci",
+        "a",
+    )
+    # An explicit service_name wins over the environment's, as before.
+    assert resource("b", OTEL_SERVICE_NAME="a")["service.name"] == "b"
+    made = [resource("")["service.instance.id"] for _ in range(2)]
+    assert all(made) and made[0] != made[1]  # one per process: appended runs stay apart

@@ -52,7 +52,8 @@ if TYPE_CHECKING:  # what the lazy loader below provides, visible to type checke
 
 __version__ = "0.1.0"
 
-# The report side pulls in numpy: loaded on first use, so guarding a tool does not pay for it.
+# The report side pulls in numpy (the [report] extra): loaded on first use, so guarding a tool
+# neither pays for it nor needs it installed.
 _LAZY = {
     "BackendError": ".report.reader",
     "ReportInputError": ".report.reader",
@@ -83,7 +84,15 @@ def __getattr__(name: str) -> object:
         raise AttributeError(f"module 'toolguard' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module, __name__), name)
+    try:
+        value = getattr(importlib.import_module(module, __name__), name)
+    except ImportError as exc:
+        # The report and replay stack is the [report] extra: say so, not "no module numpy".
+        from ._extras import is_missing, missing_extra
+
+        if not is_missing(exc, "report"):
+            raise
+        raise missing_extra(f"toolguard.{name}", "report", exc) from exc
     globals()[name] = value
     return value
 

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from ._argtypes import positive
+from ._commands import DELEGATED, EXIT_ERROR, delegate
 from ._errors import ToolGuardError
 from .report.build import Report, build_report, outcome_warnings, read_warnings
 from .report.collect import DEFAULT_MAX_LENGTH, read_phoenix, read_records
@@ -27,8 +28,6 @@ from .report.phoenix import DEFAULT_DEADLINE_S, DEFAULT_MAX_PAGES, MAX_DEADLINE_
 from .report.plot import PLOT_EXTRA_HINT
 from .report.reader import DEFAULT_MAX_LINE_BYTES, ReadStats
 from .report.render import DEFAULT_DEPTHS, render_csv, render_markdown, render_text
-
-EXIT_ERROR = 2
 
 
 class _Args(argparse.Namespace):
@@ -148,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="toolguard", description="Prefix-executability metrics from toolguard spans."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (_, summary) in _DELEGATED.items():  # listed here, parsed by their own modules
+    for name, (_, summary) in DELEGATED.items():  # listed here, parsed by their own modules
         sub.add_parser(name, help=summary, add_help=False)
     rep = sub.add_parser(
         "report",
@@ -400,39 +399,12 @@ def _format(report: Report, fmt: str, depths: int) -> str:
     return render_text(report, depths)
 
 
-# Commands with parsers of their own, loaded only when asked for: `replay` drives the runtime
-# guard, `mcp-proxy` lives in the MCP adapter (a distribution of its own).
-_DELEGATED = {
-    "replay": ("toolguard.replay.cli", "replay recorded agent runs through the guard into spans"),
-    "mcp-proxy": ("toolguard_mcp.proxy", "guard any MCP server: serve its tools, check each call"),
-}
-
-
-def _delegate(command: str, argv: list[str]) -> int:
-    import importlib
-
-    module_name, _ = _DELEGATED[command]
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        if command == "mcp-proxy":
-            print(
-                "toolguard: error: `toolguard mcp-proxy` needs the MCP adapter: "
-                "pip install 'toolguard-otel[mcp]'",
-                file=sys.stderr,
-            )
-            return EXIT_ERROR
-        raise exc
-    if command == "mcp-proxy":
-        return int(module.main(argv, prog="toolguard mcp-proxy"))
-    return int(module.main(argv))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``toolguard`` command; returns the exit status."""
+    """The ``toolguard`` command once its dependencies are imported (the command itself is
+    ``toolguard.__main__.main``, which says which extra is missing); returns the exit status."""
     words = list(sys.argv[1:] if argv is None else argv)
-    if words and words[0] in _DELEGATED:
-        return _delegate(words[0], words[1:])
+    if words and words[0] in DELEGATED:
+        return delegate(words[0], words[1:])
     try:
         args = _parser().parse_args(argv, namespace=_Args())
     except SystemExit as exc:  # argparse has printed its usage message already

@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TextIO
 
+from .._extras import is_missing, missing_extra
 from ..runtime.contract_file import Contract, load_contract
 from .engine import Replayer
 from .jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES
@@ -45,10 +46,15 @@ def replay_files(
     when it is a terminal). ``max_element_bytes``, ``max_string_bytes``: the reader's bounds
     on one run's JSON text and on one string in it (openai and tau2 files). Returns what was
     read and written."""
-    from opentelemetry.exporter.otlp.json.file import FileSpanExporter
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    try:
+        from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError as exc:
+        if not is_missing(exc, "export"):
+            raise
+        raise missing_extra("replay_files", "export", exc) from exc
 
     loaded = load_contract(contract) if isinstance(contract, str | os.PathLike) else contract
     out = os.fspath(out)

@@ -19,12 +19,17 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
+from opentelemetry.environment_variables import OTEL_TRACES_EXPORTER
 
-from .span_file import SpanFileExporter
-from .span_queue import SpanQueue
+from .._extras import is_missing, missing_extra
 
+# The SDK and the span file come with the [export] extra: imported when export is set up, so
+# a guard installed without it imports (its spans are then no-ops).
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider as SDKTracerProvider
+
+    from .span_file import SpanFileExporter
+    from .span_queue import SpanQueue
 
 logger = logging.getLogger("toolguard")
 
@@ -35,9 +40,7 @@ DEFAULT_FULL_WAIT_S = 10.0  # a producer waits this long for room before the exp
 DEFAULT_EXIT_TIMEOUT_S = 30.0  # TOOLGUARD_EXIT_TIMEOUT: the longest the whole exit waits
 _CLOSE_MARGIN_S = 0.25  # of the exit's time, kept for shutting down after the flush
 
-# How the SDK picks an OTLP exporter (opentelemetry.sdk._configuration): `otlp` means gRPC
-# unless OTEL_EXPORTER_OTLP[_TRACES]_PROTOCOL says otherwise.
-_OTLP_BY_PROTOCOL = {"grpc": "otlp_proto_grpc", "http/protobuf": "otlp_proto_http"}
+# What to install for the entry point an OTLP protocol needs (the SDK's error names neither).
 _OTLP_PACKAGES = {
     "otlp_proto_grpc": "opentelemetry-exporter-otlp-proto-grpc",
     "otlp_proto_http": "opentelemetry-exporter-otlp-proto-http",
@@ -68,9 +71,22 @@ def setup_file_export(
     ``TOOLGUARD_EXIT_TIMEOUT`` seconds (30); whatever could not be written is counted and
     reported on standard error. That bound is the whole exit's: the flush and the shutdown of
     a provider made here (with every processor added to it) share it.
+
+    Needs the ``[export]`` extra (``pip install 'toolguard-otel[export]'``): without it, an
+    ImportError says so and nothing is set up.
     """
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
+    try:
+        from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, Resource
+        from opentelemetry.sdk.trace import TracerProvider
+
+        # The span file too, though OTEL_TRACES_EXPORTER may not need it: a missing extra is
+        # reported before anything is installed, whatever the environment says.
+        from .span_file import SpanFileExporter
+        from .span_queue import SpanQueue
+    except ImportError as exc:
+        if not is_missing(exc, "export"):
+            raise
+        raise missing_extra("setup_file_export", "export", exc) from exc
 
     if not str(path).strip():
         raise ValueError("setup_file_export: the span file path is empty")
@@ -83,14 +99,20 @@ def setup_file_export(
     if isinstance(current, TracerProvider):
         provider = current
     else:
-        attributes: dict[str, str] = {"service.instance.id": uuid.uuid4().hex}
-        if service_name:
-            attributes["service.name"] = service_name
+        # The SDK's resource: OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES and its detectors,
+        # with an explicit service_name on top.
+        resource = Resource.create({SERVICE_NAME: service_name} if service_name else {})
+        if not resource.attributes.get(SERVICE_INSTANCE_ID):
+            # SDKs before the service-instance detector (1.30 among them) set none, and runs
+            # appended to one file must stay apart: one id per process, as newer SDKs give.
+            resource = resource.merge(Resource({SERVICE_INSTANCE_ID: uuid.uuid4().hex}))
         # shutdown_on_exit=False: the SDK's hook would run after ours, unbounded by
         # TOOLGUARD_EXIT_TIMEOUT (30 s more on a stuck queue); ours shuts it down instead.
-        provider = TracerProvider(resource=Resource.create(attributes), shutdown_on_exit=False)
+        provider = TracerProvider(resource=resource, shutdown_on_exit=False)
         trace.set_tracer_provider(provider)
-    queues = [SpanQueue(exporter, **_queue_settings()) for exporter in _exporters(path)]
+    queues = [
+        SpanQueue(exporter, **_queue_settings()) for exporter in _exporters(path, SpanFileExporter)
+    ]
     for queue in queues:
         provider.add_span_processor(queue)
     _exit_queues.extend(queues)
@@ -105,14 +127,16 @@ def setup_file_export(
     return provider
 
 
-def _exporters(path: str | os.PathLike[str]) -> list[Any]:
-    names = [n.strip() for n in os.environ.get("OTEL_TRACES_EXPORTER", "").split(",")]
+def _exporters(path: str | os.PathLike[str], file_exporter: type[SpanFileExporter]) -> list[Any]:
+    # Read here rather than with the SDK's _get_exporter_names: that one fails on "otlp,"
+    # and on "none" beside another name; the spec's "none" means export nothing either way.
+    names = [n.strip() for n in os.environ.get(OTEL_TRACES_EXPORTER, "").split(",")]
     names = [n for n in names if n]
     if "none" in names:  # the standard meaning: export nothing
         return []
     if not names:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        return [SpanFileExporter(path)]
+        return [file_exporter(path)]
     found = {ep.name: ep for ep in entry_points(group="opentelemetry_traces_exporter")}
     exporters = []
     for name in names:
@@ -130,21 +154,34 @@ def _exporters(path: str | os.PathLike[str]) -> list[Any]:
 
 
 def _entry_point_name(name: str) -> str:
-    if name != "otlp":
-        return name
-    protocol = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_PROTOCOL"
+    """The entry point ``name`` stands for: ``otlp`` resolved by OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
+    or OTEL_EXPORTER_OTLP_PROTOCOL (gRPC when neither is set), as ``opentelemetry-instrument``
+    resolves it: with the SDK's own function, so the two never disagree."""
+    # Private to the SDK, but the one place its rules live (unchanged from 1.30 to 1.45).
+    from opentelemetry.sdk._configuration import (
+        _EXPORTER_BY_OTLP_PROTOCOL,
+        _get_exporter_entry_point,
     )
-    if not protocol:
-        return _OTLP_BY_PROTOCOL["grpc"]
-    if protocol.strip() not in _OTLP_BY_PROTOCOL:
-        raise ValueError(
-            f"unsupported OTLP protocol {protocol!r} (supported: {', '.join(_OTLP_BY_PROTOCOL)})"
-        )
-    return _OTLP_BY_PROTOCOL[protocol.strip()]
+
+    try:
+        return str(_get_exporter_entry_point(name, "traces"))
+    except RuntimeError as exc:  # an unsupported protocol: a configuration error, ours too
+        supported = ", ".join(_EXPORTER_BY_OTLP_PROTOCOL)
+        raise ValueError(f"OTEL_TRACES_EXPORTER={name!r}: {exc} (supported: {supported})") from None
 
 
 def _queue_settings() -> dict[str, Any]:
+    """The queue's sizes and delay from the SDK's OTEL_BSP_* variables, parsed here: the SDK
+    parses them in BatchSpanProcessor's private helpers, which fall back to its own defaults
+    (a 2048-span queue that drops silently, the very thing SpanQueue replaces) and reject a
+    fractional delay. OTEL_BSP_EXPORT_TIMEOUT is not applied: export() takes no timeout, in the
+    SDK's batch processor too; stuck exports are bounded by TOOLGUARD_EXIT_TIMEOUT instead."""
+    from opentelemetry.sdk.environment_variables import (
+        OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
+        OTEL_BSP_MAX_QUEUE_SIZE,
+        OTEL_BSP_SCHEDULE_DELAY,
+    )
+
     def number(name: str, default: float) -> float:
         raw = os.environ.get(name)
         if raw is None or not raw.strip():
@@ -157,11 +194,11 @@ def _queue_settings() -> dict[str, Any]:
         return value if value > 0 else default
 
     return {
-        "max_queue_size": int(number("OTEL_BSP_MAX_QUEUE_SIZE", DEFAULT_MAX_QUEUE_SIZE)),
+        "max_queue_size": int(number(OTEL_BSP_MAX_QUEUE_SIZE, DEFAULT_MAX_QUEUE_SIZE)),
         "max_export_batch_size": int(
-            number("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", DEFAULT_MAX_EXPORT_BATCH)
+            number(OTEL_BSP_MAX_EXPORT_BATCH_SIZE, DEFAULT_MAX_EXPORT_BATCH)
         ),
-        "schedule_delay": number("OTEL_BSP_SCHEDULE_DELAY", DEFAULT_SCHEDULE_DELAY_MS) / 1000,
+        "schedule_delay": number(OTEL_BSP_SCHEDULE_DELAY, DEFAULT_SCHEDULE_DELAY_MS) / 1000,
         "full_wait": number("TOOLGUARD_QUEUE_FULL_WAIT", DEFAULT_FULL_WAIT_S),
     }
 
