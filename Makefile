@@ -88,7 +88,7 @@ bench-tau2: $(STAMP)
 	$(PY) -m benchmarks.tau2.run --out out/tau2
 	$(PY) -m benchmarks.tau2.compare_run --out out/tau2
 
-# Backend round trips (tests/backends; README, "Where your traces live"): guarded spans through
+# Backend round trips (tests/backends; docs/report.md, "Where your traces live"): guarded spans through
 # the standard OTLP/HTTP exporter into a real Arize Phoenix, read back through its REST API.
 # Phoenix is a large install (about 850 MB) that pins versions of its own: it gets a venv of its
 # own, never .venv. arize-phoenix-client brings a pytest plugin (`phoenix`, it records test runs

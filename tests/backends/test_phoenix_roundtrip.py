@@ -330,7 +330,7 @@ def test_saved_export_reads_like_the_original(round_trip: RoundTrip, tmp_path: P
 
 
 def test_demo_exported_by_the_environment_alone(phoenix: PhoenixServer, tmp_path: Path) -> None:
-    """The README's path (b): the demo, untouched, with OTEL_TRACES_EXPORTER=otlp sends its
+    """docs/report.md's OTLP path: the demo, untouched, with OTEL_TRACES_EXPORTER=otlp sends its
     spans to Phoenix; its report from Phoenix equals the report of the same run to a file."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     to_phoenix = clean | {
