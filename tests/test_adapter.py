@@ -11,12 +11,14 @@ import re
 import sys
 import warnings
 from importlib.metadata import version
+from pathlib import Path
 
 import pytest
 
 import toolguard as tg
 
 INSTALL = "pip install -e . -e adapters/example"
+REPO = Path(__file__).resolve().parents[1]
 
 
 def adapter(**requires: str) -> tg.Adapter:
@@ -96,3 +98,11 @@ def test_exports_load_on_first_use_after_the_framework_check(
     getattr_, _ = example.exports({"Adapter": "toolguard"}, require=False)
     assert getattr_("Adapter") is tg.Adapter
     assert package.Adapter is tg.Adapter  # cached: the next access skips __getattr__
+
+
+def test_no_version_string_is_written_in_the_packages() -> None:
+    # pyproject.toml holds each distribution's version; the code reads it from the metadata.
+    sources = [*REPO.glob("toolguard/**/*.py"), *REPO.glob("adapters/*/src/**/*.py")]
+    assignments = re.compile(r"^__version__\s*=\s*[\"']", re.MULTILINE)
+    written = [str(p.relative_to(REPO)) for p in sources if assignments.search(p.read_text())]
+    assert written == []
