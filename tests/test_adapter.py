@@ -57,6 +57,29 @@ def test_a_framework_outside_the_range_warns_once_naming_its_version_and_the_ran
     assert caught[0].filename == __file__
 
 
+def test_the_warning_points_at_the_line_that_imports_from_the_adapter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `from adapter import name` runs the adapter's __getattr__ inside the import machinery,
+    # whose frames warnings.warn leaves out of its stacklevel count.
+    package = tmp_path / "toolguard_example_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "import toolguard as tg\n"
+        "ADAPTER = tg.Adapter('toolguard-example-pkg', requires={'pydantic': 'pydantic<2'},"
+        " install='pip install -e . -e adapters/example')\n"
+        "__getattr__, __dir__ = ADAPTER.exports({'Guard': 'toolguard'})\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "toolguard_example_pkg", raising=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        from toolguard_example_pkg import Guard  # type: ignore[import-not-found]
+    assert Guard is tg.Guard
+    assert [(w.category, w.filename) for w in caught] == [(tg.FrameworkVersionWarning, __file__)]
+    monkeypatch.delitem(sys.modules, "toolguard_example_pkg")
+
+
 def test_a_framework_inside_the_range_does_not_warn() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -160,15 +160,23 @@ def _parse(requirement: str) -> tuple[str, SpecifierSet]:
 
 
 def _caller_level() -> int:
-    """The ``stacklevel`` of the first frame outside toolguard, its adapters and the import
-    machinery: the warning points at the user's line that first used the adapter, so the
-    default filter shows it once per such line, not once for a line inside the adapter."""
+    """The ``stacklevel`` of the first frame outside toolguard, its adapters and importlib:
+    the warning points at the user's line that first used the adapter, so the default filter
+    shows it once per such line, not once for a line inside the adapter."""
     frame: FrameType | None = sys._getframe(1)
     level = 1
     while frame is not None:
-        module = frame.f_globals.get("__name__", "")
-        if not module.startswith(("toolguard", "importlib")):
+        if not frame.f_globals.get("__name__", "").startswith(("toolguard", "importlib")):
             return level
         frame = frame.f_back
+        # warnings.warn skips the import machinery's frames (`from adapter import name` runs
+        # the adapter's __getattr__ from there) when it counts stacklevel: so does this.
+        while frame is not None and _internal(frame):
+            frame = frame.f_back
         level += 1
     return 1
+
+
+def _internal(frame: FrameType) -> bool:
+    filename = frame.f_code.co_filename
+    return "importlib" in filename and "_bootstrap" in filename
