@@ -7,6 +7,8 @@ docs/protocol.md for the span contract.
 
 from typing import TYPE_CHECKING
 
+from ._adapter import Adapter, FrameworkVersionWarning
+from ._adapter import distribution_version as _distribution_version
 from ._errors import ForkError, ToolCallRejected, ToolDefinitionError, ToolGuardError, UsageError
 from .runtime.call import PendingCall
 from .runtime.conditions import Postcondition, Precondition
@@ -50,7 +52,8 @@ if TYPE_CHECKING:  # what the lazy loader below provides, visible to type checke
     from .report.plot import plot_report
     from .report.reader import BackendError, ReportInputError
 
-__version__ = "0.1.0"
+# From the package metadata, the one place the version is written (pyproject.toml).
+__version__ = _distribution_version("toolguard-otel")
 
 # The report side pulls in numpy (the [report] extra): loaded on first use, so guarding a tool
 # neither pays for it nor needs it installed.
@@ -102,6 +105,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "Adapter",
     "BackendError",
     "CallbackFork",
     "ClickHouseError",
@@ -111,6 +115,7 @@ __all__ = [
     "Failure",
     "ForkError",
     "ForkStrategy",
+    "FrameworkVersionWarning",
     "Grounded",
     "Guard",
     "GuardedFunction",
