@@ -77,13 +77,28 @@ _LAZY = {
 }
 
 
+def _public(value: object) -> object:
+    """Name a class or function defined in the package after the package itself.
+
+    Its repr, tracebacks and docs then read ``toolguard.Guard`` (as httpx does), and pickles
+    of public objects name ``toolguard.X``, which still resolves after an internal module
+    moves. Anything defined elsewhere (a re-exported typing construct) is left alone.
+    """
+    from types import FunctionType
+
+    defined_here = getattr(value, "__module__", "").startswith(__name__ + ".")
+    if defined_here and isinstance(value, type | FunctionType):
+        value.__module__ = __name__
+    return value
+
+
 def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'toolguard' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module, __name__), name)
+    value = _public(getattr(importlib.import_module(module, __name__), name))
     globals()[name] = value
     return value
 
@@ -155,3 +170,9 @@ __all__ = [
     "sql_report",
     "trajectory",
 ]
+
+# The lazy names are renamed as __getattr__ loads them.
+for _name in __all__:
+    if _name not in _LAZY:
+        _public(globals()[_name])
+del _name
