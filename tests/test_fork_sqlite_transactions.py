@@ -141,6 +141,7 @@ def compare(tmp: Path, ops: list[Op], end: str, app_txn: bool, isolation: str | 
         dry.close()
 
 
+@pytest.mark.slow
 @settings(
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
