@@ -81,6 +81,21 @@ _LAZY = {
 }
 
 
+def _public(value: object) -> object:
+    """Name a class or function defined in the package after the package itself.
+
+    Its repr, tracebacks and docs then read ``toolguard.Guard`` (as httpx does), and pickles
+    of public objects name ``toolguard.X``, which still resolves after an internal module
+    moves. Anything defined elsewhere (a re-exported typing construct) is left alone.
+    """
+    from types import FunctionType
+
+    defined_here = getattr(value, "__module__", "").startswith(__name__ + ".")
+    if defined_here and isinstance(value, type | FunctionType):
+        value.__module__ = __name__
+    return value
+
+
 def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
@@ -88,7 +103,7 @@ def __getattr__(name: str) -> object:
     import importlib
 
     try:
-        value = getattr(importlib.import_module(module, __name__), name)
+        value = _public(getattr(importlib.import_module(module, __name__), name))
     except ImportError as exc:
         # The report and replay stack is the [report] extra: say so, not "no module numpy".
         from ._extras import is_missing, missing_extra
@@ -169,3 +184,9 @@ __all__ = [
     "sql_report",
     "trajectory",
 ]
+
+# The lazy names are renamed as __getattr__ loads them.
+for _name in __all__:
+    if _name not in _LAZY:
+        _public(globals()[_name])
+del _name
