@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from toolguard import __version__
 from toolguard import _contract as A
 
 _RESOURCE = {
@@ -23,7 +24,8 @@ _RESOURCE = {
         {"key": "service.name", "value": {"stringValue": "agent-bench"}},
     ]
 }
-_SCOPE = {"name": "toolguard", "version": "0.1.0"}
+# The scope the guard writes (toolguard/runtime/telemetry.py), its version the installed one.
+_SCOPE = {"name": "toolguard", "version": __version__}
 _TOOLS = ("search_contact", "remove_contact", "send_message", "get_weather", "book_flight")
 
 

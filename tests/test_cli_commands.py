@@ -34,11 +34,11 @@ def test_mcp_proxy_runs_the_adapters_command() -> None:
     assert "usage: toolguard mcp-proxy" in done.stdout and "--contract" in done.stdout
 
 
-def test_mcp_proxy_without_the_adapter_names_the_extra() -> None:
+def test_mcp_proxy_without_the_adapter_names_the_install_command() -> None:
     code = (
         "import sys; sys.modules['toolguard_mcp'] = None; "
         "from toolguard._cli import main; sys.exit(main(sys.argv[1:]))"
     )
     done = run("mcp-proxy", "--help", code=code)
     assert done.returncode == 2
-    assert "pip install 'toolguard-otel[mcp]'" in done.stderr
+    assert "pip install -e . -e adapters/mcp" in done.stderr

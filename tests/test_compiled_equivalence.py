@@ -574,6 +574,7 @@ def run_sequence(
     return state
 
 
+@pytest.mark.slow
 @settings(
     max_examples=300,
     deadline=None,
@@ -793,6 +794,7 @@ def _nest(value: Any, depth: int) -> Any:
     return value
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(value=json_like, depth=st.sampled_from([0, 0, 18, 21]))
 def test_key_finder_and_leaf_walker_agree_with_the_generators(value: Any, depth: int) -> None:
@@ -826,6 +828,7 @@ def _bindings_after(result: Any, compile_tools: bool) -> Any:
         )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(value=json_like)
 def test_produces_and_observe_agree_on_any_result(value: Any) -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
 
 import toolguard as tg
@@ -164,27 +166,62 @@ def test_acall_sync_and_async_tools(otel):
     ]
 
 
+class OnEnd(SpanProcessor):
+    """Calls ``fn`` with every span as it ends."""
+
+    def __init__(self, fn: Callable[[ReadableSpan], None]) -> None:
+        self.fn = fn
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.fn(span)
+
+
 def test_acall_batch_steps_follow_list_order(otel):
+    # The calls finish in an order the test chooses (second, third, first): each is held on an
+    # event until the call released before it has ended its span. No race and no sleep length
+    # decides the order, so the test shows steps follow the list, not completion.
     guard = otel.guard()
     finished: list[str] = []
+    gates: dict[str, asyncio.Event] = {}
+    ended_calls: list[ReadableSpan] = []
+    call_ended = asyncio.Event()
+
+    def on_end(span: ReadableSpan) -> None:
+        if span.name.startswith("execute_tool "):
+            ended_calls.append(span)
+            call_ended.set()
+
+    otel.provider.add_span_processor(OnEnd(on_end))
 
     @guard.tool
-    async def wait(label: str, delay: float) -> str:
-        await asyncio.sleep(delay)
+    async def wait(label: str) -> str:
+        if label in gates:
+            await gates[label].wait()
         finished.append(label)
         return label
 
+    async def release(order: list[str]) -> None:
+        for label in order:
+            goal = len(ended_calls) + 1
+            gates[label].set()
+            while len(ended_calls) < goal:
+                call_ended.clear()
+                await call_ended.wait()
+
     async def main():
+        gates.update((label, asyncio.Event()) for label in ("first", "second", "third"))
         async with otel.trajectory("batch") as traj:
-            before = await guard.acall("wait", {"label": "before", "delay": 0})
+            before = await guard.acall("wait", {"label": "before"})
+            releasing = asyncio.ensure_future(release(["second", "third", "first"]))
             batch = await guard.acall_batch(
                 [
-                    ("wait", {"label": "first", "delay": 0.05}),
-                    ("wait", '{"label": "second", "delay": 0}', "call_2"),
-                    ("wait", {"label": "third", "delay": 0.02}),
+                    ("wait", {"label": "first"}),
+                    ("wait", '{"label": "second"}', "call_2"),
+                    ("wait", {"label": "third"}),
                 ]
             )
-            after = await guard.acall("wait", {"label": "after", "delay": 0})
+            await releasing
+            after = await guard.acall("wait", {"label": "after"})
             traj.success = True
         return before, batch, after
 

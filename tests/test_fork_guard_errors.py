@@ -45,6 +45,7 @@ def with_untrackable(seed: int, where: int) -> Any:
     return root
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(
     seed=st.integers(0, 10_000),

@@ -181,6 +181,7 @@ STANDS = "commit stands"  # a guard error after a COMMIT carried out: what it co
 DIVERGED = "run diverged"  # after it, the call did not run as a plain run
 
 
+@pytest.mark.slow
 @settings(
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

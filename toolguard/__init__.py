@@ -7,6 +7,8 @@ docs/protocol.md for the span contract.
 
 from typing import TYPE_CHECKING
 
+from ._adapter import Adapter, FrameworkVersionWarning
+from ._adapter import distribution_version as _distribution_version
 from ._errors import ForkError, ToolCallRejected, ToolDefinitionError, ToolGuardError, UsageError
 from .runtime.call import PendingCall
 from .runtime.conditions import Postcondition, Precondition
@@ -50,7 +52,8 @@ if TYPE_CHECKING:  # what the lazy loader below provides, visible to type checke
     from .report.plot import plot_report
     from .report.reader import BackendError, ReportInputError
 
-__version__ = "0.1.0"
+# From the package metadata, the one place the version is written (pyproject.toml).
+__version__ = _distribution_version("toolguard-otel")
 
 # The report side pulls in numpy (the [report] extra): loaded on first use, so guarding a tool
 # neither pays for it nor needs it installed.
@@ -78,6 +81,21 @@ _LAZY = {
 }
 
 
+def _public(value: object) -> object:
+    """Name a class or function defined in the package after the package itself.
+
+    Its repr, tracebacks and docs then read ``toolguard.Guard`` (as httpx does), and pickles
+    of public objects name ``toolguard.X``, which still resolves after an internal module
+    moves. Anything defined elsewhere (a re-exported typing construct) is left alone.
+    """
+    from types import FunctionType
+
+    defined_here = getattr(value, "__module__", "").startswith(__name__ + ".")
+    if defined_here and isinstance(value, type | FunctionType):
+        value.__module__ = __name__
+    return value
+
+
 def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
@@ -85,7 +103,7 @@ def __getattr__(name: str) -> object:
     import importlib
 
     try:
-        value = getattr(importlib.import_module(module, __name__), name)
+        value = _public(getattr(importlib.import_module(module, __name__), name))
     except ImportError as exc:
         # The report and replay stack is the [report] extra: say so, not "no module numpy".
         from ._extras import is_missing, missing_extra
@@ -102,6 +120,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "Adapter",
     "BackendError",
     "CallbackFork",
     "ClickHouseError",
@@ -111,6 +130,7 @@ __all__ = [
     "Failure",
     "ForkError",
     "ForkStrategy",
+    "FrameworkVersionWarning",
     "Grounded",
     "Guard",
     "GuardedFunction",
@@ -164,3 +184,9 @@ __all__ = [
     "sql_report",
     "trajectory",
 ]
+
+# The lazy names are renamed as __getattr__ loads them.
+for _name in __all__:
+    if _name not in _LAZY:
+        _public(globals()[_name])
+del _name

@@ -47,8 +47,9 @@ def delegate(command: str, argv: list[str]) -> int:
     except ImportError as exc:
         if command == "mcp-proxy":
             print(
-                "toolguard: error: `toolguard mcp-proxy` needs the MCP adapter: "
-                "pip install 'toolguard-otel[mcp]'",
+                # The adapter is on no package index: the command that works from a checkout.
+                "toolguard: error: `toolguard mcp-proxy` needs the MCP adapter; from a "
+                "toolguard checkout: pip install -e . -e adapters/mcp",
                 file=sys.stderr,
             )
             return EXIT_ERROR

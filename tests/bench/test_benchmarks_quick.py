@@ -32,6 +32,7 @@ def run_quick(module: str, tmp_path: Path) -> dict[str, Any]:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_overhead_quick(tmp_path: Path) -> None:
     pytest.importorskip("langchain_core", reason="the bench extra: pip install -e '.[bench]'")
     pytest.importorskip("icontract", reason="the bench extra: pip install -e '.[bench]'")
@@ -72,6 +73,7 @@ def test_overhead_parts_quick(tmp_path: Path) -> None:
     assert all(math.isfinite(part["median"]) for part in result["parts"].values())
 
 
+@pytest.mark.slow
 def test_no_span_lost_quick(tmp_path: Path) -> None:
     result = run_quick("no_span_lost", tmp_path)
     assert result["lost_call_spans"] == 0
@@ -82,6 +84,7 @@ def test_no_span_lost_quick(tmp_path: Path) -> None:
     assert result["report_equal"] == {"groups": True, "overall": True}
 
 
+@pytest.mark.slow
 def test_throughput_quick(tmp_path: Path) -> None:
     pytest.importorskip("duckdb", reason="the bench extra: pip install -e '.[bench]'")
     result = run_quick("throughput", tmp_path)
@@ -92,6 +95,7 @@ def test_throughput_quick(tmp_path: Path) -> None:
         assert entry["file"]["spans"] == entry["file"]["call_spans"] + result["trajectories"]
 
 
+@pytest.mark.slow
 def test_sql_report_quick(tmp_path: Path) -> None:
     pytest.importorskip("duckdb", reason="the bench extra: pip install -e '.[bench]'")
     pytest.importorskip("chdb", reason="chdb comes with the dev extra")

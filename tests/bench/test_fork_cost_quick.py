@@ -9,9 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_fork_cost_quick(tmp_path: Path) -> None:
     out = tmp_path / "fork_cost.json"
     proc = subprocess.run(

@@ -193,6 +193,7 @@ _label = st.text(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=60, derandomize=True, database=None, deadline=None)
 @given(labels=st.lists(_label, min_size=1, max_size=5, unique=True))
 def test_fuzzed_labels_never_escape_their_cell(labels: list[str]) -> None:

@@ -404,6 +404,7 @@ def test_thread_started_without_context_in_a_trajectory_counts_nowhere_but_warns
     assert "outside any trajectory" in caplog.text
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(depth=st.integers(1, 6000), compiled=st.booleans(), container=st.sampled_from([list, dict]))
 def test_a_grounded_argument_nested_at_any_depth_gets_a_verdict(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -107,6 +108,7 @@ def test_a_document_in_any_chunks(
     _check(list(reader.document(None, None)), expected)
 
 
+@pytest.mark.slow
 @settings(deadline=None, max_examples=150)
 @given(
     st.lists(st.tuples(_VALUES, st.integers(0, 2), st.booleans()), min_size=2, max_size=8),

@@ -133,6 +133,7 @@ def test_pec_is_n_at_depth_over_n_times_pec_elig(cohort: list[TrajectoryRecord])
         assert math.isclose(pec, at / n * (elig or 0.0), abs_tol=1e-12)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     cohorts.map(

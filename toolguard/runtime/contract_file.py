@@ -22,7 +22,16 @@ recorded runs replayed by ``toolguard replay``). The file::
 Places in ``produces`` are those of :class:`ToolSpec` (a key name found anywhere, a path such
 as ``items[].id``, ``$`` for the whole result) plus ``regex:PATTERN``: every match of the
 pattern (its first group, if it has one) in the result's text, for tools that answer in prose.
-A predicate is named by import path (``module:function``); nothing in the file is evaluated.
+
+What loading a file runs. A condition's ``predicate = "module:function"`` is the only thing
+that leads to code: :func:`load_contract` imports ``module`` with ``importlib.import_module``
+(running its top-level code the first time the process imports it) and takes ``function``
+from it by ``getattr``; it must be callable. The import is tried on ``sys.path`` as it is;
+only if that raises ``ImportError`` is the contract file's folder put first on ``sys.path``,
+the import tried again, and the folder taken off again (rules kept next to their file). This
+happens when the file is loaded, once per condition, never when a call is checked. Nothing
+else in the file is evaluated: every other value is TOML data (a ``regex:`` place is compiled
+as a regular expression, a ``json_schema`` is read as a schema), no expression is run.
 """
 
 from __future__ import annotations
@@ -97,7 +106,11 @@ class Contract:
 
 
 def load_contract(path: str | os.PathLike[str]) -> Contract:
-    """Read and validate a contract file; a :class:`ContractFileError` says what is wrong."""
+    """Read and validate a contract file; a :class:`ContractFileError` says what is wrong.
+
+    Imports the module of every ``module:function`` predicate the file names, now (from
+    ``sys.path``, else from the file's folder); nothing else in the file is run.
+    """
     where = os.fspath(path)
     try:
         with open(where, "rb") as f:

@@ -26,12 +26,13 @@ from opentelemetry.trace import (
 )
 
 from .. import _contract as contract
+from .._adapter import distribution_version
 from .verdict import shorten_text
 
 logger = logging.getLogger("toolguard")
 
 _SCOPE = "toolguard"
-_VERSION = "0.1.0"
+_VERSION = distribution_version("toolguard-otel")  # the tracer's scope version
 CONTENT_LIMIT = 4096  # characters kept of opt-in argument and result values
 NAME_LIMIT = 256  # characters of a tool name in a span (a model may send a 10 MB one)
 

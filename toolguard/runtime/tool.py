@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -86,8 +87,23 @@ class ToolSpec:
     dry_run: DryRun = None
     external_effects: bool = False
     # Compiled schemas, keyed by function: a proxy over a fresh object of the same class
-    # (one per benchmark task, say) reuses them instead of rebuilding validators.
-    _compiled: dict[Any, Tool] = field(default_factory=dict, init=False, repr=False)
+    # (one per benchmark task, say) reuses them instead of rebuilding validators. Held
+    # weakly: the guards using a compiled tool keep it alive, and a spec shared by many
+    # short-lived guards (each with its own fork strategy, its own closure) would otherwise
+    # keep one tool per guard for as long as the spec lives.
+    _compiled: weakref.WeakValueDictionary[Any, Tool] = field(
+        default_factory=weakref.WeakValueDictionary, init=False, repr=False
+    )
+
+    # Weak references do not pickle or copy: a copy starts with a cache of its own.
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_compiled"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._compiled = weakref.WeakValueDictionary()
 
     def compile(
         self,

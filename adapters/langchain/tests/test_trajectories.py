@@ -248,7 +248,7 @@ def call_spans(path: Path) -> list[dict[str, str]]:
     return spans
 
 
-def test_without_langchain_the_import_error_names_the_extra() -> None:
+def test_without_langchain_the_import_error_names_the_install_command() -> None:
     code = (
         "import sys; sys.modules['langchain'] = None\n"
         "import toolguard_langchain\n"
@@ -258,7 +258,8 @@ def test_without_langchain_the_import_error_names_the_extra() -> None:
         "    print(exc)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "pip install 'toolguard-otel[langchain]'" in done.stdout
+    assert "langchain>=1.0,<2" in done.stdout
+    assert "pip install -e . -e adapters/langchain" in done.stdout
 
 
 def test_a_sub_agent_inside_a_tool_adds_no_steps(spans: Spans) -> None:

@@ -107,7 +107,7 @@ def test_approval_then_resume_checks_the_approved_call(otel: Telemetry) -> None:
     assert traj.length == 2
 
 
-def test_without_the_sdk_the_error_names_the_extra() -> None:
+def test_without_the_sdk_the_error_names_the_install_command() -> None:
     code = (
         "import sys; sys.modules['agents'] = None\n"
         "import toolguard_openai_agents as t\n"
@@ -115,7 +115,8 @@ def test_without_the_sdk_the_error_names_the_extra() -> None:
         "except ImportError as e:\n    print(e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "pip install 'toolguard-otel[openai-agents]'" in out.stdout
+    assert "openai-agents>=0.24,<1" in out.stdout
+    assert "pip install -e . -e adapters/openai_agents" in out.stdout
 
 
 def test_a_replayed_turn_takes_no_second_steps(otel: Telemetry) -> None:

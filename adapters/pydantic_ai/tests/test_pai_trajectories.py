@@ -140,7 +140,7 @@ def test_a_contract_naming_no_argument_fails_loudly(otel: Telemetry) -> None:
         agent.run_sync("go")
 
 
-def test_without_pydantic_ai_the_error_names_the_extra() -> None:
+def test_without_pydantic_ai_the_error_names_the_install_command() -> None:
     code = (
         "import sys; sys.modules['pydantic_ai'] = None\n"
         "import toolguard_pydantic_ai\n"
@@ -152,7 +152,8 @@ def test_without_pydantic_ai_the_error_names_the_extra() -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
-    assert "pip install 'toolguard-otel[pydantic-ai]'" in out
+    assert "pydantic-ai-slim>=2.68,<3" in out
+    assert "pip install -e . -e adapters/pydantic_ai" in out
 
 
 def test_iter_and_run_stream_are_runs_too(otel: Telemetry) -> None:

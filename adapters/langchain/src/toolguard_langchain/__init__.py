@@ -14,33 +14,39 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import toolguard as tg
+
 if TYPE_CHECKING:
     from ._contracts import declare_tool
     from ._middleware import STATE_KEY, ToolCallGuard, ToolGuardMiddleware
 
-__version__ = "0.1.0"
+# The one place the supported range is written: pyproject.toml's dependencies mirror it
+# (tests/test_adapter_declaration.py). Checked when a name below is first used.
+ADAPTER = tg.Adapter(
+    "toolguard-langchain",
+    requires={
+        "langchain": "langchain>=1.0,<2",
+        "langgraph": "langgraph>=1.0,<2",
+        "langchain_core": "langchain-core>=1.0,<2",
+    },
+    install="pip install -e . -e adapters/langchain",
+)
+__version__ = ADAPTER.version
 
-_LAZY = {
-    "STATE_KEY": "._middleware",
-    "ToolCallGuard": "._middleware",
-    "ToolGuardMiddleware": "._middleware",
-    "declare_tool": "._contracts",
-}
+__getattr__, __dir__ = ADAPTER.exports(
+    {
+        "STATE_KEY": "._middleware",
+        "ToolCallGuard": "._middleware",
+        "ToolGuardMiddleware": "._middleware",
+        "declare_tool": "._contracts",
+    }
+)
 
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'toolguard_langchain' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
-
-__all__ = ["STATE_KEY", "ToolCallGuard", "ToolGuardMiddleware", "__version__", "declare_tool"]
+__all__ = [
+    "ADAPTER",
+    "STATE_KEY",
+    "ToolCallGuard",
+    "ToolGuardMiddleware",
+    "__version__",
+    "declare_tool",
+]

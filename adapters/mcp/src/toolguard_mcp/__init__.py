@@ -14,8 +14,9 @@ host's trajectory.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+import toolguard as tg
 
 from ._meta import CALL_ID, STEP, TRAJECTORY_ID
 
@@ -25,35 +26,33 @@ if TYPE_CHECKING:
     from .results import error_result, result_value
     from .server import GuardMiddleware, UpstreamTimeout, guard_server
 
-__version__ = "0.1.0"
+# The one place the supported range is written: pyproject.toml's dependencies mirror it
+# (tests/test_adapter_declaration.py). Checked where the SDK is imported (_sdk.py).
+ADAPTER = tg.Adapter(
+    "toolguard-mcp",
+    requires={"mcp": "mcp>=2.3,<3"},
+    install="pip install -e . -e adapters/mcp",
+)
+__version__ = ADAPTER.version
 
-# Loaded on first use: importing the SDK takes seconds, and the stdio proxy never needs it.
-_LAZY = {
-    "CallGuard": ".calls",
-    "as_contract": ".calls",
-    "GuardedClient": ".client",
-    "error_result": ".results",
-    "result_value": ".results",
-    "GuardMiddleware": ".server",
-    "UpstreamTimeout": ".server",
-    "guard_server": ".server",
-}
-
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'toolguard_mcp' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
+# Loaded on first use: importing the SDK takes seconds, and the stdio proxy never needs it
+# (so the exports do not require it: the modules that import the SDK do).
+__getattr__, __dir__ = ADAPTER.exports(
+    {
+        "CallGuard": ".calls",
+        "as_contract": ".calls",
+        "GuardedClient": ".client",
+        "error_result": ".results",
+        "result_value": ".results",
+        "GuardMiddleware": ".server",
+        "UpstreamTimeout": ".server",
+        "guard_server": ".server",
+    },
+    require=False,
+)
 
 __all__ = [
+    "ADAPTER",
     "CALL_ID",
     "STEP",
     "TRAJECTORY_ID",

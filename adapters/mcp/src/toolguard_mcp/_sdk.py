@@ -1,10 +1,8 @@
-"""The MCP SDK, or an ImportError that says which extra installs it."""
+"""The MCP SDK, or an ImportError that names the install command (and a warning when the
+installed SDK is outside the supported range). Imported first by every module that needs it."""
 
 from __future__ import annotations
 
-try:
-    import mcp  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "toolguard_mcp needs the MCP SDK (mcp>=2.3): pip install 'toolguard-otel[mcp]'"
-    ) from exc
+from . import ADAPTER
+
+ADAPTER.require()

@@ -1,12 +1,8 @@
-"""The one place the OpenAI Agents SDK is imported, so that its absence names the extra."""
+"""The one place the OpenAI Agents SDK is imported.
 
-try:
-    import agents  # noqa: F401 - imported first: only its absence means "install the extra"
-except ModuleNotFoundError as exc:
-    raise ImportError(
-        "toolguard_openai_agents needs the OpenAI Agents SDK (openai-agents>=0.24): "
-        "pip install 'toolguard-otel[openai-agents]'"
-    ) from exc
+Reached through the package's exports, which first run ``ADAPTER.require()``: a missing SDK
+fails there with the install command.
+"""
 
 from agents import Agent, AgentHooks, FunctionTool, Handoff, ModelResponse, Runner, RunResult, Tool
 from agents.lifecycle import AgentHooksBase

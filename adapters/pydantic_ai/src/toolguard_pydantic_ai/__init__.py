@@ -6,33 +6,25 @@
     agent = Agent(model, tools=[...], capabilities=[ToolGuard(guard)])
 
 Pydantic AI is imported when ``ToolGuard`` is first used, so importing this package never
-fails; using it without Pydantic AI raises an ImportError that names the extra to install.
+fails; using it without Pydantic AI raises an ImportError that names the install command.
 """
 
 from typing import TYPE_CHECKING
 
+import toolguard as tg
+
 if TYPE_CHECKING:
     from ._capability import ToolGuard
 
-__version__ = "0.1.0"
+# The one place the supported range is written: pyproject.toml's dependencies mirror it
+# (tests/test_adapter_declaration.py). Checked when ToolGuard is first used.
+ADAPTER = tg.Adapter(
+    "toolguard-pydantic-ai",
+    requires={"pydantic_ai": "pydantic-ai-slim>=2.68,<3"},
+    install="pip install -e . -e adapters/pydantic_ai",
+)
+__version__ = ADAPTER.version
 
-_INSTALL = "pip install 'toolguard-otel[pydantic-ai]'"
+__getattr__, __dir__ = ADAPTER.exports({"ToolGuard": "._capability"})
 
-
-def __getattr__(name: str) -> object:
-    if name != "ToolGuard":
-        raise AttributeError(f"module 'toolguard_pydantic_ai' has no attribute {name!r}")
-    try:
-        from . import _capability
-    except ImportError as exc:
-        if exc.name is not None and exc.name.split(".")[0] == "pydantic_ai":
-            raise ImportError(
-                f"toolguard_pydantic_ai.{name} needs Pydantic AI (pydantic-ai-slim 2.x): {_INSTALL}"
-            ) from exc
-        raise
-    value = getattr(_capability, name)
-    globals()[name] = value
-    return value
-
-
-__all__ = ["ToolGuard", "__version__"]
+__all__ = ["ADAPTER", "ToolGuard", "__version__"]
