@@ -1,11 +1,11 @@
 """Every path, module, public name and relative link the docs mention exists.
 
-Read: README.md, CONTRIBUTING.md, docs/*.md, and (checked, never edited here) the READMEs of
-adapters/ and benchmarks/. Checked in each:
+Read: README.md, CONTRIBUTING.md, CHANGELOG.md, docs/*.md, and (checked, never edited here)
+the READMEs of adapters/ and benchmarks/. Checked in each:
 
 - a repository path in inline code, a code block or a link (``toolguard/...``, ``tests/...``,
   ``benchmarks/...``, ``docs/...``, ``adapters/...``) names a file or directory, from the
-  repository root or the doc's own directory; ``<name>`` and ``*`` are globs;
+  repository root, the doc's directory or a folder in it; ``<name>`` and ``*`` are globs;
 - a dotted module (``toolguard.report.phoenix``, ``python -m benchmarks.fork_cost``) exists;
 - ``tg.Name`` and ``toolguard.Name`` are in ``toolguard.__all__`` and any attribute path after
   it resolves (``tg.Guard.verify_plan``); ``toolguard.<key>`` that is no module or public name
@@ -39,6 +39,7 @@ DOCS = sorted(
     {
         ROOT / "README.md",
         ROOT / "CONTRIBUTING.md",
+        ROOT / "CHANGELOG.md",
         *(ROOT / "docs").glob("*.md"),
         ROOT / "adapters" / "README.md",
         *(ROOT / "adapters").glob("*/README.md"),
@@ -91,7 +92,8 @@ def _globbed(path: str) -> str:
 
 
 def _path_exists(path: str, doc: Path) -> bool:
-    for base in (ROOT, doc.parent):
+    # From the root, the doc's directory, or each folder below it ("each adapter's tests/...").
+    for base in (ROOT, doc.parent, *(d for d in doc.parent.iterdir() if d.is_dir())):
         if any(ch in path for ch in "*?["):
             if any(base.glob(path.rstrip("/"))):
                 return True
@@ -135,11 +137,7 @@ def _has(obj: object, name: str) -> bool:
     if hasattr(obj, name):
         return True
     if isinstance(obj, type):
-        try:
-            source = inspect.getsource(obj)
-        except (OSError, TypeError):
-            source = ""
-        if re.search(rf"\bself\.{re.escape(name)}\b", source):
+        if re.search(rf"\bself\.{re.escape(name)}\b", _class_source(obj)):
             return True  # an instance attribute set in a method
         if dataclasses.is_dataclass(obj) and name in {f.name for f in dataclasses.fields(obj)}:
             return True
@@ -149,6 +147,15 @@ def _has(obj: object, name: str) -> bool:
             ):
                 return True
     return False
+
+
+def _class_source(klass: type) -> str:
+    """The source of the files a class's methods are defined in (public classes say
+    ``__module__ = "toolguard"``, so ``inspect.getsource`` cannot find them)."""
+    files = {
+        member.__code__.co_filename for member in vars(klass).values() if inspect.isfunction(member)
+    }
+    return "".join(Path(f).read_text(encoding="utf-8") for f in sorted(files))
 
 
 def _dotted_problem(first: str, rest: list[str]) -> str | None:
