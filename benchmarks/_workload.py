@@ -96,3 +96,34 @@ def growth_tool() -> tuple[Callable[..., str], dict[str, Any], Callable[[], None
         "grounded": ["memo"],
     }
     return pay, options, reset
+
+
+# The realistic tool (issue 28): a search answering a list of 20 records, each record's id a
+# value later calls may refer to; a reference and a precondition as the workload's.
+SEARCH_ARGS: dict[str, Any] = {"account_id": ACCOUNT, "query": "smith"}
+_CONTACTS = [
+    {"id": f"c-{i}", "name": f"Smith {i}", "email": f"smith{i}@example.com", "score": i / 20}
+    for i in range(20)
+]
+
+
+def search_contacts(account_id: str, query: str) -> list[dict[str, Any]]:
+    return _CONTACTS
+
+
+def search_options() -> dict[str, Any]:
+    return {**tool_options("workload"), "produces": {"id": "contact"}}
+
+
+# `transfer` declared the way the Agents SDK and MCP adapters declare a tool: by the JSON
+# Schema the model was shown (what pydantic makes of its annotations, without titles).
+TRANSFER_JSON_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "account_id": {"type": "string"},
+        "amount": {"type": "number"},
+        "memo": {"type": "string"},
+    },
+    "required": ["account_id", "amount", "memo"],
+    "additionalProperties": False,
+}

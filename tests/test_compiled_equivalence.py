@@ -841,6 +841,68 @@ def test_produces_and_observe_agree_on_any_result(value: Any) -> None:
         logging.getLogger("toolguard").setLevel(logging.NOTSET)
 
 
+_leaf = (
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.sampled_from(["id", "x", "id-1", "id-2", ""])
+    | st.binary(max_size=2)
+)
+# A search's answer: a list of records, most of them flat (the compiled path's short-cut),
+# some holding a container or a non-str key (walked whole), some not dicts at all.
+records = st.lists(
+    st.dictionaries(st.sampled_from(["id", "x", "name"]), _leaf, max_size=3)
+    | st.dictionaries(
+        st.sampled_from(["id", "x", 1]),
+        _leaf
+        | st.lists(_leaf, max_size=2)
+        | st.dictionaries(st.sampled_from(["id", "x"]), _leaf, max_size=2),
+        max_size=3,
+    )
+    | _leaf
+    | st.lists(st.dictionaries(st.sampled_from(["id", "x"]), _leaf, max_size=2), max_size=2),
+    max_size=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=records)
+def test_produces_over_a_list_of_records_agrees(value: Any) -> None:
+    logging.getLogger("toolguard").setLevel(logging.CRITICAL)
+    try:
+        assert _bindings_after(value, True) == _bindings_after(value, False)
+    finally:
+        logging.getLogger("toolguard").setLevel(logging.NOTSET)
+
+
+@pytest.mark.parametrize("compile_tools", [True, False])
+def test_invalidating_one_produced_value_leaves_its_siblings_live(compile_tools: bool) -> None:
+    """The values one call produces share one binding on the compiled path: invalidating one
+    of them must not reach the others."""
+    guard = tg.Guard()
+    guard._compiled = compile_tools
+
+    @guard.tool(produces={"id": "contact"})
+    def search() -> list[dict[str, str]]:
+        return [{"id": "c-1"}, {"id": "c-2"}, {"id": "c-3"}]
+
+    @guard.tool(refs={"contact": "contact"}, invalidates={"contact": "contact"})
+    def remove(contact: str) -> str:
+        return "removed"
+
+    with tg.trajectory() as traj:
+        search()
+        remove(contact="c-2")
+        assert traj.live_values("contact") == ["c-1", "c-3"]
+        removed = traj.lookup("contact", "c-2")
+        assert removed is not None and not removed.live
+        assert removed.invalidated_by == "remove at step 2" and removed.step == 1
+        with pytest.raises(tg.ToolCallRejected):
+            remove(contact="c-2")
+        remove(contact="c-3")
+        assert traj.live_values("contact") == ["c-1"]
+
+
 def test_suggestions_among_few_tools_are_difflibs() -> None:
     names = ToolNames()
     pool = ["remove_contact", "search_contacts", "send_message", "transfer", "get_weather"]

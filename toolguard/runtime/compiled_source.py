@@ -337,6 +337,29 @@ def _emit_find_key(src: Source, key: str, kind: str) -> None:
                 src("elif type(v) not in _LEAVES:")
                 with src.indent():
                     src(f"_find_key_into(v, {key!r}, found, 1)")
+        src("elif type(result) is list:")
+        with src.indent():
+            # A list of records (a search's answer): each flat record is looked up as the
+            # flat dict above; a record holding a container is walked whole. The loop over
+            # a record's values is inline: cheaper than issuperset's temporary set per record.
+            src("for item in result:")
+            with src.indent():
+                src("if type(item) is dict:")
+                with src.indent():
+                    src("for v in item.values():")
+                    with src.indent():
+                        src("if type(v) not in _LEAVES:")
+                        with src.indent():
+                            src(f"_find_key_into(item, {key!r}, found, 1)")
+                            src("break")
+                    src("else:")
+                    with src.indent():
+                        src(f"if {key!r} in item:")
+                        with src.indent():
+                            src(f"found.append(item[{key!r}])")
+                src("elif type(item) not in _LEAVES:")
+                with src.indent():
+                    src(f"_find_key_into(item, {key!r}, found, 1)")
         src("else:")
         with src.indent():
             src(f"_find_key_into(result, {key!r}, found)")
@@ -348,19 +371,25 @@ def _emit_find_key(src: Source, key: str, kind: str) -> None:
             src("if value is None:")
             with src.indent():
                 src("continue")
-            src("try:")
+            # A leaf of a built-in type is hashable: only other values pay the hash probe.
+            src("if type(value) not in _LEAVES:")
             with src.indent():
-                src("hash(value)")
-            src("except TypeError:")
-            with src.indent():
-                src("continue")
+                src("try:")
+                with src.indent():
+                    src("hash(value)")
+                src("except TypeError:")
+                with src.indent():
+                    src("continue")
             src("if known is None:")
             with src.indent():
                 src(f"known = traj._bindings.get({kind!r})")
                 src("if known is None:")
                 with src.indent():
                     src(f"known = traj._bindings.setdefault({kind!r}, {{}})")
-            src("known[value] = _Binding(True, NAME, step, None, True)")
+                # Every value this call produces has the same binding: one object, shared
+                # (bindings are immutable; invalidation replaces a value's binding).
+                src("binding = _Binding(True, NAME, step, None, True)")
+            src("known[value] = binding")
 
 
 def _key_place(find: Callable[..., Any]) -> str | None:

@@ -2,7 +2,8 @@
 
 Three sources: a function's type hints (a pydantic model made from its signature), an
 explicit pydantic model, or a JSON Schema (the way MCP and OpenAI function specs describe
-tools; validated with the ``jsonschema`` library).
+tools; validated with the ``jsonschema`` library, and first by a pydantic-core validator
+translated from it where that is exact: ``schema_core.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .._errors import ToolDefinitionError
 from .conditions import shorten
+from .schema_core import fast_validator
 from .verdict import NAME_LIMIT, Failure, shorten_text
 
 _MAX_ERRORS_SHOWN = 4
@@ -304,6 +306,8 @@ def _fields_validator(model: type[BaseModel]) -> Any:
         return None
 
 
+# False: JSON Schemas are judged by jsonschema alone (the equivalence tests' reference).
+FAST_JSON_SCHEMA = True
 _CHECKED_SCHEMAS: set[tuple[Any, str]] = set()  # (metaschema's validator class, schema JSON)
 
 
@@ -340,7 +344,16 @@ def from_json_schema(
     names = tuple(props) if isinstance(props, Mapping) else None
     hint = _hint_from_json_schema(tool, schema)
 
+    fast = fast_validator(schema) if FAST_JSON_SCHEMA else None
+
     def validate(args: dict[str, Any]) -> dict[str, Any]:
+        if fast is not None:
+            try:
+                fast(args)
+            except Exception:  # refused (or not checkable there): jsonschema judges it
+                pass
+            else:
+                return args
         errors = sorted(validator.iter_errors(args), key=lambda e: list(map(str, e.path)))
         if errors:
             problems = [f"{_json_path(e.path)}: {shorten_text(e.message)}" for e in errors]

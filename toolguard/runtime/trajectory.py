@@ -50,8 +50,10 @@ def open_trajectories() -> int:
     return _open[0]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class _Binding:
+    # Frozen: the values one call produces share one binding (the compiled path makes one
+    # per call, not one per value), so invalidating a value replaces its binding.
     live: bool
     produced_by: str
     step: int | None
@@ -229,10 +231,11 @@ class Trajectory:
         self._bindings.setdefault(kind, {})[key] = _Binding(True, source, step, None, shown)
 
     def _invalidate(self, kind: str, value: Any, by: str) -> None:
-        binding = self._bindings.get(kind, {}).get(_key(value))
+        values = self._bindings.get(kind, {})
+        key = _key(value)
+        binding = values.get(key)
         if binding is not None:
-            binding.live = False
-            binding.invalidated_by = by
+            values[key] = _Binding(False, binding.produced_by, binding.step, by, binding.shown)
 
     def lookup(self, kind: str, value: Any) -> _Binding | None:
         key = _key(value)
