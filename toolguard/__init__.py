@@ -25,7 +25,7 @@ from .runtime.fork import (
 from .runtime.guard import Guard
 from .runtime.plan import PlanStep, PlanStepVerdict, PlanVerdict, StepRef
 from .runtime.registry import TrajectoryRegistry
-from .runtime.tool import Grounded, Ref, Tool, ToolSpec
+from .runtime.tool import Grounded, Ref, Tool, ToolOptions, ToolSpec
 from .runtime.tool_calls import (
     arun_anthropic_tool_uses,
     arun_openai_response_calls,
@@ -152,6 +152,7 @@ __all__ = [
     "ToolCallRejected",
     "ToolDefinitionError",
     "ToolGuardError",
+    "ToolOptions",
     "ToolSpec",
     "Trajectory",
     "TrajectoryRecord",

@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import types
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, ParamSpec, TypeVar, overload
+from typing import Any, Literal, ParamSpec, TypeVar, Unpack, overload
 
 from opentelemetry import trace
 from opentelemetry.trace import Span
@@ -23,7 +23,7 @@ from .plan import PlanStep, PlanVerdict
 from .registry import TrajectoryRegistry
 from .schema import SchemaFailure, parse_arguments
 from .suggest import ToolNames
-from .tool import DryRun, ErrorResult, Mode, Tool, ToolSpec
+from .tool import DryRun, ErrorResult, Mode, Tool, ToolOptions, ToolSpec
 from .trajectory import Trajectory
 from .verdict import NAME_LIMIT, Failure, Rejection, shorten_text
 from .wrappers import GuardedFunction, GuardedProxy, GuardedTool, execute
@@ -108,33 +108,53 @@ class Guard:
     def tool(self, fn: Callable[P, R], /) -> GuardedFunction[P, R]: ...
     @overload
     def tool(
-        self, fn: None = None, /, **options: Any
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        replace: bool = False,
+        **options: Unpack[ToolOptions],
     ) -> Callable[[Callable[P, R]], GuardedFunction[P, R]]: ...
 
-    def tool(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+    def tool(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        replace: bool = False,
+        **options: Unpack[ToolOptions],
+    ) -> Any:
         """Decorator: ``@guard.tool`` or ``@guard.tool(refs=..., preconditions=...)``.
 
         Works on functions, async functions and methods (the instance is passed to
-        predicates as ``instance``). Options are the fields of :class:`ToolSpec` and
-        ``replace``. Called directly, the function keeps its return type: a rejected call
-        raises :class:`ToolCallRejected`.
+        predicates as ``instance``). The options are ``name``, ``replace`` (see
+        :meth:`register`) and the fields of :class:`ToolSpec` (:class:`ToolOptions`).
+        Called directly, the function keeps its return type: a rejected call raises
+        :class:`ToolCallRejected`.
         """
         if fn is None:
-            return lambda f: self.register(f, **options)
-        return self.register(fn, **options)
+            return lambda f: self.register(f, name=name, replace=replace, **options)
+        return self.register(fn, name=name, replace=replace, **options)
 
     def register(
         self,
         fn: Callable[P, R],
         spec: ToolSpec | None = None,
         *,
+        name: str | None = None,
         replace: bool = False,
-        **options: Any,
+        **options: Unpack[ToolOptions],
     ) -> GuardedFunction[P, R]:
-        """Guard ``fn`` and make it callable by name; returns the guarded callable."""
+        """Guard ``fn`` and make it callable by name; returns the guarded callable.
+
+        Its declaration is ``spec`` or the options (:class:`ToolOptions`, the fields of
+        :class:`ToolSpec`), not both; ``name`` defaults to the function's. ``replace``: take
+        the name from a tool already registered under it."""
         if not callable(fn):
             raise ToolDefinitionError(f"register() needs a callable, got {type(fn).__name__}")
-        spec = _spec(spec, options)
+        spec = _spec(spec, options if name is None else {**options, "name": name})
         tool = spec.compile(fn, strict=self.strict, dry_run=self.dry_run)
         # A bound method keeps its object: predicates asking for `instance` get it also when
         # the tool is dispatched by name (guard.call), not only when called directly.
@@ -150,11 +170,16 @@ class Guard:
         return wrapper
 
     def declare(
-        self, name: str, spec: ToolSpec | None = None, *, replace: bool = False, **options: Any
+        self,
+        name: str,
+        spec: ToolSpec | None = None,
+        *,
+        replace: bool = False,
+        **options: Unpack[ToolOptions],
     ) -> Tool:
         """A tool known by its contract alone (``json_schema=`` or ``args_model=``, refs,
-        conditions...): the framework owns and runs the function; :meth:`check` judges its
-        calls."""
+        conditions...: ``spec`` or the options, :class:`ToolOptions`): the framework owns and
+        runs the function; :meth:`check` judges its calls."""
         spec = _spec(spec, {**options, "name": name} if spec is None else options)
         if spec.name != name:
             # The tool is known by the name given here; the caller's spec is left as it was.
@@ -501,6 +526,7 @@ def _is_unbound_method(fn: Callable[..., Any]) -> bool:
 
 
 def _spec(spec: ToolSpec | None, options: Mapping[str, Any]) -> ToolSpec:
+    # The type checker sees the options' names; a caller without one (**dict) is told here.
     unknown = set(options) - _SPEC_FIELDS
     if unknown:
         raise ToolDefinitionError(

@@ -7,7 +7,7 @@ import inspect
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel
 
@@ -122,6 +122,29 @@ class ToolSpec:
             tool = Tool(self, fn, default_name, strict, dry_run)
             self._compiled[key] = tool
         return tool
+
+
+class ToolOptions(TypedDict, total=False):
+    """The options of ``@guard.tool(...)``, ``guard.register`` and ``guard.declare``: the
+    fields of :class:`ToolSpec` but ``name`` (a parameter of its own there), meaning what
+    they mean there; an option left out takes the field's default. Written for type
+    checkers (``**options: Unpack[tg.ToolOptions]``): a misspelt option or a value of the
+    wrong type is an error before anything runs. A test keeps it equal to the fields."""
+
+    description: str | None
+    args_model: type[BaseModel] | None
+    json_schema: Mapping[str, Any] | None
+    refs: Mapping[str, str]
+    produces: Mapping[ResultPlace, str]
+    invalidates: Mapping[str, str]
+    preconditions: Sequence[Precondition]
+    postconditions: Sequence[Postcondition]
+    grounded: Sequence[str]
+    error_result: ErrorResult
+    mode: Mode | None
+    strict: bool | None
+    dry_run: DryRun
+    external_effects: bool
 
 
 class Tool:
