@@ -23,6 +23,7 @@ from .runtime.fork import (
     UndoLogFork,
 )
 from .runtime.guard import Guard
+from .runtime.inherit import INHERIT, Inherit
 from .runtime.plan import PlanStep, PlanStepVerdict, PlanVerdict, StepRef
 from .runtime.registry import TrajectoryRegistry
 from .runtime.tool import Grounded, Ref, Tool, ToolOptions, ToolSpec
@@ -119,7 +120,8 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 
-__all__ = [
+# Sorted plainly (tests/test_public_api.py), not isort-style: INHERIT sits among the I names.
+__all__ = [  # noqa: RUF022
     "Adapter",
     "BackendError",
     "CallbackFork",
@@ -134,6 +136,8 @@ __all__ = [
     "Grounded",
     "Guard",
     "GuardedFunction",
+    "INHERIT",
+    "Inherit",
     "PendingCall",
     "PlanStep",
     "PlanStepVerdict",
