@@ -140,7 +140,8 @@ PRODUCE_PLACES: dict[str, Any] = {
     "strict_ids": _strict_ids,
 }
 ERROR_RESULTS: dict[str, Any] = {
-    "default": None,
+    "default": tg.INHERIT,  # the guard's
+    "none": None,  # off, as on the guard
     "off": False,
     "failed": _failed_status,
     "raises": _status_raises,
@@ -416,7 +417,7 @@ def build(contract: GuardContract, provider: TracerProvider, compile_tools: bool
             ],
             "grounded": list(tool.grounded),
             "error_result": ERROR_RESULTS[tool.error_result],
-            "mode": tool.mode,
+            "mode": tg.INHERIT if tool.mode is None else tool.mode,
         }
         if tool.json_schema:
             options["json_schema"] = _json_schema(tool)

@@ -23,9 +23,10 @@ from .runtime.fork import (
     UndoLogFork,
 )
 from .runtime.guard import Guard
+from .runtime.inherit import INHERIT, Inherit
 from .runtime.plan import PlanStep, PlanStepVerdict, PlanVerdict, StepRef
 from .runtime.registry import TrajectoryRegistry
-from .runtime.tool import Grounded, Ref, Tool, ToolSpec
+from .runtime.tool import Grounded, Ref, Tool, ToolOptions, ToolSpec
 from .runtime.tool_calls import (
     arun_anthropic_tool_uses,
     arun_openai_response_calls,
@@ -119,7 +120,8 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 
-__all__ = [
+# Sorted plainly (tests/test_public_api.py), not isort-style: INHERIT sits among the I names.
+__all__ = [  # noqa: RUF022
     "Adapter",
     "BackendError",
     "CallbackFork",
@@ -134,6 +136,8 @@ __all__ = [
     "Grounded",
     "Guard",
     "GuardedFunction",
+    "INHERIT",
+    "Inherit",
     "PendingCall",
     "PlanStep",
     "PlanStepVerdict",
@@ -152,6 +156,7 @@ __all__ = [
     "ToolCallRejected",
     "ToolDefinitionError",
     "ToolGuardError",
+    "ToolOptions",
     "ToolSpec",
     "Trajectory",
     "TrajectoryRecord",

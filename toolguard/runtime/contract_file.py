@@ -47,6 +47,7 @@ from typing import Any
 
 from .._errors import ToolGuardError
 from .conditions import Postcondition, Precondition
+from .inherit import INHERIT
 from .tool import ToolSpec
 
 _TOOL_KEYS = frozenset(
@@ -154,11 +155,12 @@ def _tool_spec(where: str, name: str, table: Any) -> ToolSpec:
     grounded = table.get("grounded", [])
     if not isinstance(grounded, list) or not all(isinstance(g, str) for g in grounded):
         raise fail("grounded", "must be a list of argument names")
-    mode = table.get("mode")
-    if mode not in (None, "block", "log"):
+    # TOML has no null: a key left out is the only way to say "the guard's".
+    mode = table.get("mode", INHERIT)
+    if mode is not INHERIT and mode not in ("block", "log"):
         raise fail("mode", f"must be 'block' or 'log', not {mode!r}")
-    strict = table.get("strict")
-    if strict is not None and not isinstance(strict, bool):
+    strict = table.get("strict", INHERIT)
+    if strict is not INHERIT and not isinstance(strict, bool):
         raise fail("strict", "must be true or false")
     schema = table.get("json_schema")
     if schema is not None and not isinstance(schema, dict):

@@ -16,15 +16,15 @@ An in-place strategy that can also ``keep(forked)`` (commit what the call did) i
 kept and its result is the call's; rejected, they are rolled back and the call is blocked.
 No second execution, so the dry run costs only what the transaction costs.
 
-This module imports nothing else of the runtime but its leaves: undolog.py and
-fork_sqlite.py (:class:`SQLiteSavepointFork`, re-exported here).
+This module imports nothing else of the runtime but its leaves: undolog.py,
+fork_sqlite.py (:class:`SQLiteSavepointFork`, re-exported here) and inherit.py.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, overload, runtime_checkable
 
 __all__ = [
     "DRY_RUN_CHECK",
@@ -41,6 +41,7 @@ __all__ = [
 
 from .._errors import ForkError, ToolDefinitionError
 from .fork_sqlite import SQLiteSavepointFork
+from .inherit import INHERIT, Inherit
 from .undolog import Journal
 
 DRY_RUN_CHECK: Final = "state.dry_run"  # the check id of every failure a dry run finds
@@ -177,13 +178,31 @@ class UndoLogFork:
         return "UndoLogFork()"
 
 
-def resolve(option: Any, where: str) -> ForkStrategy | bool | None:
-    """A ``dry_run=`` option checked: None (inherit), True, False or a strategy."""
+@overload
+def resolve(
+    option: Any, where: str, *, inherits: Literal[False] = False
+) -> ForkStrategy | bool | None: ...
+@overload
+def resolve(
+    option: Any, where: str, *, inherits: Literal[True]
+) -> ForkStrategy | bool | Inherit | None: ...
+
+
+def resolve(
+    option: Any, where: str, *, inherits: bool = False
+) -> ForkStrategy | bool | Inherit | None:
+    """A ``dry_run=`` option checked. One meaning per value at every level: ``None`` or
+    ``False`` no dry run; ``True`` a dry run with the strategy of the level above where it
+    has one, else a deep copy; a strategy, that one; ``tg.INHERIT`` (only where there is a
+    level above, ``inherits``) whatever that level says."""
     if option is None or isinstance(option, bool):
+        return option
+    if option is INHERIT and inherits:
         return option
     if isinstance(option, ForkStrategy):
         return option
+    also = ", tg.INHERIT" if inherits else ""
     raise ToolDefinitionError(
-        f"{where}: dry_run must be None, True, False or a fork strategy (an object with "
+        f"{where}: dry_run must be None, True, False{also} or a fork strategy (an object with "
         f"fork(state) and discard(forked), e.g. tg.DeepCopyFork()), not {option!r}"
     )

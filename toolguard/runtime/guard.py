@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import types
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, ParamSpec, TypeVar, overload
+from typing import Any, Literal, ParamSpec, TypeVar, Unpack, overload
 
 from opentelemetry import trace
 from opentelemetry.trace import Span
@@ -18,12 +18,13 @@ from . import fork as _fork
 from . import telemetry as tel
 from .call import PendingCall
 from .checks import default_error_result
+from .inherit import INHERIT, Inherit
 from .nesting import counted_in
 from .plan import PlanStep, PlanVerdict
 from .registry import TrajectoryRegistry
 from .schema import SchemaFailure, parse_arguments
 from .suggest import ToolNames
-from .tool import DryRun, ErrorResult, Mode, Tool, ToolSpec
+from .tool import DryRun, ErrorResult, Mode, Tool, ToolOptions, ToolSpec
 from .trajectory import Trajectory
 from .verdict import NAME_LIMIT, Failure, Rejection, shorten_text
 from .wrappers import GuardedFunction, GuardedProxy, GuardedTool, execute
@@ -44,15 +45,19 @@ class Guard:
     (``"fail_open"``). ``record_content`` opts in to recording argument and result values
     on spans (truncated). ``state`` is handed to predicates. ``error_result``: how a result
     says the environment rejected the call (default: a mapping with a non-empty ``"error"``);
-    ``None`` reads no result as an error. ``reuse_framework_spans``: where the framework
-    already opened the ``execute_tool`` span of a call, the guard's attributes go on it.
+    ``None`` or ``False`` reads no result as an error. ``reuse_framework_spans``: where the
+    framework already opened the ``execute_tool`` span of a call, the guard's attributes go
+    on it.
     ``max_live_trajectories`` / ``trajectory_idle_timeout`` bound the trajectories kept by
     key (:meth:`trajectory` with ``key=``). ``strict`` (the default) judges arguments by the
     JSON Schema the model was shown: ``true``, ``"42"`` and ``4.0`` are no integer and an
     undeclared argument is unknown; ``strict=False`` lets pydantic coerce (its lax mode).
     ``dry_run``: a fork strategy (or True for ``tg.DeepCopyFork()``) that every tool declared
     afterwards, unless it says otherwise or ``external_effects=True``, tries each call on
-    before running it (docs/fork-and-plans.md).
+    before running it (docs/fork-and-plans.md); ``None`` or ``False``: no dry run.
+
+    A tool's ``error_result``, ``mode``, ``strict`` and ``dry_run`` default to
+    :data:`tg.INHERIT`, these; a value given there means what it means here.
     """
 
     def __init__(
@@ -63,7 +68,7 @@ class Guard:
         on_guard_error: Literal["fail_closed", "fail_open"] = "fail_closed",
         record_content: bool = False,
         tracer_provider: trace.TracerProvider | None = None,
-        error_result: Callable[[Any], bool] | None = default_error_result,
+        error_result: ErrorResult = default_error_result,
         reuse_framework_spans: bool = True,
         max_live_trajectories: int = 10_000,
         trajectory_idle_timeout: float | None = 3600.0,
@@ -76,8 +81,8 @@ class Guard:
             raise ValueError(
                 f"on_guard_error must be 'fail_closed' or 'fail_open', not {on_guard_error!r}"
             )
-        if error_result is not None and not callable(error_result):
-            raise ValueError("error_result must be a callable result -> bool, or None")
+        if error_result is not None and error_result is not False and not callable(error_result):
+            raise ValueError("error_result must be a callable result -> bool, None or False")
         self.mode: Mode = mode
         self.strict = strict
         # Read when a tool is declared: changing it later leaves declared tools as they are.
@@ -108,33 +113,53 @@ class Guard:
     def tool(self, fn: Callable[P, R], /) -> GuardedFunction[P, R]: ...
     @overload
     def tool(
-        self, fn: None = None, /, **options: Any
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        replace: bool = False,
+        **options: Unpack[ToolOptions],
     ) -> Callable[[Callable[P, R]], GuardedFunction[P, R]]: ...
 
-    def tool(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+    def tool(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        replace: bool = False,
+        **options: Unpack[ToolOptions],
+    ) -> Any:
         """Decorator: ``@guard.tool`` or ``@guard.tool(refs=..., preconditions=...)``.
 
         Works on functions, async functions and methods (the instance is passed to
-        predicates as ``instance``). Options are the fields of :class:`ToolSpec` and
-        ``replace``. Called directly, the function keeps its return type: a rejected call
-        raises :class:`ToolCallRejected`.
+        predicates as ``instance``). The options are ``name``, ``replace`` (see
+        :meth:`register`) and the fields of :class:`ToolSpec` (:class:`ToolOptions`).
+        Called directly, the function keeps its return type: a rejected call raises
+        :class:`ToolCallRejected`.
         """
         if fn is None:
-            return lambda f: self.register(f, **options)
-        return self.register(fn, **options)
+            return lambda f: self.register(f, name=name, replace=replace, **options)
+        return self.register(fn, name=name, replace=replace, **options)
 
     def register(
         self,
         fn: Callable[P, R],
         spec: ToolSpec | None = None,
         *,
+        name: str | None = None,
         replace: bool = False,
-        **options: Any,
+        **options: Unpack[ToolOptions],
     ) -> GuardedFunction[P, R]:
-        """Guard ``fn`` and make it callable by name; returns the guarded callable."""
+        """Guard ``fn`` and make it callable by name; returns the guarded callable.
+
+        Its declaration is ``spec`` or the options (:class:`ToolOptions`, the fields of
+        :class:`ToolSpec`), not both; ``name`` defaults to the function's. ``replace``: take
+        the name from a tool already registered under it."""
         if not callable(fn):
             raise ToolDefinitionError(f"register() needs a callable, got {type(fn).__name__}")
-        spec = _spec(spec, options)
+        spec = _spec(spec, options if name is None else {**options, "name": name})
         tool = spec.compile(fn, strict=self.strict, dry_run=self.dry_run)
         # A bound method keeps its object: predicates asking for `instance` get it also when
         # the tool is dispatched by name (guard.call), not only when called directly.
@@ -150,11 +175,16 @@ class Guard:
         return wrapper
 
     def declare(
-        self, name: str, spec: ToolSpec | None = None, *, replace: bool = False, **options: Any
+        self,
+        name: str,
+        spec: ToolSpec | None = None,
+        *,
+        replace: bool = False,
+        **options: Unpack[ToolOptions],
     ) -> Tool:
         """A tool known by its contract alone (``json_schema=`` or ``args_model=``, refs,
-        conditions...): the framework owns and runs the function; :meth:`check` judges its
-        calls."""
+        conditions...: ``spec`` or the options, :class:`ToolOptions`): the framework owns and
+        runs the function; :meth:`check` judges its calls."""
         spec = _spec(spec, {**options, "name": name} if spec is None else options)
         if spec.name != name:
             # The tool is known by the name given here; the caller's spec is left as it was.
@@ -444,7 +474,7 @@ class Guard:
         self,
         steps: Sequence[PlanStep | Mapping[str, Any]] | str | bytes,
         trajectory: Trajectory | None = None,
-        dry_run: DryRun = None,
+        dry_run: DryRun | Inherit = INHERIT,
     ) -> PlanVerdict:
         """Check a planned sequence of calls before its first step runs; the verdict names
         the first step that would fail, its cause and a message for the planner.
@@ -453,10 +483,11 @@ class Guard:
         or the plan's JSON text; arguments may refer to earlier steps' results
         (:class:`StepRef`, JSON ``{"$step": <index or id>, "path": "a.b.0"}``).
         ``trajectory``: whose bound values literal ids are checked against (default: the
-        current one); it takes no step. ``dry_run``: None runs each step on a fork with its
-        tool's own dry run, True forks every tool with a deep copy where it has none, a
-        strategy forks every tool with it, False forks nothing. Nothing runs on the real
-        state. Async tools are not run on the fork here: use :meth:`averify_plan`.
+        current one); it takes no step. ``dry_run``: ``tg.INHERIT`` (the default) runs each
+        step on a fork with its tool's own dry run; ``True`` forks every tool, with its own
+        strategy where it has one, else a deep copy; a strategy forks every tool with it;
+        ``None`` or ``False`` forks nothing. Nothing runs on the real state. Async tools are
+        not run on the fork here: use :meth:`averify_plan`.
         """
         return plan_run.verify(self, steps, trajectory, dry_run)
 
@@ -464,7 +495,7 @@ class Guard:
         self,
         steps: Sequence[PlanStep | Mapping[str, Any]] | str | bytes,
         trajectory: Trajectory | None = None,
-        dry_run: DryRun = None,
+        dry_run: DryRun | Inherit = INHERIT,
     ) -> PlanVerdict:
         """:meth:`verify_plan` that awaits async tools on the fork."""
         return await plan_run.averify(self, steps, trajectory, dry_run)
@@ -501,6 +532,7 @@ def _is_unbound_method(fn: Callable[..., Any]) -> bool:
 
 
 def _spec(spec: ToolSpec | None, options: Mapping[str, Any]) -> ToolSpec:
+    # The type checker sees the options' names; a caller without one (**dict) is told here.
     unknown = set(options) - _SPEC_FIELDS
     if unknown:
         raise ToolDefinitionError(

@@ -71,7 +71,7 @@ class StepChecks:
         if trajectory is not None and not isinstance(trajectory, Trajectory):
             raise UsageError(f"trajectory must be a Trajectory, got {type(trajectory).__name__}")
         self.guard = guard
-        self.mode = _fork.resolve(dry_run, "verify_plan")
+        self.mode = _fork.resolve(dry_run, "verify_plan", inherits=True)
         self.is_async = is_async
         self.traj = trajectory if trajectory is not None else current_trajectory()
         if self.traj is not None and self.traj.ended:
@@ -82,7 +82,8 @@ class StepChecks:
             self.steps = parse_plan(steps)
         except PlanError as exc:
             self.plan_error = exc
-        self.live = self.mode is not False  # the fork has followed every step so far
+        # The fork has followed every step so far (None, like False, forks nothing).
+        self.live = self.mode is not False and self.mode is not None
         self.ran_any = False
         self.forks: dict[tuple[int, int], _Fork] = {}
         self.results: dict[int, Any] = {}

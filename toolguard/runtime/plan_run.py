@@ -26,6 +26,7 @@ from .. import _contract as contract
 from . import dryrun
 from . import telemetry as tel
 from .fork import DRY_RUN_CHECK, ForkStrategy
+from .inherit import Inherit
 from .plan import (
     PlanError,
     PlanStep,
@@ -275,10 +276,11 @@ class PlanRun(StepChecks):
         name = tool.name
         if tool.spec.external_effects:
             return f"`{name}` acts outside the state (external_effects) and never runs on a fork"
-        if tool.spec.dry_run is False:
-            return f"`{name}` is declared with dry_run=False"
+        declared = tool.spec.dry_run
+        if declared is False or declared is None:
+            return f"`{name}` is declared with dry_run={declared}"
         mode = self.mode
-        if mode is not None and not isinstance(mode, bool):
+        if mode is not None and not isinstance(mode, bool | Inherit):
             strategy: ForkStrategy = mode
         elif tool.dry_run is not None:
             strategy = tool.dry_run

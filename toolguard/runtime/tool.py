@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel
 
@@ -16,6 +17,7 @@ from . import fork as _fork
 from . import schema as _schema
 from .conditions import CONTEXT_NAMES, Postcondition, Precondition
 from .fork import DeepCopyFork, ForkStrategy, State
+from .inherit import INHERIT, Inherit
 
 Mode = Literal["block", "log"]
 WHOLE_RESULT = "$"  # `produces={"$": "session"}`: the return value itself is the value
@@ -23,7 +25,11 @@ WHOLE_RESULT = "$"  # `produces={"$": "session"}`: the return value itself is th
 # Where a produced value is found in a result: a key name (anywhere in it), a path from its
 # root ("items[].id"), "$" for the result itself, or a callable result -> iterable of values.
 ResultPlace = str | Callable[[Any], Iterable[Any]]
+# One meaning per value, on a guard and on a tool alike: a predicate result -> bool (true:
+# the environment rejected the call); None or False, no result is read as an error.
 ErrorResult = Callable[[Any], bool] | Literal[False] | None
+# None or False: no dry run; True: one, with the strategy of the level above where it has
+# one, else a deep copy; a strategy: that one. See fork.resolve.
 DryRun = ForkStrategy | bool | None
 _DEFAULT_FORK = DeepCopyFork()  # what dry_run=True means where no strategy is given
 
@@ -58,15 +64,18 @@ class ToolSpec:
     - ``preconditions`` / ``postconditions``: see :class:`Precondition`.
     - ``grounded``: arguments whose value must appear in what the trajectory has seen.
     - ``error_result``: ``result -> bool``, true when the environment rejected the call;
-      ``None`` (the default) uses the guard's, ``False`` never reads a result as an error.
+      ``None`` or ``False`` never reads a result as an error (as on the guard).
     - ``args_model`` or ``json_schema``: the schema, instead of the function's type hints.
     - ``mode``: ``"block"`` or ``"log"`` for this tool, overriding the guard's.
-    - ``strict``: judge arguments by the JSON Schema's meaning (no ``"42"`` for an integer,
-      no unknown argument); ``None`` uses the guard's (strict unless ``Guard(strict=False)``).
+    - ``strict``: ``True`` judges arguments by the JSON Schema's meaning (no ``"42"`` for an
+      integer, no unknown argument), ``False`` lets pydantic coerce.
     - ``dry_run``: try each call on a fork of the state before it runs (docs/fork-and-plans.md):
-      ``None`` uses the guard's ``dry_run``, ``True`` the guard's strategy or a deep copy,
-      ``False`` never, or a fork strategy (``tg.DeepCopyFork()``, ``tg.SQLiteSavepointFork``,
-      ``tg.CallbackFork``).
+      ``None`` or ``False`` never, ``True`` with the guard's strategy or a deep copy where it
+      has none, or a fork strategy (``tg.DeepCopyFork()``, ``tg.SQLiteSavepointFork``,
+      ``tg.CallbackFork``) whatever the guard says.
+
+    ``error_result``, ``mode``, ``strict`` and ``dry_run`` default to :data:`tg.INHERIT`: the
+    guard's (its ``dry_run`` read when the tool is declared, the others per call).
     - ``external_effects``: the tool acts outside the state (sends e-mail, pays): it is never
       tried on a fork; asking for both is a :class:`ToolDefinitionError`.
     """
@@ -81,10 +90,10 @@ class ToolSpec:
     preconditions: Sequence[Precondition] = ()
     postconditions: Sequence[Postcondition] = ()
     grounded: Sequence[str] = ()
-    error_result: ErrorResult = None
-    mode: Mode | None = None
-    strict: bool | None = None
-    dry_run: DryRun = None
+    error_result: ErrorResult | Inherit = INHERIT
+    mode: Mode | Inherit = INHERIT
+    strict: bool | Inherit = INHERIT
+    dry_run: DryRun | Inherit = INHERIT
     external_effects: bool = False
     # Compiled schemas, keyed by function: a proxy over a fresh object of the same class
     # (one per benchmark task, say) reuses them instead of rebuilding validators. Held
@@ -112,8 +121,14 @@ class ToolSpec:
         strict: bool = True,
         dry_run: DryRun = None,
     ) -> Tool:
-        """The compiled tool; ``dry_run`` is the guard's default (see :class:`Guard`)."""
-        if self.strict is not None:
+        """The compiled tool; ``strict`` and ``dry_run`` are the guard's (see :class:`Guard`)."""
+        if self.strict is not INHERIT:
+            if not isinstance(self.strict, bool):
+                name = self.name or default_name or getattr(fn, "__name__", "?")
+                raise ToolDefinitionError(
+                    f"tool {name!r}: strict must be True or False, or tg.INHERIT (the "
+                    f"guard's, the default), not {self.strict!r}"
+                )
             strict = self.strict
         # The guard's strategy by identity: the compiled tool holds it, so the id stays its.
         key = (getattr(fn, "__func__", fn), default_name, strict, id(dry_run))
@@ -122,6 +137,29 @@ class ToolSpec:
             tool = Tool(self, fn, default_name, strict, dry_run)
             self._compiled[key] = tool
         return tool
+
+
+class ToolOptions(TypedDict, total=False):
+    """The options of ``@guard.tool(...)``, ``guard.register`` and ``guard.declare``: the
+    fields of :class:`ToolSpec` but ``name`` (a parameter of its own there), meaning what
+    they mean there; an option left out takes the field's default. Written for type
+    checkers (``**options: Unpack[tg.ToolOptions]``): a misspelt option or a value of the
+    wrong type is an error before anything runs. A test keeps it equal to the fields."""
+
+    description: str | None
+    args_model: type[BaseModel] | None
+    json_schema: Mapping[str, Any] | None
+    refs: Mapping[str, str]
+    produces: Mapping[ResultPlace, str]
+    invalidates: Mapping[str, str]
+    preconditions: Sequence[Precondition]
+    postconditions: Sequence[Postcondition]
+    grounded: Sequence[str]
+    error_result: ErrorResult | Inherit
+    mode: Mode | Inherit
+    strict: bool | Inherit
+    dry_run: DryRun | Inherit
+    external_effects: bool
 
 
 class Tool:
@@ -139,12 +177,15 @@ class Tool:
         if not name or not isinstance(name, str):
             raise ToolDefinitionError("a tool needs a name (pass name=...)")
         self.name: str = name
-        self.spec = spec
+        self.spec = _call_view(name, spec)
         self.has_function = fn is not None
         self.description = spec.description or (inspect.getdoc(fn) if fn else None) or ""
         self.is_async = fn is not None and _is_async_callable(fn)
-        if spec.mode not in (None, "block", "log"):
-            raise ToolDefinitionError(f"tool {name!r}: mode must be 'block' or 'log'")
+        if spec.mode is not INHERIT and spec.mode not in ("block", "log"):
+            raise ToolDefinitionError(
+                f"tool {name!r}: mode must be 'block' or 'log', or tg.INHERIT (the guard's, "
+                f"the default), not {spec.mode!r}"
+            )
         if spec.json_schema is not None and spec.args_model is not None:
             raise ToolDefinitionError(f"tool {name!r}: give args_model or json_schema, not both")
         # A `tg.State` parameter: the guard's state (or its fork) goes there, never the model's.
@@ -216,30 +257,35 @@ class Tool:
     def _dry_run(self, fn: Callable[..., Any] | None, guard_default: DryRun) -> ForkStrategy | None:
         """The strategy this tool's calls are tried with first, or None."""
         spec, name = self.spec, self.name
-        own = _fork.resolve(spec.dry_run, f"tool {name!r}")
+        own = _fork.resolve(spec.dry_run, f"tool {name!r}", inherits=True)
         if not isinstance(spec.external_effects, bool):
             raise ToolDefinitionError(f"tool {name!r}: external_effects must be True or False")
-        if spec.external_effects and own not in (None, False):
+        if spec.external_effects and own is not INHERIT and own is not None and own is not False:
             raise ToolDefinitionError(
                 f"tool {name!r} asks for a dry run but is declared external_effects=True: what "
                 "it does outside the state (an e-mail, a payment) would happen for real on the "
                 "fork; drop dry_run, or external_effects if it only changes the state"
             )
-        if spec.external_effects or own is False:
+        if spec.external_effects or own is False or own is None:
             return None
-        chosen = own if own is not None else _fork.resolve(guard_default, "Guard")
-        if chosen is None or chosen is False:
+        guard = _fork.resolve(guard_default, "Guard")
+        chosen = guard if isinstance(own, Inherit) else own
+        if chosen is None or chosen is False or isinstance(chosen, Inherit):
             return None
-        strategy: ForkStrategy = _DEFAULT_FORK if chosen is True else chosen
+        if chosen is True:
+            # True means a dry run with the strategy of the level above, where it has one.
+            strategy: ForkStrategy = guard if isinstance(guard, ForkStrategy) else _DEFAULT_FORK
+        else:
+            strategy = chosen
         if fn is None:
-            if own is None:
+            if own is INHERIT:
                 return None  # declared by contract alone: its owner runs it, unforked
             raise ToolDefinitionError(
                 f"tool {name!r} is declared by contract alone and asks for a dry run: the "
                 "guard has no function to run on a fork (register the function instead)"
             )
         if not (_fork.is_in_place(strategy) or self.state_param or self.is_method):
-            source = "its dry_run" if own is not None else "the guard's dry_run"
+            source = "the guard's dry_run" if own is INHERIT else "its dry_run"
             raise ToolDefinitionError(
                 f"tool {name!r}: {source} ({strategy!r}) copies the state, but the function "
                 "reaches its state by neither an instance (a method) nor a parameter annotated "
@@ -328,6 +374,20 @@ class Tool:
         for kind, find in self.produces:
             for value in find(result) or ():
                 yield kind, value
+
+
+def _call_view(name: str, spec: ToolSpec) -> ToolSpec:
+    """The spec as each call reads it (call.py, dryrun.py, the compiled code): there an
+    ``error_result`` of None is the guard's, read per call, and one that reads nothing is
+    False. A ``mode`` left to the guard stays INHERIT, which is falsy: ``mode or guard.mode``."""
+    detect = spec.error_result
+    if not (detect is None or detect is False or detect is INHERIT or callable(detect)):
+        raise ToolDefinitionError(
+            f"tool {name!r}: error_result must be a callable result -> bool, None or False "
+            f"(no result is an error), or tg.INHERIT (the guard's, the default), not {detect!r}"
+        )
+    view = None if detect is INHERIT else False if detect is None else detect
+    return spec if view is detect else dataclasses.replace(spec, error_result=view)
 
 
 def _call_layout(
