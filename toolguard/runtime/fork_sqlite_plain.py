@@ -20,6 +20,9 @@ _TOKEN = re.compile(r'"(?:[^"]|"")*"|\[[^\]]*\]|`(?:[^`]|``)*`|\'(?:[^\']|\'\')*
 _LEADING = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?(?:\*/|$))*", re.S)
 # Python's sqlite3 (3.11, isolation_level not None) opens a transaction before these only.
 _DML: Final = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE"})
+_TRANSACTION_WORDS: Final = frozenset(
+    {"BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"}
+)
 # Writes that total_changes does not count.
 _SCHEMA: Final = frozenset({"CREATE", "DROP", "ALTER", "REINDEX", "ANALYZE"})
 # Statements SQLite refuses, or treats differently, inside a transaction.
@@ -56,6 +59,10 @@ class Shadow:
         self.app = self.before  # the open segment is the application's transaction
         self.app_fate: str | None = None
         self.dirty = False
+        # The call ran a statement inside the savepoint, so the savepoint holds its snapshot
+        # (a read's too): a COMMIT must end it where a plain run's does, or a write another
+        # connection makes after that COMMIT leaves this one's next write locked out.
+        self.touched = False
         self.fates: set[str] = set()
         self.begin = "BEGIN"  # what opened the open segment, replayed when it is left empty
         self.stack: list[tuple[str, bool]] = []  # (name, whether it opened the transaction)
@@ -82,7 +89,7 @@ class Shadow:
             and not self.before
             and self.refusal is None
             and not self.undone
-            and (self.dirty or bool(self.fates))
+            and (self.dirty or bool(self.fates) or self.touched)
         )
 
     def look(self) -> None:
@@ -140,6 +147,9 @@ class Shadow:
             return
         if compiled == sqlite3.SQLITE_IGNORE:
             self.noops.add(sql)
+        words = _words(sql)
+        if words and words[0].upper() not in _TRANSACTION_WORDS:
+            self.touched = True
         refusal = self.refusal
         self._follow(sql)
         if compiled == sqlite3.SQLITE_OK:  # the COMMIT may_release allowed
