@@ -1,4 +1,4 @@
-"""Predicates a contract file names by import path (tests/test_contract_file.py)."""
+"""Predicates a contract file names by import path (tests/runtime/test_contract_file.py)."""
 
 
 def short_message(text: str) -> bool:
