@@ -3,7 +3,7 @@
 After a rejected call the state graph is the very same as before: the same objects at the
 same places (``is``), with the same types, values, dict order, sharing and cycles. After an
 accepted call it equals a plain run of the same call on a deep copy. Random graphs and random
-programs (tests/state_graphs.py) end in the three ways a call ends: it raises, it returns
+programs (tests/runtime/state_graphs.py) end in the three ways a call ends: it raises, it returns
 ``{"error": ...}``, it is accepted; both on the journal alone and through the guard.
 """
 
