@@ -12,7 +12,7 @@ does not also make to user code.
 One source of truth: the source is generated from the same compiled :class:`Tool` the
 general path reads, and every failure is built by the same function of ``checks.py`` (the
 message texts exist once). What differs is only the control flow around them, and
-``tests/test_compiled_equivalence.py`` (hypothesis) runs random contracts and random call
+``tests/runtime/test_compiled_equivalence.py`` (hypothesis) runs random contracts and random call
 sequences through both and compares verdicts, T, FED, causes, bindings and span attributes.
 
 Anything unusual takes the general path, decided before the call has any effect: log mode,

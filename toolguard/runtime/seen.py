@@ -17,7 +17,7 @@ of a trajectory). Here:
   value of 1 or 2 characters is answered by the set of every character and pair of
   characters of the blocks; a value holding NUL by the plain scan.
 
-The answer is exactly the scan's (``tests/test_compiled_equivalence.py`` checks it against
+The answer is exactly the scan's (``tests/runtime/test_compiled_equivalence.py`` checks it against
 the scan on random texts, the index forced at every question). A trajectory whose questions
 are answered by the tail or by values found before, or that nobody asks, never builds the
 index. Indexing a text costs about a hundred scans of it, once; a look-up in the blocks a
