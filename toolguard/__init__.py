@@ -24,7 +24,15 @@ from .runtime.fork import (
 )
 from .runtime.guard import Guard
 from .runtime.inherit import INHERIT, Inherit
-from .runtime.plan import PlanStep, PlanStepVerdict, PlanVerdict, StepRef
+from .runtime.plan import (
+    PlanRefError,
+    PlanStep,
+    PlanStepVerdict,
+    PlanVerdict,
+    StepRef,
+    plan_refs,
+    resolve_plan_refs,
+)
 from .runtime.registry import TrajectoryRegistry
 from .runtime.tool import Grounded, Ref, Tool, ToolOptions, ToolSpec
 from .runtime.tool_calls import (
@@ -139,6 +147,7 @@ __all__ = [  # noqa: RUF022
     "INHERIT",
     "Inherit",
     "PendingCall",
+    "PlanRefError",
     "PlanStep",
     "PlanStepVerdict",
     "PlanVerdict",
@@ -176,12 +185,14 @@ __all__ = [  # noqa: RUF022
     "join_outcomes",
     "load_contract",
     "load_outcomes",
+    "plan_refs",
     "plot_report",
     "read_phoenix",
     "read_records",
     "read_rows",
     "read_runs",
     "replay_files",
+    "resolve_plan_refs",
     "run_anthropic_tool_uses",
     "run_openai_response_calls",
     "run_openai_tool_calls",

@@ -147,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="toolguard", description="Prefix-executability metrics from toolguard spans."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (_, summary) in DELEGATED.items():  # listed here, parsed by their own modules
+    for name, summary in DELEGATED.items():  # listed here, parsed by their own modules
         sub.add_parser(name, help=summary, add_help=False)
     rep = sub.add_parser(
         "report",

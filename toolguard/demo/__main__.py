@@ -126,14 +126,14 @@ def main(argv: list[str] | None = None) -> int:
 def _report(out: Path) -> int:
     import importlib.util
 
-    from toolguard._cli import main as cli
+    from toolguard.__main__ import main as toolguard  # the `toolguard` command, as users run it
 
     args = ["report", str(out), "--by", "method"]
     plot = out.with_suffix(".pec.png")
     if importlib.util.find_spec("matplotlib") is not None:
         args += ["--plot", str(plot)]
     print()
-    code = cli(args)
+    code = toolguard(args)
     if "--plot" in args and code == 0:
         print(f"PEC plot written to {plot}")
     elif "--plot" not in args:
@@ -143,13 +143,13 @@ def _report(out: Path) -> int:
 
 def _compare(out: Path, episodes: dict[str, list[Episode]]) -> int:
     """ReAct against Dual-Loop on the same tasks (paired by episode), with the cost."""
-    from toolguard._cli import main as cli
+    from toolguard.__main__ import main as toolguard
 
     print("\nDual-Loop (plan, verify on a copy, repair, execute) against ReAct, same tasks:")
     argv = ["compare", str(out), "--by", "loop", "--a", "react", "--b", "dual"]
     argv += ["--task-label", "episode"]
     print("toolguard " + " ".join(argv))
-    code = cli(argv)
+    code = toolguard(argv)
     if code:
         return code
     records, _ = tg.read_records([str(out)])

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import toolguard as tg
-from toolguard.runtime.plan import Unresolvable, read_refs, refs_in, replace_refs, resolve
 
 from .agents import Call, Task, _lookup
 
@@ -133,12 +132,7 @@ def _is_ref(value: Any) -> bool:
 def _resolved(arguments: Mapping[str, Any], results: list[Any]) -> dict[str, Any] | None:
     """The step's arguments with each reference replaced by the value it names in an earlier
     step's real result (the reference syntax verify_plan reads); None when one names nothing."""
-    args = read_refs(dict(arguments), "arguments")
-    known = {}
-    for _, ref in refs_in(args):
-        try:
-            known[ref] = resolve(results[int(ref.step)], ref.parts)
-        except Unresolvable:
-            return None
-    resolved: dict[str, Any] = replace_refs(args, known)
-    return resolved
+    try:
+        return tg.resolve_plan_refs(arguments, results)
+    except tg.PlanRefError:
+        return None

@@ -9,8 +9,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TextIO
 
+from .. import Contract, load_contract  # the public names, not the runtime's modules
 from .._extras import is_missing, missing_extra
-from ..runtime.contract_file import Contract, load_contract
 from .engine import Replayer
 from .jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES
 from .model import RecordedRun, ReplayInputError

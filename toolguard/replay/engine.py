@@ -18,10 +18,8 @@ from typing import Any, Literal
 
 from opentelemetry.trace import TracerProvider
 
-from ..runtime.contract_file import Contract
-from ..runtime.guard import Guard
-from ..runtime.tool import ToolSpec
-from ..runtime.trajectory import Trajectory
+# The runtime as a user sees it, the package's public names: its modules may move.
+from .. import Contract, Guard, ToolSpec, Trajectory
 from .model import Executor, RecordedCall, RecordedRun, Said
 
 ENVIRONMENT = "environment"

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .._errors import UsageError
+from .._errors import ToolGuardError, UsageError
 from . import plan_walk
 from .conditions import shorten
 from .tool import WHOLE_RESULT, ResultPlace, _result_path
@@ -248,6 +248,62 @@ def replace_refs(value: Any, known: Mapping[StepRef, Any]) -> Any:
 
 class Unresolvable(Exception):
     """Internal: a path that does not lead anywhere in a result; the text says why."""
+
+
+class PlanRefError(ToolGuardError, ValueError):
+    """A reference in a planned step's arguments that is malformed, or that names nothing in
+    the results it is resolved against (no result of its step, or a path the result does not
+    have); the message names the argument, the reference and what the result has instead."""
+
+
+def plan_refs(arguments: Mapping[str, Any]) -> list[StepRef]:
+    """The references in a planned step's ``arguments``, at any depth and in order, each a
+    :class:`StepRef` (whether written as one or in JSON form). A malformed reference raises
+    :class:`PlanRefError`. The steps a step depends on: ``{ref.step for ref in ...}``."""
+    return [ref for _, ref in refs_in(_read("arguments", arguments))]
+
+
+def resolve_plan_refs(
+    arguments: Mapping[str, Any], results: Sequence[Any] | Mapping[int | str, Any]
+) -> dict[str, Any]:
+    """``arguments`` with each reference replaced by the value at its path in the real
+    result of the step it names: what to call a verified plan's step with once the earlier
+    steps ran. ``results``: the earlier steps' results by index (a list), or a mapping keyed
+    by the index or the id the references use. Values are looked up as ``verify_plan`` does,
+    never evaluated; a reference that names nothing raises :class:`PlanRefError`."""
+    args = _read("arguments", arguments)
+    known: dict[StepRef, Any] = {}
+    for place, ref in refs_in(args):
+        at = _dotted("arguments", place)
+        try:
+            if isinstance(results, Mapping):
+                result = results[ref.step]
+            elif isinstance(ref.step, str):
+                raise PlanRefError(
+                    f"`{at}` holds {ref}, which names a step by id: pass the results as a "
+                    "mapping keyed by step id"
+                )
+            else:
+                result = results[ref.step]
+        except (KeyError, IndexError):
+            raise PlanRefError(f"`{at}` holds {ref}, but step {ref.step!r} has no result") from None
+        try:
+            known[ref] = resolve(result, ref.parts)
+        except Unresolvable as exc:
+            raise PlanRefError(f"`{at}` holds {ref}, which names nothing: {exc}") from None
+    resolved: dict[str, Any] = replace_refs(args, known)
+    return resolved
+
+
+def _read(where: str, arguments: Mapping[str, Any]) -> Any:
+    if not isinstance(arguments, Mapping):
+        raise UsageError(
+            f"a step's arguments are a mapping of named arguments, not {type(arguments).__name__}"
+        )
+    try:
+        return read_refs(dict(arguments), where)
+    except PlanError as exc:
+        raise PlanRefError(exc.message) from None
 
 
 def resolve(result: Any, parts: tuple[str, ...]) -> Any:
