@@ -129,3 +129,20 @@ def test_no_version_string_is_written_in_the_packages() -> None:
     assignments = re.compile(r"^__version__\s*=\s*[\"']", re.MULTILINE)
     written = [str(p.relative_to(REPO)) for p in sources if assignments.search(p.read_text())]
     assert written == []
+
+
+def test_a_declaration_that_disagrees_with_its_project_is_said_point_by_point(
+    tmp_path: Path,
+) -> None:
+    declared = tg.Adapter(
+        "pydantic", requires={"pydantic": "pydantic>=2,<3"}, install="pip install -e ."
+    )
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "pydantic"\nversion = "0.0.1"\ndependencies = ["pydantic>=1"]\n'
+    )
+    (tmp_path / "README.md").write_text("install it somehow\n")
+    problems = declared.declaration_problems(tmp_path)
+    assert len(problems) == 3, problems
+    assert "pydantic<3,>=2 is declared, pyproject.toml says >=1" in problems[0]
+    assert "pyproject.toml says 0.0.1" in problems[1]
+    assert "pip install -e ." in problems[2]

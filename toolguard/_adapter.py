@@ -9,12 +9,14 @@ imports no framework: it only ever sees their names, as strings.
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import sys
 import threading
 import warnings
 from collections.abc import Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -120,6 +122,35 @@ class Adapter:
                     FrameworkVersionWarning,
                     stacklevel=_caller_level(),
                 )
+
+    def declaration_problems(self, project: str | os.PathLike[str]) -> list[str]:
+        """What disagrees between this declaration and the adapter's project folder (its
+        ``pyproject.toml`` and ``README.md``): each framework range must be the pyproject's,
+        the version the metadata's and the pyproject's, and the README must give the install
+        command the ImportError gives. Empty when all agree: each adapter's own test asserts
+        it, so the range is written once and cannot drift."""
+        import tomllib
+
+        from packaging.requirements import Requirement
+
+        root = Path(project)
+        meta = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+        declared = {}
+        for line in meta.get("dependencies", []):
+            requirement = Requirement(line)
+            declared[requirement.name] = requirement.specifier
+        problems = []
+        for wanted in map(Requirement, self.requires.values()):
+            if declared.get(wanted.name) != wanted.specifier:
+                problems.append(
+                    f"{wanted} is declared, pyproject.toml says "
+                    f"{declared.get(wanted.name, 'nothing')}"
+                )
+        if self.version != meta.get("version"):
+            problems.append(f"version {self.version}, pyproject.toml says {meta.get('version')}")
+        if self.install not in (root / "README.md").read_text(encoding="utf-8"):
+            problems.append(f"README.md does not give the install command {self.install!r}")
+        return problems
 
     def exports(
         self, names: Mapping[str, str], *, require: bool = True
