@@ -63,7 +63,6 @@ def dict_cases(size: int, strategy: Any) -> dict[str, Case]:
         return {"id": contact_id}
 
     plain = tg.Guard(state=state, dry_run=False)
-    plain._compiled = False  # the general path, as every dry-run tool takes
     plain.register(set_phone)
     forked = tg.Guard(state=state, dry_run=strategy)
     forked.register(set_phone)
@@ -115,7 +114,6 @@ def sqlite_cases(
         return {"ok": 1}
 
     plain = tg.Guard(dry_run=False)
-    plain._compiled = False
     plain.register(debit)
     strategy = tg.SQLiteSavepointFork(conn, guard_transactions=guard_transactions)
     forked = tg.Guard(dry_run=strategy)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ._adapter import Adapter, FrameworkVersionWarning
 from ._adapter import distribution_version as _distribution_version
 from ._errors import ForkError, ToolCallRejected, ToolDefinitionError, ToolGuardError, UsageError
-from .runtime.call import PendingCall
+from .runtime.calls.pending import PendingCall
 from .runtime.conditions import Postcondition, Precondition
 from .runtime.contract_file import Contract, ContractFileError, load_contract
 from .runtime.export import setup_file_export

@@ -38,15 +38,12 @@ def episodes(draw: st.DrawFn) -> list[tuple[bool, str, list[str]]]:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(episode=episodes(), compiled=st.booleans())
-def test_steps_count_the_outer_calls_only(
-    episode: list[tuple[bool, str, list[str]]], compiled: bool
-) -> None:
+@given(episode=episodes())
+def test_steps_count_the_outer_calls_only(episode: list[tuple[bool, str, list[str]]]) -> None:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     guard = tg.Guard(tracer_provider=provider)
-    guard._compiled = compiled
     ids = (f"id-{n}" for n in itertools.count())
     plan: dict[str, list[str]] = {}  # outer tool name -> its inner calls
 

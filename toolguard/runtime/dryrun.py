@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 from .. import _contract as contract
 from .._errors import ForkError
 from . import telemetry as tel
-from .call import _inside_tool
-from .checks import guard_error
+from .checks.guard_error import guard_error
 from .fork import DRY_RUN_CHECK, ForkStrategy, is_in_place
+from .nesting import _inside_tool
 from .tool import Tool
 from .verdict import Failure
 
 if TYPE_CHECKING:
-    from .call import PendingCall
+    from .calls.pending import _Call
     from .guard import Guard
 
 _in_dry_run: ContextVar[bool] = ContextVar("toolguard_dry_run", default=False)
@@ -234,8 +234,8 @@ def _text(value: Any) -> str:
 class _Trial:
     """One call's dry run: opened (forked) at creation, run by the caller, then closed."""
 
-    def __init__(self, pending: PendingCall, fn: Callable[..., Any]) -> None:
-        tool = pending.tool
+    def __init__(self, pending: _Call, fn: Callable[..., Any]) -> None:
+        tool = pending._tool
         assert tool is not None and tool.dry_run is not None
         self.pending = pending
         self.tool = tool
@@ -245,8 +245,8 @@ class _Trial:
         self.call: tuple[Callable[..., Any], list[Any], dict[str, Any]] | None = None
         self.opened = False
         self.forked: Any = None
-        guard = pending.guard
-        where = placement(tool, self.strategy, pending.instance, pending.state_value())
+        guard = pending._guard
+        where = placement(tool, self.strategy, pending._instance, pending._state_value())
         try:
             if where is None:
                 raise unreachable(tool)
@@ -257,7 +257,7 @@ class _Trial:
             self.failure = fork_failure("fork", exc, guard)
 
     def judge(self, outcome: Outcome) -> None:
-        self.failure, self.outcome = judge(self.tool, self.pending.guard, outcome)
+        self.failure, self.outcome = judge(self.tool, self.pending._guard, outcome)
 
     def close(self) -> None:
         if not self.opened:
@@ -266,7 +266,7 @@ class _Trial:
         try:
             self.strategy.discard(self.forked)
         except Exception as exc:
-            failure = fork_failure("discard", exc, self.pending.guard)
+            failure = fork_failure("discard", exc, self.pending._guard)
             self.outcome = GUARD_ERROR if self.failure is None else self.outcome
             self.failure = self.failure or failure
         finally:
@@ -275,14 +275,14 @@ class _Trial:
     def settle(self) -> bool:
         """Record the outcome; False when the call is blocked (then already closed)."""
         pending = self.pending
-        if pending.recording:
-            tel.set_attributes(pending.span, {contract.DRY_RUN: self.outcome})
+        if pending._recording:
+            tel.set_attributes(pending._span, {contract.DRY_RUN: self.outcome})
         if self.failure is None:
             return True
-        if pending.mode == "block":
-            pending.reject(self.failure)
+        if pending._mode == "block":
+            pending._reject(self.failure)
             return False
-        pending.failures.append(self.failure)
+        pending._failures.append(self.failure)
         return True
 
     def abandon(self) -> None:
@@ -292,14 +292,14 @@ class _Trial:
             self.pending.cancel()
 
 
-def try_on_fork(pending: PendingCall, fn: Callable[..., Any]) -> bool:
+def try_on_fork(pending: _Call, fn: Callable[..., Any]) -> bool:
     """Dry-run an admitted call of a sync tool; False: it is blocked (``pending`` closed)."""
     if _in_dry_run.get():
         return True  # inside another call's dry run: that fork already isolates this one
     trial = _Trial(pending, fn)
     try:
         if trial.call is not None:
-            trial.judge(run(*trial.call, inside=pending.traj or True))
+            trial.judge(run(*trial.call, inside=pending._traj or True))
     except BaseException:
         trial.abandon()
         raise
@@ -307,14 +307,14 @@ def try_on_fork(pending: PendingCall, fn: Callable[..., Any]) -> bool:
     return trial.settle()
 
 
-async def atry_on_fork(pending: PendingCall, fn: Callable[..., Any]) -> bool:
+async def atry_on_fork(pending: _Call, fn: Callable[..., Any]) -> bool:
     """:func:`try_on_fork` for an async tool."""
     if _in_dry_run.get():
         return True
     trial = _Trial(pending, fn)
     try:
         if trial.call is not None:
-            trial.judge(await arun(*trial.call, inside=pending.traj or True))
+            trial.judge(await arun(*trial.call, inside=pending._traj or True))
     except BaseException:
         trial.abandon()
         raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import types
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, ParamSpec, TypeVar, Unpack, overload
 
 from opentelemetry import trace
@@ -13,21 +13,21 @@ from opentelemetry.trace import Span
 
 from .. import _contract as contract
 from .._errors import ToolDefinitionError, UsageError
-from . import compiled, plan_run
 from . import fork as _fork
+from . import plan_run
 from . import telemetry as tel
-from .call import PendingCall
-from .checks import default_error_result
+from .calls.pending import PendingCall
+from .calls.pipeline import Pipeline, awaitable
+from .checks.outcome import default_error_result
 from .inherit import INHERIT, Inherit
 from .nesting import counted_in
 from .plan import PlanStep, PlanVerdict
 from .registry import TrajectoryRegistry
-from .schema import SchemaFailure, parse_arguments
 from .suggest import ToolNames
 from .tool import DryRun, ErrorResult, Mode, Tool, ToolOptions, ToolSpec
 from .trajectory import Trajectory
 from .verdict import NAME_LIMIT, Failure, Rejection, shorten_text
-from .wrappers import GuardedFunction, GuardedProxy, GuardedTool, execute
+from .wrappers import GuardedFunction, GuardedProxy, GuardedTool
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -97,10 +97,7 @@ class Guard:
         self.observes_outputs = False  # turned on by the first tool with grounded arguments
         self.trajectories = TrajectoryRegistry(max_live_trajectories, trajectory_idle_timeout)
         self._tools: dict[str, tuple[Tool, GuardedTool | None]] = {}
-        # Each tool's compiled call path (compiled.py); False: every call takes the general
-        # path (the equivalence tests compare the two).
-        self._compiled = compiled.ENABLED
-        self._fast: dict[str, Callable[..., Any]] = {}  # dispatch by name, compiled
+        self._pipelines: dict[str, Pipeline] = {}  # each tool's call path, by name
         self._suggest = ToolNames()
 
     def __repr__(self) -> str:
@@ -236,27 +233,9 @@ class Guard:
         self._suggest.add(tool.name)
         if tool.grounded:
             self.observes_outputs = True
-        self._fast.pop(tool.name, None)
-        code = compiled.compile_tool(tool) if self._compiled else None
-        if code is not None and wrapper is not None:
-            name = tool.name
-
-            def general(
-                arguments: Arguments,
-                call_id: str | None,
-                trajectory: Trajectory | None,
-                step: int | None,
-            ) -> Any:
-                return self._run_checked(
-                    self._check(name, arguments, call_id, trajectory, None, step)
-                )
-
-            def proceed(pending: PendingCall, arguments: Arguments) -> Any:
-                return self._run_checked(self._checked(pending, arguments))
-
-            self._fast[name] = code.make_dispatch(
-                self, wrapper.__wrapped__, wrapper._self_bound_to, general, proceed
-            )
+        self._pipelines[tool.name] = (
+            wrapper._self_pipeline if wrapper is not None else Pipeline(self, tool, None, None)
+        )
 
     @property
     def tool_names(self) -> list[str]:
@@ -334,30 +313,12 @@ class Guard:
             raise UsageError(f"call_id must be a string or None, got {type(call_id).__name__}")
         if trajectory is not None and not isinstance(trajectory, Trajectory):
             raise UsageError(f"trajectory must be a Trajectory, got {type(trajectory).__name__}")
-        entry = self._tools.get(name)
-        if entry is None:
+        pipeline = self._pipelines.get(name)
+        if pipeline is None:
             pending = PendingCall(self, name, None, None, call_id, trajectory, span, step)
-            pending.reject(self._unknown_tool(name))
+            pending._reject(self._unknown_tool(name))
             return pending
-        tool, wrapper = entry
-        instance = wrapper._self_bound_to if wrapper is not None else None
-        pending = PendingCall(self, name, tool, instance, call_id, trajectory, span, step)
-        return self._checked(pending, arguments)
-
-    def _checked(self, pending: PendingCall, arguments: Arguments) -> PendingCall:
-        """Parse the arguments and run the pre-execution checks of a started call."""
-        try:
-            raw = parse_arguments(pending.name, arguments)
-        except SchemaFailure as exc:
-            pending.reject(exc.failure)
-            return pending
-        try:
-            pending.run_checks(raw)
-        except BaseException:  # Ctrl-C inside a predicate: the span ends, the call is cancelled
-            if not pending.done:
-                pending.cancel()
-            raise
-        return pending
+        return pipeline.check(arguments, call_id, trajectory, span, step)
 
     def record_rejection(
         self,
@@ -379,7 +340,7 @@ class Guard:
             check = "schema.args" if name in self._tools else "schema.tool"
         tool = self._tools[name][0] if name in self._tools else None
         pending = PendingCall(self, name, tool, None, call_id, trajectory)
-        pending.reject(Failure(cause, check, message, model_message or message))
+        pending._reject(Failure(cause, check, message, model_message or message))
         assert pending.rejection is not None
         return pending.rejection
 
@@ -405,29 +366,31 @@ class Guard:
         step: int | None,
     ) -> Any:
         if type(name) is str:
-            fast = self._fast.get(name)
+            pipeline = self._pipelines.get(name)
             if (
-                fast is not None
+                pipeline is not None
                 and (call_id is None or type(call_id) is str)
                 and (trajectory is None or isinstance(trajectory, Trajectory))
             ):
-                return fast(arguments, call_id, trajectory, step)
+                return pipeline.dispatch(arguments, call_id, trajectory, step)
+        # An unknown tool, or arguments of the wrong type: _check says which.
         return self._run_checked(self._check(name, arguments, call_id, trajectory, None, step))
 
     def _run_checked(self, pending: PendingCall) -> Any:
-        name = pending.name
+        """Run a checked call (acall_batch checks all of a turn's calls first)."""
+        pipeline = self._pipelines.get(pending.name)
         if pending.rejection is not None:
-            if pending.tool is not None and pending.tool.is_async:
-                return _value(pending.rejection)
+            if pipeline is not None and pipeline.tool.is_async:
+                return awaitable(pending.rejection)
             return pending.rejection
-        wrapper = self._tools[name][1]
-        if wrapper is None:
+        assert pipeline is not None
+        if pipeline.fn is None:
             pending.cancel()
             raise UsageError(
-                f"tool {name!r} is declared by contract alone: its owner runs it "
+                f"tool {pending.name!r} is declared by contract alone: its owner runs it "
                 "(use guard.check() and finish the pending call)"
             )
-        return execute(pending, wrapper.__wrapped__, dispatch=True)
+        return pipeline.run(pending, pipeline.fn, True)
 
     async def acall(
         self,
@@ -460,7 +423,7 @@ class Guard:
         try:
             results = [self._run_checked(p) for p in pendings]
             # Like acall: a rejection comes back as a value; a BaseException propagates.
-            return list(await asyncio.gather(*(_awaitable(r) for r in results)))
+            return list(await asyncio.gather(*(awaitable(r) for r in results)))
         except BaseException:
             # Cancelled before some calls ran their first step: they end as cancelled now,
             # not whenever their never-started coroutines are garbage-collected.
@@ -512,14 +475,6 @@ class Guard:
             f"no tool named {shown!r} in the guarded tool set",
             f"There is no tool named `{shown}`.{hint} Call one of the tools you were given.",
         )
-
-
-def _awaitable(value: Any) -> Awaitable[Any]:
-    return value if asyncio.iscoroutine(value) else _value(value)
-
-
-async def _value(value: Any) -> Any:
-    return value
 
 
 def _is_unbound_method(fn: Callable[..., Any]) -> bool:

@@ -20,7 +20,8 @@ from opentelemetry.trace import INVALID_SPAN, Span
 from .. import _contract as contract
 from .._errors import UsageError
 from . import fork as _fork
-from .checks import check_conditions, grounded_failure, is_placeholder
+from .checks.conditions import check_conditions
+from .checks.information import grounded_failure, is_placeholder
 from .conditions import shorten
 from .fork import ForkStrategy
 from .plan import (

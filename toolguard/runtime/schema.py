@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import pydantic
 import pydantic_core
@@ -77,24 +77,6 @@ def parse_arguments(tool: str, raw: str | bytes | Mapping[str, Any] | None) -> d
     return value
 
 
-class ModelParts(NamedTuple):
-    """The steps of a pydantic schema's ``validate``, for the compiled call path (compiled.py)
-    to run inline: the same functions in the same order, without the calls around them."""
-
-    validate_python: Callable[..., Any]
-    # The model's own field validation without building the model (its fields dict, its
-    # extras, the fields set): None when the model has more than fields (a model validator,
-    # a custom __init__ or post-init, definitions).
-    validate_fields: Callable[..., tuple[dict[str, Any], dict[str, Any] | None, Any]] | None
-    strict: bool
-    accepted: frozenset[Any] | None  # None: unknown arguments are not checked
-    unknown_failure: Callable[[dict[str, Any]], SchemaFailure | None]
-    retry: Callable[[dict[str, Any], Any], Any]
-    values_of: Callable[[Any], dict[str, Any]]
-    field_count: int
-    keep_extra: bool
-
-
 Located = tuple[tuple[Any, ...], str]  # (place in the arguments, what is wrong there)
 
 
@@ -116,7 +98,6 @@ class ArgumentSchema:
         # An attribute, not a method forwarding to it: one Python call less on every call.
         self.validate: Callable[[dict[str, Any]], dict[str, Any]] = validate
         self.hint = hint
-        self.model: ModelParts | None = None  # set by from_model
         # Every problem of some arguments with its place ((argument, ...), text), for plan
         # verification (plan_check.py): it leaves problems at a reference's place alone.
         self.locate: Callable[[dict[str, Any]], list[Located]] | None = None
@@ -242,11 +223,24 @@ def from_model(
             values.update(instance.__pydantic_extra__)
         return values
 
+    # The model's own field validation without building the model (its fields dict is what
+    # the model would hold as __dict__): about a third of validate_python's cost. None when
+    # the model has more than fields (a model validator, a custom __init__ or post-init).
+    validate_fields = _fields_validator(model)
+
     def validate(args: dict[str, Any]) -> dict[str, Any]:
         if check_unknown and not accepted.issuperset(args):
             failure = unknown_failure(args)
             if failure is not None:
                 raise failure
+        if validate_fields is not None:
+            try:
+                values, extra, _ = validate_fields(args, strict=strict)
+            except pydantic.ValidationError as exc:
+                return values_of(retry(args, exc))
+            if keep_extra and extra:
+                values.update(extra)
+            return values  # type: ignore[no-any-return]
         try:
             instance = validator.validate_python(args, strict=strict)
         except pydantic.ValidationError as exc:
@@ -273,17 +267,6 @@ def from_model(
     metadata = {name: tuple(f.metadata) for name, f in model.model_fields.items() if f.metadata}
     schema = ArgumentSchema(tool, names, validate, hint, metadata)
     schema.locate = locate
-    schema.model = ModelParts(
-        validator.validate_python,
-        _fields_validator(model),
-        strict,
-        accepted if check_unknown else None,
-        unknown_failure,
-        retry,
-        values_of,
-        len(names),
-        keep_extra,
-    )
     return schema
 
 

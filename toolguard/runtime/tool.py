@@ -228,11 +228,8 @@ class Tool:
         self.dry_run: ForkStrategy | None = self._dry_run(fn, guard_dry_run)
         # The dry run is the call itself (transaction.py): decided once, read on every call.
         self.transactional = self.dry_run is not None and _fork.is_transactional(self.dry_run)
-        # A dry run and the state parameter live in call.py and dryrun.py; compiled.py
-        # leaves such tools to that general path.
-        self.needs_general_path = self.dry_run is not None or self.state_param is not None
-        # compiled.py's CompiledTool, made once on first use; None: not covered by it.
-        self._compiled_code: Any = False
+        # The call stages its contract asks for (calls/stages.py), built on first use.
+        self.stages: Any = None
 
     def __repr__(self) -> str:
         parts = [repr(self.name)]

@@ -61,6 +61,10 @@ class _Binding:
     shown: bool = True  # the model has seen it: it may be offered in a rejection's message
 
 
+_NO_BINDINGS: dict[Any, _Binding] = {}
+_HASHABLE = frozenset({str, int, float, bool, bytes})  # no hash probe needed
+
+
 def _key(value: Any) -> Any:
     try:
         hash(value)
@@ -159,16 +163,18 @@ class Trajectory:
                 steps.append(step)
         return steps
 
-    def step_for(self, call_id: str | None) -> int:
+    def _take_step(self, call_id: str | None) -> int:
         """The step a call takes: the one reserved for its id, else the next free one."""
         if call_id is not None and self._reserved:
             with self._lock:
                 step = self._reserved.pop(call_id, None)
             if step is not None:
                 return step
-        return self.next_step()
+        with self._lock:
+            self._length += 1
+            return self._length
 
-    def record(
+    def _record(
         self, step: int, tool: str, decision: str, failures: list[Failure], call_id: str | None
     ) -> None:
         """Keep one call's verdict; `failures` in precedence order, empty when valid."""
@@ -229,6 +235,31 @@ class Trajectory:
         if key is None:
             return
         self._bindings.setdefault(kind, {})[key] = _Binding(True, source, step, None, shown)
+
+    def _produce_all(self, kind: str, values: list[Any], source: str, step: int | None) -> None:
+        """What one call produced: every value gets the same binding (one object: bindings
+        are immutable, invalidating a value replaces its binding)."""
+        known = self._bindings.get(kind)
+        binding = _Binding(True, source, step, None, True)
+        for value in values:
+            if value is None:  # never a value a later call refers to (as _produce)
+                continue
+            if type(value) not in _HASHABLE:
+                try:
+                    hash(value)
+                except TypeError:  # unhashable: nothing a later call could refer to by value
+                    continue
+            if known is None:
+                known = self._bindings.setdefault(kind, {})
+            known[value] = binding
+
+    def _is_live(self, kind: str, value: Any) -> bool:
+        """Whether ``value`` is a live ``kind`` (the dependency check's common case)."""
+        try:
+            binding = self._bindings.get(kind, _NO_BINDINGS).get(value)
+        except TypeError:
+            return False
+        return binding is not None and binding.live
 
     def _invalidate(self, kind: str, value: Any, by: str) -> None:
         values = self._bindings.get(kind, {})

@@ -40,7 +40,7 @@ from .dryrun import GUARD_ERROR, REJECTED, Outcome, _in_dry_run, fork_failure, j
 from .undolog import Journal
 
 if TYPE_CHECKING:
-    from .call import PendingCall
+    from .calls.pending import _Call
     from .tool import Tool
     from .verdict import Failure
 
@@ -57,8 +57,8 @@ def applies(tool: Tool) -> bool:
 class _Transaction:
     """One call's transaction: opened at creation, then kept or rolled back exactly once."""
 
-    def __init__(self, pending: PendingCall) -> None:
-        tool = pending.tool
+    def __init__(self, pending: _Call) -> None:
+        tool = pending._tool
         assert tool is not None and tool.dry_run is not None
         self.pending = pending
         self.tool = tool
@@ -67,7 +67,7 @@ class _Transaction:
         self.open = False
         self.error: Exception | None = None
         self._dry: Any = None  # the _in_dry_run token while the call runs
-        where = placement(tool, self.strategy, pending.instance, pending.state_value())
+        where = placement(tool, self.strategy, pending._instance, pending._state_value())
         try:
             assert where is not None  # an in-place strategy always has a place
             # One call, kept or discarded right after: a strategy may then do at once what
@@ -83,7 +83,7 @@ class _Transaction:
     def begin(self) -> tuple[list[Any], dict[str, Any]]:
         """The call is about to run in the transaction: its arguments."""
         args, kwargs = self.pending.call_parts()
-        self.pending.enter()
+        self.pending._enter()
         self._dry = _in_dry_run.set(True)
         return args, kwargs
 
@@ -105,8 +105,8 @@ class _Transaction:
         return None
 
     def record(self, outcome: str) -> None:
-        if self.pending.recording:
-            tel.set_attributes(self.pending.span, {contract.DRY_RUN: outcome})
+        if self.pending._recording:
+            tel.set_attributes(self.pending._span, {contract.DRY_RUN: outcome})
 
     def fork_failed(self, dispatch: bool) -> Any:
         """The transaction could not be opened: the guard-error policy decides."""
@@ -117,12 +117,12 @@ class _Transaction:
         """The strategy failed (the call, if it ran, already undone): blocked, or
         :data:`RUN_PLAIN` when failing open or in log mode (the failure then recorded)."""
         pending = self.pending
-        failure = fork_failure(what, exc, pending.guard)
+        failure = fork_failure(what, exc, pending._guard)
         self.record(GUARD_ERROR)
         if failure is None:
             return RUN_PLAIN
-        if pending.mode == "log":  # log mode runs every call: the failure is recorded
-            pending.failures.append(failure)
+        if pending._mode == "log":  # log mode runs every call: the failure is recorded
+            pending._failures.append(failure)
             return RUN_PLAIN
         return _block(pending, failure, dispatch)
 
@@ -146,38 +146,38 @@ class _Transaction:
         broken = self._broken(outcome)
         if broken is not None:
             self._undo()
-            pending.leave()
+            pending._leave()
             return self._guard_error("call", broken, dispatch)
-        failure, verdict = judge(self.tool, pending.guard, outcome, in_place=True)
-        if failure is not None and pending.mode == "block":
+        failure, verdict = judge(self.tool, pending._guard, outcome, in_place=True)
+        if failure is not None and pending._mode == "block":
             problem = self.close(keep=False)
-            pending.leave()
+            pending._leave()
             self.record(verdict if problem is None else GUARD_ERROR)
             if problem is not None:  # blocked, but what it did may stand: said first
-                undone = fork_failure("discard", problem, pending.guard)
+                undone = fork_failure("discard", problem, pending._guard)
                 if undone is not None:
-                    pending.failures.append(undone)
+                    pending._failures.append(undone)
             return _block(pending, failure, dispatch)
         problem = self.close(keep=True)
         if problem is not None:  # the call ran but cannot stand: undone, then the policy
             undo = self._call(self.strategy.discard)
             if undo is None:
-                pending.leave()
+                pending._leave()
                 return self._guard_error("keep", problem, dispatch)
             # Not undone (a commit the strategy carried out stands): running the call again
             # would do it twice, so it ends here, blocked or, failing open, as it ran.
             logger.error("toolguard: rolling back %s failed: %r", self.tool.name, undo)
-            broke = fork_failure("keep", problem, pending.guard)
-            if broke is not None and pending.mode == "block":
-                pending.leave()
+            broke = fork_failure("keep", problem, pending._guard)
+            if broke is not None and pending._mode == "block":
+                pending._leave()
                 self.record(GUARD_ERROR)
                 return _block(pending, broke, dispatch)
             if broke is not None:
-                pending.failures.append(broke)
+                pending._failures.append(broke)
             verdict = GUARD_ERROR
         self.record(verdict)
         if failure is not None:
-            pending.failures.append(failure)  # log mode: recorded, the call stands
+            pending._failures.append(failure)  # log mode: recorded, the call stands
         if outcome.error is not None:
             rejection = pending.fail(outcome.error)
             if dispatch:
@@ -186,7 +186,8 @@ class _Transaction:
         # judge() already read the result with error_result: finish() need not read it again
         # (after a guard error it does, so that its own policy records it as before).
         known = None if verdict == GUARD_ERROR else verdict == REJECTED
-        pending.finish(outcome.result, error=known)
+        pending._leave()
+        pending._finish(outcome.result, known)
         return outcome.result
 
     def abandon(self, exc: BaseException) -> None:
@@ -197,8 +198,8 @@ class _Transaction:
             self.pending.fail(exc)
 
 
-def _block(pending: PendingCall, failure: Failure, dispatch: bool) -> Any:
-    pending.reject(failure)
+def _block(pending: _Call, failure: Failure, dispatch: bool) -> Any:
+    pending._reject(failure)
     rejection = pending.rejection
     assert rejection is not None
     if dispatch:
@@ -206,7 +207,7 @@ def _block(pending: PendingCall, failure: Failure, dispatch: bool) -> Any:
     raise ToolCallRejected(rejection)
 
 
-def run(pending: PendingCall, fn: Callable[..., Any], dispatch: bool) -> Any:
+def run(pending: _Call, fn: Callable[..., Any], dispatch: bool) -> Any:
     """Run an admitted call of a sync tool in its strategy's transaction (module doc)."""
     trial = _Transaction(pending)
     if not trial.open:
@@ -222,7 +223,7 @@ def run(pending: PendingCall, fn: Callable[..., Any], dispatch: bool) -> Any:
     return trial.settle(outcome, dispatch)
 
 
-async def arun(pending: PendingCall, fn: Callable[..., Any], dispatch: bool) -> Any:
+async def arun(pending: _Call, fn: Callable[..., Any], dispatch: bool) -> Any:
     """:func:`run` for an async tool."""
     trial = _Transaction(pending)
     if not trial.open:

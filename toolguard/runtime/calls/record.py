@@ -1,0 +1,135 @@
+"""The record stage of a call the environment accepted: what its result ``produces`` is
+bound in the trajectory, what it ``invalidates`` goes stale, and (for the information check)
+the trajectory sees its result.
+
+Each ``produces`` place is turned into a finder once, when the tool is declared. A key name
+(``produces={"id": "contact"}``) gets the fast finder below: a flat record or a list of flat
+records (most results) is looked up without walking it; anything else is walked by
+``find_key_into``, which finds exactly what ``_find_key`` finds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..nesting import shown
+from ..tool import _KEY_CONTAINERS, _LEAVES, Tool, _find_key, find_key_into
+
+if TYPE_CHECKING:
+    from ..trajectory import Trajectory
+    from .pending import _Call
+
+logger = logging.getLogger("toolguard")
+
+Finder = Callable[[Any, list[Any]], None]  # (result, out): the values found appended to out
+Record = Callable[["_Call", "Trajectory", Any, bool], None]
+
+
+def record_stage(tool: Tool) -> Record | None:
+    """What an accepted call of ``tool`` changes in its trajectory, or None when its
+    contract binds and invalidates nothing (observing the result is then the caller's)."""
+    name = tool.name
+    produces = tuple((kind, finder(find)) for kind, find in tool.produces)
+    invalidates = tuple(tool.invalidates.items())
+    if not produces and not invalidates:
+        return None
+
+    def record(call: _Call, traj: Trajectory, result: Any, observe: bool) -> None:
+        step = call.step
+        try:
+            for kind, find in produces:
+                found: list[Any] = []
+                try:
+                    find(result, found)
+                finally:  # what was found before a finder failed is bound all the same
+                    if found:
+                        traj._produce_all(kind, found, name, step)
+            for arg, kind in invalidates:
+                value = call.arguments.get(arg)
+                for item in value if isinstance(value, list | tuple) else (value,):
+                    traj._invalidate(kind, item, f"{name} at step {step}")
+            if observe:
+                traj.observe(result)
+        except Exception:
+            # A `produces` callable with a bug must not turn a good call into a crash.
+            logger.exception("toolguard: reading the result of %s failed", shown(name))
+
+    return record
+
+
+def observe_only(call: _Call, traj: Trajectory, result: Any, observe: bool) -> None:
+    """The record stage of a tool that binds nothing, while the guard observes outputs."""
+    try:
+        traj.observe(result)
+    except Exception:
+        logger.exception("toolguard: reading the result of %s failed", shown(call.name))
+
+
+def finder(find: Callable[[Any], Iterable[Any]]) -> Finder:
+    """The appending form of a ``produces`` place's finder (tool.py compiles the places)."""
+    key = _key_place(find)
+    if key is not None:
+        return _key_finder(key)
+
+    def generic(result: Any, out: list[Any]) -> None:
+        out.extend(find(result) or ())  # extend keeps what came before an exception
+
+    return generic
+
+
+def _key_place(find: Callable[..., Any]) -> str | None:
+    """The key of a ``produces`` key-name place (a partial of _find_key), else None."""
+    if getattr(find, "func", None) is _find_key and not getattr(find, "args", True):
+        keywords = getattr(find, "keywords", {})
+        if set(keywords) == {"key", "depth"} and keywords["depth"] == 0:
+            key = keywords["key"]
+            return key if isinstance(key, str) else None
+    return None
+
+
+def _key_finder(key: str) -> Finder:
+    """``out.extend(_find_key(result, key, 0))``, with the two shapes most results have (a
+    flat record, a list of flat records) looked up directly."""
+
+    def find(result: Any, out: list[Any]) -> None:
+        kind = type(result)
+        if kind is dict:
+            # A flat dict (scalar values) holds the key at most once, as a scalar. (A key
+            # equal to the name under another hash, which breaks Python's hash contract, is
+            # not looked at.)
+            if _LEAVES.issuperset(map(type, result.values())):
+                if key in result:
+                    out.append(result[key])
+                return
+            for k, v in result.items():
+                if type(k) is not str:
+                    out.extend(_find_key({k: v}, key, 0))
+                elif k == key:
+                    if type(v) in _LEAVES or not isinstance(v, _KEY_CONTAINERS):
+                        out.append(v)
+                    elif isinstance(v, list | tuple):
+                        out.extend(x for x in v if not isinstance(x, _KEY_CONTAINERS))
+                    else:
+                        find_key_into(v, key, out, 1)
+                elif type(v) not in _LEAVES:
+                    find_key_into(v, key, out, 1)
+        elif kind is list:
+            # A list of records (a search's answer): a flat record is looked up as above, a
+            # record holding a container is walked whole.
+            for item in result:
+                if type(item) is dict:
+                    for v in item.values():
+                        if type(v) not in _LEAVES:
+                            find_key_into(item, key, out, 1)
+                            break
+                    else:
+                        if key in item:
+                            out.append(item[key])
+                elif type(item) not in _LEAVES:
+                    find_key_into(item, key, out, 1)
+        else:
+            find_key_into(result, key, out)
+
+    return find

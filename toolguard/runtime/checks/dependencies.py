@@ -1,0 +1,119 @@
+"""The dependency stage: an argument declared in ``refs`` must hold a live value of its kind,
+produced earlier in the trajectory (or bound by the application)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ... import _contract as contract
+from ..conditions import shorten
+from ..tool import Tool, resolve_path
+from ..trajectory import Trajectory
+from ..verdict import NAME_LIMIT, Failure, shorten_text
+from .stage import CheckStage
+
+if TYPE_CHECKING:
+    from ..calls.pending import _Call
+
+_COLLECTIONS = (list, tuple, set, frozenset)
+
+
+def dependency_stage(tool: Tool) -> CheckStage | None:
+    """The tool's dependency check, or None when it declares no reference."""
+    name = tool.name
+    refs = tuple(tool.refs.items())
+    paths = tuple(tool.ref_paths)
+    if not refs and not paths:
+        return None
+
+    def check(
+        call: _Call, values: Mapping[str, Any], stop: bool, unvalidated: bool
+    ) -> list[Failure] | None:
+        traj = call._traj
+        if traj is None:  # outside a trajectory nothing is bound: nothing to check against
+            return None
+        found: list[Failure] = []
+        for arg, kind in refs:
+            value = values.get(arg)
+            if value is None:  # an optional reference left out refers to nothing
+                continue
+            # One live binding of a scalar: the common case, answered in one look-up.
+            if not isinstance(value, _COLLECTIONS) and traj._is_live(kind, value):
+                continue
+            failure = ref_failure(name, traj, arg, kind, value)
+            if failure is not None:
+                if stop:  # blocking stops at the first failure (PROTOCOL 2)
+                    return [failure]
+                found.append(failure)
+        for label, root, parts, kind in paths:
+            failure = path_failure(name, traj, label, values.get(root), parts, kind)
+            if failure is not None:
+                if stop:
+                    return [failure]
+                found.append(failure)
+        return found
+
+    return check
+
+
+def ref_failure(tool: str, traj: Trajectory, arg: str, kind: str, value: Any) -> Failure | None:
+    """The first item of ``value`` (itself, or each item of a collection) that is no live
+    ``kind``: its failure, or None."""
+    for item in value if isinstance(value, _COLLECTIONS) else (value,):
+        failure = _dependency(tool, traj, arg, kind, item)
+        if failure is not None:
+            return failure
+    return None
+
+
+def path_failure(
+    tool: str, traj: Trajectory, label: str, value: Any, parts: tuple[str, ...], kind: str
+) -> Failure | None:
+    """``ref_failure`` for the values a path (``arg[].field``) reaches inside ``value``."""
+    for item in resolve_path(value, parts):
+        failure = _dependency(tool, traj, label, kind, item)
+        if failure is not None:
+            return failure
+    return None
+
+
+def _dependency(tool: str, traj: Trajectory, arg: str, kind: str, value: Any) -> Failure | None:
+    binding = traj.lookup(kind, value)
+    if binding is not None and binding.live:
+        return None
+    shown = shorten(value)
+    # Only values the model has seen: never ids the application bound without showing them
+    # (another user's, say: `traj.bind(..., shown=False)`).
+    candidates = traj.live_values(kind, shown_only=True)
+    offer = (
+        f"Use one of the {kind} values you have: {', '.join(shorten(c) for c in candidates[:8])}."
+        if candidates
+        else f"No {kind} is known yet: first call a tool that returns one."
+    )
+    if binding is not None:
+        by = binding.invalidated_by or "an earlier call"
+        return Failure(
+            contract.DEPENDENCY,
+            f"dependency.{arg}",
+            f"{arg}={shown} is a stale {kind}: invalidated by {by}",
+            f"`{arg}` refers to {kind} {shown}, which {by} invalidated. {offer}",
+            telemetry_message=f"{arg} is a stale {kind}: invalidated by {by}",
+        )
+    other = traj.kinds_of(value)
+    if other:
+        return Failure(
+            contract.DEPENDENCY,
+            f"dependency.{arg}",
+            f"{arg}={shown} is a {other[0]}, not a {kind}",
+            f"`{arg}` needs a {kind}, but {shown} is a {other[0]}. {offer}",
+            telemetry_message=f"{arg} is a {other[0]}, not a {kind}",
+        )
+    where = shorten_text(traj.id, NAME_LIMIT)  # an id another process may have sent
+    return Failure(
+        contract.DEPENDENCY,
+        f"dependency.{arg}",
+        f"{arg}={shown} is no {kind} produced earlier in trajectory {where}",
+        f"`{arg}` must be a {kind} taken from an earlier tool result; {shown} is not one. {offer}",
+        telemetry_message=f"{arg} is no {kind} produced earlier in trajectory {where}",
+    )

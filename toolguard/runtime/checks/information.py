@@ -1,0 +1,95 @@
+"""The information stage: an argument declared ``grounded`` must hold a value the trajectory
+has seen (the user's words, a tool's output), never a placeholder the model made up."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ... import _contract as contract
+from ..conditions import shorten
+from ..tool import Tool
+from ..trajectory import Trajectory
+from ..verdict import Failure
+from .stage import CheckStage
+
+if TYPE_CHECKING:
+    from ..calls.pending import _Call
+
+_PLACEHOLDERS = frozenset(
+    {
+        "",
+        "unknown",
+        "<unknown>",
+        "n/a",
+        "na",
+        "none",
+        "null",
+        "tbd",
+        "todo",
+        "placeholder",
+        "xxx",
+        "...",
+        "?",
+        "<placeholder>",
+        "your_id_here",
+        "example",
+    }
+)
+
+
+def information_stage(tool: Tool) -> CheckStage | None:
+    """The tool's information check, or None when no argument is grounded."""
+    grounded = tool.grounded
+    if not grounded:
+        return None
+
+    def check(
+        call: _Call, values: Mapping[str, Any], stop: bool, unvalidated: bool
+    ) -> list[Failure] | None:
+        found: list[Failure] = []
+        for arg in grounded:
+            if arg not in values:
+                continue
+            value = values[arg]
+            placeholder = ungrounded(call._traj, value)
+            if placeholder is not None:
+                found.append(grounded_failure(arg, value, placeholder))
+                if stop:
+                    break
+        return found
+
+    return check
+
+
+def ungrounded(traj: Trajectory | None, value: Any) -> bool | None:
+    """None when ``value`` is grounded; else whether it is a placeholder (True) or a value
+    the trajectory never saw (False). A value that cannot be rendered as text (nested past
+    the interpreter's depth, a ``__str__`` that raises) cannot have been said: not grounded."""
+    try:
+        text = value if isinstance(value, str) else str(value)
+    except Exception:  # RecursionError included
+        return False
+    if is_placeholder(text):
+        return True
+    return None if traj is None or traj.has_seen(text) else False
+
+
+def is_placeholder(text: str) -> bool:
+    """``"<unknown>"``, ``"TBD"``, ``"{id}"``...: a value the model made up to fill a slot."""
+    return text.strip().lower() in _PLACEHOLDERS or (
+        len(text) > 1 and text[0] + text[-1] in ("<>", "{}", "[]")
+    )
+
+
+def grounded_failure(arg: str, value: Any, placeholder: bool) -> Failure:
+    """A grounded argument holding a placeholder, or a value the trajectory never saw."""
+    what = "a placeholder" if placeholder else "a value that appears nowhere in the conversation"
+    return Failure(
+        contract.INFORMATION,
+        f"information.{arg}",
+        f"{arg}={shorten(value)} is {what}",
+        f"`{arg}`={shorten(value)} is {what}: do not guess it. "
+        "Ask the user for it or look it up with a tool first.",
+        telemetry_message=f"{arg} is {what}",
+    )

@@ -1,0 +1,117 @@
+"""The judge stage, after the call ran: did the environment reject it (it raised, or its
+result says so: ``error_result``), and do the postconditions hold (``state_consistency``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ... import _contract as contract
+from ..conditions import shorten
+from ..tool import Tool
+from ..verdict import NAME_LIMIT, Failure, shorten_text
+from .conditions import condition_stage
+from .guard_error import guard_error
+
+if TYPE_CHECKING:
+    from ..calls.pending import _Call
+
+# (call, result, error: what the caller said, None to read it from the result)
+# -> (the environment rejected the call, the failures found)
+Judge = Callable[["_Call", Any, "bool | None"], "tuple[bool, list[Failure]]"]
+
+
+_NONE: list[Failure] = []  # shared, never changed: nothing found
+
+
+def default_error_result(result: Any) -> bool:
+    """A mapping with a non-empty ``"error"`` value is the environment's rejection.
+
+    ``{"error": None}`` / ``{"error": ""}`` / ``{"error": False}`` say there was none.
+    """
+    if not isinstance(result, Mapping) or "error" not in result:
+        return False
+    value = result["error"]
+    return value is not None and value is not False and value != "" and value != {}
+
+
+def judge_stage(tool: Tool) -> Judge:
+    """The tool's judge: its ``error_result`` (or the guard's, read per call) and its
+    postconditions, decided once."""
+    name = tool.name
+    own = tool.spec.error_result  # None: the guard's; False: no result is an error
+    post = condition_stage(tool.postconditions, "postcondition", contract.STATE_CONSISTENCY)
+
+    def judge(call: _Call, result: Any, error: bool | None) -> tuple[bool, list[Failure]]:
+        if error is None and post is None and type(result) is dict and "error" not in result:
+            # A plain dict without an "error" key and nothing else to check: most results.
+            detect = own if own is not None else call._guard.error_result
+            if detect is default_error_result or not detect:
+                return False, _NONE
+        failures: list[Failure] = []
+        if error is None:
+            guard = call._guard
+            detect = own if own is not None else guard.error_result
+            if detect:
+                try:
+                    if detect is default_error_result and type(result) is dict:
+                        # The default on a plain dict (most results), without the call.
+                        value = result.get("error")
+                        error = bool(
+                            value is not None and value is not False and value != "" and value != {}
+                        )
+                    else:
+                        error = bool(detect(result))
+                except Exception as exc:
+                    failure = guard_error(
+                        "state.error_result",
+                        contract.STATE_CONSISTENCY,
+                        "the error_result predicate",
+                        exc,
+                        guard.fail_open,
+                        guard.record_content,
+                    )
+                    if failure is not None:
+                        failures.append(failure)
+        if error:
+            failures.append(error_result_failure(name, result))
+        if post is not None:
+            found = post(call, call.arguments, False, False, result)
+            if found:
+                failures.extend(found)
+        return bool(error), failures
+
+    return judge
+
+
+def exception_failure(tool: str, exc: BaseException) -> Failure:
+    """The environment rejected the call by raising."""
+    tool, kind, text = shorten_text(tool, NAME_LIMIT), type(exc).__name__, _text(exc)
+    return Failure(
+        contract.STATE_CONSISTENCY,
+        "state.exception",
+        f"{tool} raised {kind}: {shorten_text(text, 800)}",
+        f"`{tool}` failed: {kind}: {shorten_text(text, 300)}",
+        telemetry_message=f"{tool} raised {kind}",
+    )
+
+
+def error_result_failure(tool: str, result: Any) -> Failure:
+    """The environment rejected the call in its answer (an error flag or marker)."""
+    shown = shorten(result)
+    return Failure(
+        contract.STATE_CONSISTENCY,
+        "state.error_result",
+        f"the environment rejected the call: {shown}",
+        f"`{shorten_text(tool, NAME_LIMIT)}` was rejected by the environment: "
+        f"{shorten_text(_text(result), 300)}",
+        telemetry_message="the environment rejected the call (an error result)",
+    )
+
+
+def _text(value: Any) -> str:
+    """str() of a value whose __str__ may raise or run on (a hostile exception or result)."""
+    try:
+        return str(value)[:2000]
+    except Exception:
+        return f"<{type(value).__name__}>"
