@@ -282,7 +282,7 @@ class _Trial:
         if pending._mode == "block":
             pending._reject(self.failure)
             return False
-        pending._failures.append(self.failure)
+        pending._failures += (self.failure,)
         return True
 
     def abandon(self) -> None:

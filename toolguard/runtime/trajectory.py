@@ -63,6 +63,7 @@ class _Binding:
 
 _NO_BINDINGS: dict[Any, _Binding] = {}
 _HASHABLE = frozenset({str, int, float, bool, bytes})  # no hash probe needed
+_COLLECTIONS = (list, tuple, set, frozenset)
 
 
 def _key(value: Any) -> Any:
@@ -253,13 +254,25 @@ class Trajectory:
                 known = self._bindings.setdefault(kind, {})
             known[value] = binding
 
-    def _is_live(self, kind: str, value: Any) -> bool:
-        """Whether ``value`` is a live ``kind`` (the dependency check's common case)."""
-        try:
-            binding = self._bindings.get(kind, _NO_BINDINGS).get(value)
-        except TypeError:
-            return False
-        return binding is not None and binding.live
+    def _all_live(self, refs: tuple[tuple[str, str], ...], values: Mapping[str, Any]) -> bool:
+        """Whether every argument of ``refs`` (argument -> kind) that ``values`` gives holds
+        one live value of its kind: the dependency check's common case, in one call. False
+        also for a collection, an unhashable value or a value not bound: the check then
+        looks at each argument itself."""
+        bindings = self._bindings
+        for arg, kind in refs:
+            value = values.get(arg)
+            if value is None:  # an optional reference left out refers to nothing
+                continue
+            if isinstance(value, _COLLECTIONS):  # each item is checked by itself
+                return False
+            try:
+                binding = bindings.get(kind, _NO_BINDINGS).get(value)
+            except TypeError:
+                return False
+            if binding is None or not binding.live:
+                return False
+        return True
 
     def _invalidate(self, kind: str, value: Any, by: str) -> None:
         values = self._bindings.get(kind, {})

@@ -122,7 +122,7 @@ class _Transaction:
         if failure is None:
             return RUN_PLAIN
         if pending._mode == "log":  # log mode runs every call: the failure is recorded
-            pending._failures.append(failure)
+            pending._failures += (failure,)
             return RUN_PLAIN
         return _block(pending, failure, dispatch)
 
@@ -156,7 +156,7 @@ class _Transaction:
             if problem is not None:  # blocked, but what it did may stand: said first
                 undone = fork_failure("discard", problem, pending._guard)
                 if undone is not None:
-                    pending._failures.append(undone)
+                    pending._failures += (undone,)
             return _block(pending, failure, dispatch)
         problem = self.close(keep=True)
         if problem is not None:  # the call ran but cannot stand: undone, then the policy
@@ -173,11 +173,11 @@ class _Transaction:
                 self.record(GUARD_ERROR)
                 return _block(pending, broke, dispatch)
             if broke is not None:
-                pending._failures.append(broke)
+                pending._failures += (broke,)
             verdict = GUARD_ERROR
         self.record(verdict)
         if failure is not None:
-            pending._failures.append(failure)  # log mode: recorded, the call stands
+            pending._failures += (failure,)  # log mode: recorded, the call stands
         if outcome.error is not None:
             rejection = pending.fail(outcome.error)
             if dispatch:

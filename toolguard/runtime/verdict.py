@@ -7,6 +7,7 @@ the model-facing text; the exception a directly called tool raises carries the r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .. import _contract as contract
@@ -63,7 +64,7 @@ class Failure:
             )
 
 
-def in_precedence_order(failures: list[Failure]) -> list[Failure]:
+def in_precedence_order(failures: Sequence[Failure]) -> list[Failure]:
     return sorted(failures, key=lambda f: _RANK[f.cause])
 
 

@@ -21,11 +21,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import INVALID_SPAN, NoOpTracer, ProxyTracer, Span
+from opentelemetry.util.types import AnyValue
 
 from ... import _contract as contract
 from ..._errors import UsageError
 from .. import telemetry as tel
-from ..checks.outcome import exception_failure
+from ..checks.outcome import default_error_result, exception_failure
 from ..fork import DRY_RUN_CHECK
 from ..nesting import _inside_tool, shown, warn_outside
 from ..trajectory import Trajectory, _current, _open
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("toolguard")
 
 _NOT_GIVEN: Any = object()  # no state passed to a direct call: the guard's state goes
-_VALID = {contract.VALID: True, contract.DECISION: contract.ALLOWED}
+_VALID: dict[str, AnyValue] = {contract.VALID: True, contract.DECISION: contract.ALLOWED}
 _NO_FAILURES: list[Failure] = []  # shared, never changed: a valid call's failures
 
 
@@ -48,7 +49,6 @@ class _Call:
     finalizer (a fifth of a microsecond per call) would never find one open."""
 
     __slots__ = (
-        "__weakref__",
         "_decision",
         "_failures",
         "_guard",
@@ -88,7 +88,7 @@ class _Call:
         self.call_id = call_id
         self.rejection: Rejection | None = None
         self._decision: str | None = None  # set when the call is closed (with _sorted)
-        self._failures: list[Failure] = []
+        self._failures: tuple[Failure, ...] = ()  # what the checks found, in finding order
         self.arguments: dict[str, Any] = {}
         self._token: object | None = None
         self._nested: Token[Trajectory | bool] | None = None
@@ -251,11 +251,20 @@ class _Call:
         tool = self._tool
         assert tool is not None
         stages = tool.stages
-        error, found = stages.judge(self, result, error)
-        if found:
-            self._failures.extend(found)
-        traj = self._traj
         guard = self._guard
+        if (
+            error is None
+            and type(result) is dict
+            and "error" not in result
+            and stages.plain_judge
+            and (guard.error_result is default_error_result or tool.spec.error_result is not None)
+        ):
+            error = False  # nothing for the judge to find: a plain dict without "error"
+        else:
+            error, found = stages.judge(self, result, error)
+            if found:
+                self._failures += tuple(found)
+        traj = self._traj
         if not error and traj is not None:
             observe = guard.observes_outputs
             if stages.record is not None or observe:
@@ -272,10 +281,20 @@ class _Call:
         step = self.step
         assert step is not None  # a call in a trajectory has its step
         traj._verdicts.append((step, self.name, contract.ALLOWED, _NO_FAILURES, self.call_id))
+        span = self._span
+        if span is INVALID_SPAN:  # tracing off
+            return
+        # tel.set_attributes and tel.end_span, inline (telemetry never breaks a call)
         if self._recording:
-            tel.set_attributes(self._span, _VALID)
-        if self._owns_span and self._span is not INVALID_SPAN:  # tracing off skips it
-            tel.end_span(self._span)
+            try:
+                span.set_attributes(_VALID)
+            except Exception:
+                logger.exception("toolguard: could not set span attributes")
+        if self._owns_span:
+            try:
+                span.end()
+            except Exception:
+                logger.exception("toolguard: ending a span failed; the tool call is unaffected")
 
     def fail(self, exc: BaseException) -> Rejection:
         """The tool raised ``exc``: the environment rejected the call (``state_consistency``).
@@ -288,7 +307,7 @@ class _Call:
         if not isinstance(exc, Exception):
             self.cancel()
         else:
-            self._failures.append(exception_failure(self.name, exc))
+            self._failures += (exception_failure(self.name, exc),)
             self._close(executed=True)
         failures = self._sorted or [exception_failure(self.name, exc)]
         assert self._decision is not None
@@ -308,7 +327,7 @@ class _Call:
     def _reject(self, failure: Failure | None = None) -> None:
         """Close the call as blocked (with ``failure`` added, if given): it must not run."""
         if failure is not None:
-            self._failures.append(failure)
+            self._failures += (failure,)
         failures = self._close(executed=False)
         self.rejection = Rejection.from_failures(
             self.name, self.step, self.call_id, contract.BLOCKED, failures
@@ -401,7 +420,7 @@ class PendingCall(_Call):
     cancelled the same way when it is garbage-collected.
     """
 
-    __slots__ = ()
+    __slots__ = ("__weakref__",)
 
     def __enter__(self) -> PendingCall:
         if self.rejection is None:

@@ -23,9 +23,12 @@ arguments come from and how a rejection is handed back; everything else is the s
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from ... import _contract as contract
@@ -43,6 +46,8 @@ from .stages import stages_of
 if TYPE_CHECKING:
     from ..guard import Guard
     from ..tool import Tool
+
+logger = logging.getLogger("toolguard")
 
 Arguments = str | bytes | Mapping[str, Any] | None
 
@@ -195,7 +200,7 @@ class Pipeline:
         except SchemaFailure as exc:
             values = raw
             unvalidated = True
-            call._failures.append(exc.failure)
+            call._failures += (exc.failure,)
             if block:
                 call.arguments = values
                 call._reject()
@@ -204,7 +209,7 @@ class Pipeline:
         for stage in self.checks:
             found = stage(call, values, block, unvalidated)
             if found:
-                call._failures.extend(found)
+                call._failures += tuple(found)
                 if block:
                     call._reject()
                     return
@@ -232,7 +237,10 @@ class Pipeline:
         # The tool runs with the call span current (spans it makes, HTTP or DB, nest below)
         # and marked as inside its trajectory (a guarded call it makes is nested: no step).
         if call._recording and call._owns_span:
-            call._token = tel.attach(call._span)
+            try:  # tel.attach, inline (telemetry never breaks a call)
+                call._token = otel_context.attach(trace.set_span_in_context(call._span))
+            except Exception:
+                logger.exception("toolguard: could not make the span current")
         traj = call._traj
         if traj is not None:
             call._nested = _inside_tool.set(traj)
@@ -243,8 +251,16 @@ class Pipeline:
             if dispatch and isinstance(exc, Exception):
                 return rejection
             raise
-        if call._token is not None or call._nested is not None:
-            call._leave()
+        # leave: the span no longer current, the nested mark reset (_Call._leave, inline)
+        if call._token is not None:
+            tel.detach(call._token)  # a rare cost: only a recording span is made current
+            call._token = None
+        if call._nested is not None:
+            try:
+                _inside_tool.reset(call._nested)
+            except ValueError:  # reset in another context than it was set in
+                _inside_tool.set(False)
+            call._nested = None
         try:
             call._finish(result, None)
         except BaseException:  # Ctrl-C inside a postcondition: the call ends as cancelled

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ..checks.conditions import precondition_stage
 from ..checks.dependencies import dependency_stage
 from ..checks.information import information_stage
-from ..checks.outcome import Judge, judge_stage
+from ..checks.outcome import Judge, judge_stage, plain_judge
 from ..checks.stage import CheckStage
 from .record import Record, observe_only, record_stage
 
@@ -21,7 +21,7 @@ class ToolStages:
     ``judge``: error result and postconditions; ``record``: produces and invalidates (None
     when the contract declares neither), ``record_outcome`` the same or observing only."""
 
-    __slots__ = ("checks", "judge", "record", "record_outcome")
+    __slots__ = ("checks", "judge", "plain_judge", "record", "record_outcome")
 
     def __init__(self, tool: Tool) -> None:
         found = (
@@ -31,6 +31,7 @@ class ToolStages:
         )
         self.checks: tuple[CheckStage, ...] = tuple(s for s in found if s is not None)
         self.judge: Judge = judge_stage(tool)
+        self.plain_judge = plain_judge(tool)
         self.record: Record | None = record_stage(tool)
         self.record_outcome: Record = self.record if self.record is not None else observe_only
 

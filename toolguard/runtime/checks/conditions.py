@@ -74,7 +74,7 @@ def condition_stage(
     def check(
         call: _Call, values: Mapping[str, Any], stop: bool, unvalidated: bool, result: Any
     ) -> list[Failure] | None:
-        found: list[Failure] = []
+        found: list[Failure] | None = None
         for one in resolved:
             try:
                 if one.general:
@@ -111,6 +111,8 @@ def condition_stage(
                 if holds:
                     continue
                 failure = condition_failure(one.condition, one.check, cause, given)
+            if found is None:
+                found = []
             found.append(failure)
             if stop:
                 break

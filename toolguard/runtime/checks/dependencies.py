@@ -33,13 +33,12 @@ def dependency_stage(tool: Tool) -> CheckStage | None:
         traj = call._traj
         if traj is None:  # outside a trajectory nothing is bound: nothing to check against
             return None
+        if traj._all_live(refs, values) and not paths:
+            return None  # every reference holds a live value: most calls
         found: list[Failure] = []
         for arg, kind in refs:
             value = values.get(arg)
             if value is None:  # an optional reference left out refers to nothing
-                continue
-            # One live binding of a scalar: the common case, answered in one look-up.
-            if not isinstance(value, _COLLECTIONS) and traj._is_live(kind, value):
                 continue
             failure = ref_failure(name, traj, arg, kind, value)
             if failure is not None:

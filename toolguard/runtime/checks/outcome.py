@@ -21,9 +21,6 @@ if TYPE_CHECKING:
 Judge = Callable[["_Call", Any, "bool | None"], "tuple[bool, list[Failure]]"]
 
 
-_NONE: list[Failure] = []  # shared, never changed: nothing found
-
-
 def default_error_result(result: Any) -> bool:
     """A mapping with a non-empty ``"error"`` value is the environment's rejection.
 
@@ -35,6 +32,14 @@ def default_error_result(result: Any) -> bool:
     return value is not None and value is not False and value != "" and value != {}
 
 
+def plain_judge(tool: Tool) -> bool:
+    """Whether the judge has nothing to find in a plain dict without an ``"error"`` key
+    when the tool and guard read errors the default way (most results): the pipeline then
+    skips calling it."""
+    own = tool.spec.error_result
+    return not tool.postconditions and (own is None or own is default_error_result)
+
+
 def judge_stage(tool: Tool) -> Judge:
     """The tool's judge: its ``error_result`` (or the guard's, read per call) and its
     postconditions, decided once."""
@@ -43,11 +48,6 @@ def judge_stage(tool: Tool) -> Judge:
     post = condition_stage(tool.postconditions, "postcondition", contract.STATE_CONSISTENCY)
 
     def judge(call: _Call, result: Any, error: bool | None) -> tuple[bool, list[Failure]]:
-        if error is None and post is None and type(result) is dict and "error" not in result:
-            # A plain dict without an "error" key and nothing else to check: most results.
-            detect = own if own is not None else call._guard.error_result
-            if detect is default_error_result or not detect:
-                return False, _NONE
         failures: list[Failure] = []
         if error is None:
             guard = call._guard
