@@ -24,7 +24,7 @@ _RESOURCE = {
         {"key": "service.name", "value": {"stringValue": "agent-bench"}},
     ]
 }
-# The scope the guard writes (toolguard/runtime/telemetry.py), its version the installed one.
+# The scope the guard writes (toolguard/runtime/telemetry/spans.py), its version the installed one.
 _SCOPE = {"name": "toolguard", "version": __version__}
 _TOOLS = ("search_contact", "remove_contact", "send_message", "get_weather", "book_flight")
 

@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, Tracer
 
 import toolguard as tg
-from toolguard.runtime.span_file import SpanFileExporter
+from toolguard.runtime.telemetry.span_file import SpanFileExporter
 
 from . import _workload as w
 from ._scaling import by_name, dispatch, growth

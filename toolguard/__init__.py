@@ -11,10 +11,9 @@ from ._adapter import Adapter, FrameworkVersionWarning
 from ._adapter import distribution_version as _distribution_version
 from ._errors import ForkError, ToolCallRejected, ToolDefinitionError, ToolGuardError, UsageError
 from .runtime.calls.pending import PendingCall
-from .runtime.conditions import Postcondition, Precondition
+from .runtime.calls.wrappers import GuardedFunction
 from .runtime.contract_file import Contract, ContractFileError, load_contract
-from .runtime.export import setup_file_export
-from .runtime.fork import (
+from .runtime.forks.strategies import (
     CallbackFork,
     DeepCopyFork,
     ForkStrategy,
@@ -24,7 +23,7 @@ from .runtime.fork import (
 )
 from .runtime.guard import Guard
 from .runtime.inherit import INHERIT, Inherit
-from .runtime.plan import (
+from .runtime.plans.plan import (
     PlanRefError,
     PlanStep,
     PlanStepVerdict,
@@ -33,8 +32,7 @@ from .runtime.plan import (
     plan_refs,
     resolve_plan_refs,
 )
-from .runtime.registry import TrajectoryRegistry
-from .runtime.tool import Grounded, Ref, Tool, ToolOptions, ToolSpec
+from .runtime.telemetry.export import setup_file_export
 from .runtime.tool_calls import (
     arun_anthropic_tool_uses,
     arun_openai_response_calls,
@@ -43,9 +41,13 @@ from .runtime.tool_calls import (
     run_openai_response_calls,
     run_openai_tool_calls,
 )
-from .runtime.trajectory import Trajectory, current_trajectory, trajectory
+from .runtime.tools.conditions import Postcondition, Precondition
+from .runtime.tools.markers import Grounded, Ref
+from .runtime.tools.spec import ToolOptions, ToolSpec
+from .runtime.tools.tool import Tool
+from .runtime.trajectories.registry import TrajectoryRegistry
+from .runtime.trajectories.trajectory import Trajectory, current_trajectory, trajectory
 from .runtime.verdict import Failure, Rejection, Verdict
-from .runtime.wrappers import GuardedFunction
 
 if TYPE_CHECKING:  # what the lazy loader below provides, visible to type checkers
     from .replay.api import replay_files

@@ -45,7 +45,7 @@ from toolguard.report.build import build_report
 from toolguard.report.collect import read_phoenix, read_records
 from toolguard.report.phoenix import iter_phoenix_pages, spans_url
 from toolguard.report.reader import ReadStats
-from toolguard.runtime.span_file import SpanFileExporter
+from toolguard.runtime.telemetry.span_file import SpanFileExporter
 
 pytestmark = pytest.mark.skipif(PHOENIX_MISSING, reason=SKIP_REASON)
 

@@ -22,7 +22,7 @@ import toolguard as tg
 
 HEADER = textwrap.dedent("""
     import sys, threading, toolguard as tg
-    from toolguard.runtime.span_file import SpanFileExporter
+    from toolguard.runtime.telemetry.span_file import SpanFileExporter
     guard = tg.Guard()
     guard.register(lambda i: i, name="ping")
 
@@ -244,7 +244,7 @@ def test_otlp_names_the_package_its_protocol_needs(tmp_path: Path) -> None:
 # reads which waits the exit ran instead of timing it.
 EXIT_WAITS = """
     import atexit
-    from toolguard.runtime.span_queue import SpanQueue
+    from toolguard.runtime.telemetry.span_queue import SpanQueue
     waits = []
     real_flush = SpanQueue.force_flush
     def counted(self, timeout_millis=30_000):

@@ -14,7 +14,8 @@ from typing import Annotated, Any
 import pytest
 
 import toolguard as tg
-from toolguard.runtime import tool as tool_module
+from toolguard.runtime.tools import spec as spec_module
+from toolguard.runtime.tools import tool as tool_module
 
 
 def lookup(state: Annotated[dict[str, Any], tg.State], key: str) -> Any:
@@ -31,7 +32,7 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[tool_module.Tool]:
             super().__init__(*args, **kwargs)
             built.append(weakref.ref(self))
 
-    monkeypatch.setattr(tool_module, "Tool", Counted)
+    monkeypatch.setattr(spec_module, "Tool", Counted)  # what ToolSpec.compile builds
     return built
 
 

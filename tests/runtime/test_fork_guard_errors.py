@@ -1,4 +1,4 @@
-"""A failing fork is a guard error, handled as one (toolguard/runtime/transaction.py).
+"""A failing fork is a guard error, handled as one (toolguard/runtime/calls/transaction.py).
 
 An undo log that meets what it cannot record, while being set up or while the call runs,
 leaves every object as it was; the call is never reported as the environment's rejection:
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from state_graphs import Obj, build, nodes, run, shape
 
 import toolguard as tg
-from toolguard.runtime.undolog import Journal
+from toolguard.runtime.forks.undolog import Journal
 
 if TYPE_CHECKING:
     from conftest import Telemetry

@@ -1,5 +1,5 @@
 """A SQLite dry run follows the tool's own BEGIN, COMMIT, ROLLBACK, savepoints and
-executescript (toolguard/runtime/fork_sqlite.py): kept, the database is what a plain run of
+executescript (toolguard/runtime/forks/sqlite.py): kept, the database is what a plain run of
 the tool leaves; rejected or refused, exactly what it was before the call.
 
 Every comparison is against a plain run of the same tool on an identical fresh database

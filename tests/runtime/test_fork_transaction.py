@@ -1,6 +1,6 @@
 """Transactional dry runs: the call runs once, inside its strategy's transaction, and is kept
 when the environment accepts it or rolled back and blocked when it rejects it
-(toolguard/runtime/transaction.py). Strategies: ``tg.UndoLogFork``, ``tg.SQLiteSavepointFork``
+(toolguard/runtime/calls/transaction.py). Strategies: ``tg.UndoLogFork``, ``tg.SQLiteSavepointFork``
 and a ``tg.CallbackFork(..., in_place=True, keep=...)``.
 """
 

@@ -19,10 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import toolguard as tg
-from toolguard.runtime.seen import SeenTexts
-from toolguard.runtime.suggest import ToolNames
-from toolguard.runtime.tool import _find_key, find_key_into
-from toolguard.runtime.trajectory import _leaves, add_leaves
+from toolguard.runtime.tools.places import _find_key, find_key_into
+from toolguard.runtime.tools.suggest import ToolNames
+from toolguard.runtime.trajectories.leaves import _leaves, add_leaves
+from toolguard.runtime.trajectories.seen import SeenTexts
 
 texts_strategy = st.lists(
     st.text(alphabet="ab\x00c- ", max_size=12) | st.sampled_from(["id-1", "abc", "a b c"]),

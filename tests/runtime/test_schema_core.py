@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolguard.runtime import schema as schema_module
-from toolguard.runtime.schema import SchemaFailure, from_json_schema
-from toolguard.runtime.schema_core import fast_validator
+from toolguard.runtime.tools import json_schema as schema_module
+from toolguard.runtime.tools.json_schema import from_json_schema
+from toolguard.runtime.tools.schema import SchemaFailure
+from toolguard.runtime.tools.schema_core import fast_validator
 
 NAMES = ["a", "b", "c"]
 _bound = st.integers(-3, 3) | st.sampled_from([0.5, -1.5, 2.0, 2**53, 2**53 + 1])

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import toolguard as tg
-from toolguard.runtime import tool as tool_module
+from toolguard.runtime.tools import spec as spec_module
 
 ROOT = Path(tg.__file__).resolve().parents[1]
 
@@ -58,13 +58,13 @@ tg.ToolSpec(grounded=["x"], dry_run=tg.DeepCopyFork())
 
 def spec_options() -> dict[str, object]:
     """ToolSpec's fields the user sets, with their types."""
-    hints = typing.get_type_hints(tg.ToolSpec, vars(tool_module))
+    hints = typing.get_type_hints(tg.ToolSpec, vars(spec_module))
     return {f.name: hints[f.name] for f in dataclasses.fields(tg.ToolSpec) if f.init}
 
 
 def test_the_options_are_the_spec_fields_with_their_types() -> None:
     # `name` is a parameter of its own in tool/register/declare, not an option among others.
-    options = typing.get_type_hints(tg.ToolOptions, vars(tool_module))
+    options = typing.get_type_hints(tg.ToolOptions, vars(spec_module))
     fields = spec_options()
     assert fields.pop("name") == str | None
     assert options == fields

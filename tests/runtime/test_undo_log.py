@@ -1,4 +1,4 @@
-"""The undo log behind ``tg.UndoLogFork`` (toolguard/runtime/undolog.py), on its own.
+"""The undo log behind ``tg.UndoLogFork`` (toolguard/runtime/forks/undolog.py), on its own.
 
 A call runs on the real objects inside a journal; rolling back must give back the state as it
 was (values and identities), keeping must leave exactly what the call did, and either way the
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 import toolguard as tg
-from toolguard.runtime.undolog import Journal
+from toolguard.runtime.forks.undolog import Journal
 
 
 class Node:

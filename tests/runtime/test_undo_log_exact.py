@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from state_graphs import build, nodes, run, shape
 
 import toolguard as tg
-from toolguard.runtime.undolog import Journal
+from toolguard.runtime.forks.undolog import Journal
 
 PROGRAMS = st.lists(
     st.tuples(st.integers(0, 7), st.integers(0, 30), st.integers(-3, 3)), max_size=10

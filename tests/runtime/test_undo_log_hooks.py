@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolguard.runtime.undolog import Journal
+from toolguard.runtime.forks.undolog import Journal
 
 audit: list[tuple[str, str]] = []  # outside the state: what the hooks saw
 registry: list[type] = []

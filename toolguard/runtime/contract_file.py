@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ToolGuardError
-from .conditions import Postcondition, Precondition
 from .inherit import INHERIT
-from .tool import ToolSpec
+from .tools.conditions import Postcondition, Precondition
+from .tools.spec import ToolSpec
 
 _TOOL_KEYS = frozenset(
     {

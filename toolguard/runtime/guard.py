@@ -13,26 +13,28 @@ from opentelemetry.trace import Span
 
 from .. import _contract as contract
 from .._errors import ToolDefinitionError, UsageError
-from . import fork as _fork
-from . import plan_run
-from . import telemetry as tel
 from .calls.pending import PendingCall
 from .calls.pipeline import Pipeline, awaitable
+from .calls.wrappers import GuardedFunction, GuardedProxy, GuardedTool
 from .checks.outcome import default_error_result
+from .checks.schema import unknown_tool_failure
+from .forks import strategies as _fork
 from .inherit import INHERIT, Inherit
-from .nesting import counted_in
-from .plan import PlanStep, PlanVerdict
-from .registry import TrajectoryRegistry
-from .suggest import ToolNames
-from .tool import DryRun, ErrorResult, Mode, Tool, ToolOptions, ToolSpec
-from .trajectory import Trajectory
-from .verdict import NAME_LIMIT, Failure, Rejection, shorten_text
-from .wrappers import GuardedFunction, GuardedProxy, GuardedTool
+from .plans import run as plan_run
+from .plans.plan import PlanStep, PlanVerdict
+from .telemetry import spans as tel
+from .tools.markers import DryRun, ErrorResult, Mode
+from .tools.spec import ToolOptions, ToolSpec, spec_from
+from .tools.suggest import ToolNames
+from .tools.tool import Tool
+from .trajectories.nesting import counted_in
+from .trajectories.registry import TrajectoryRegistry
+from .trajectories.trajectory import Trajectory
+from .verdict import Failure, Rejection
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_SPEC_FIELDS = frozenset(ToolSpec.__dataclass_fields__) - {"_compiled"}
 Arguments = str | bytes | Mapping[str, Any] | None
 
 
@@ -156,7 +158,7 @@ class Guard:
         the name from a tool already registered under it."""
         if not callable(fn):
             raise ToolDefinitionError(f"register() needs a callable, got {type(fn).__name__}")
-        spec = _spec(spec, options if name is None else {**options, "name": name})
+        spec = spec_from(spec, options if name is None else {**options, "name": name})
         tool = spec.compile(fn, strict=self.strict, dry_run=self.dry_run)
         # A bound method keeps its object: predicates asking for `instance` get it also when
         # the tool is dispatched by name (guard.call), not only when called directly.
@@ -182,7 +184,7 @@ class Guard:
         """A tool known by its contract alone (``json_schema=`` or ``args_model=``, refs,
         conditions...: ``spec`` or the options, :class:`ToolOptions`): the framework owns and
         runs the function; :meth:`check` judges its calls."""
-        spec = _spec(spec, {**options, "name": name} if spec is None else options)
+        spec = spec_from(spec, {**options, "name": name} if spec is None else options)
         if spec.name != name:
             # The tool is known by the name given here; the caller's spec is left as it was.
             spec = dataclasses.replace(spec, name=name)
@@ -464,17 +466,7 @@ class Guard:
         return await plan_run.averify(self, steps, trajectory, dry_run)
 
     def _unknown_tool(self, name: str) -> Failure:
-        # Only the closest few names, never the whole tool set (it may hold tools this agent
-        # was not offered); a giant name is not compared at all.
-        close = self._suggest.close(name) if len(name) <= 128 else []
-        hint = f" Did you mean {', '.join(f'`{c}`' for c in close)}?" if close else ""
-        shown = shorten_text(name, NAME_LIMIT)
-        return Failure(
-            contract.SCHEMA,
-            "schema.tool",
-            f"no tool named {shown!r} in the guarded tool set",
-            f"There is no tool named `{shown}`.{hint} Call one of the tools you were given.",
-        )
+        return unknown_tool_failure(name, self._suggest)
 
 
 def _is_unbound_method(fn: Callable[..., Any]) -> bool:
@@ -484,16 +476,3 @@ def _is_unbound_method(fn: Callable[..., Any]) -> bool:
         return False
     params = list(inspect.signature(fn).parameters)
     return bool(params) and params[0] in ("self", "cls")
-
-
-def _spec(spec: ToolSpec | None, options: Mapping[str, Any]) -> ToolSpec:
-    # The type checker sees the options' names; a caller without one (**dict) is told here.
-    unknown = set(options) - _SPEC_FIELDS
-    if unknown:
-        raise ToolDefinitionError(
-            f"unknown tool option(s) {', '.join(sorted(unknown))}; "
-            f"known: {', '.join(sorted(_SPEC_FIELDS))}"
-        )
-    if spec is not None and options:
-        raise ToolDefinitionError("pass either a ToolSpec or options, not both")
-    return spec if spec is not None else ToolSpec(**options)

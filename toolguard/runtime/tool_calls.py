@@ -29,8 +29,8 @@ from typing import Any
 
 from .._errors import UsageError
 from .guard import Guard
-from .nesting import counted_in
-from .trajectory import Trajectory
+from .trajectories.nesting import counted_in
+from .trajectories.trajectory import Trajectory
 from .verdict import Rejection
 
 Serializer = Callable[[Any], str]

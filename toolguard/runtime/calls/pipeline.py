@@ -33,19 +33,21 @@ from opentelemetry.trace import Span
 
 from ... import _contract as contract
 from ..._errors import ToolCallRejected, UsageError
-from .. import dryrun, transaction
-from .. import telemetry as tel
 from ..checks.schema import bind_failure
-from ..nesting import _inside_tool
-from ..schema import SchemaFailure, parse_arguments
-from ..trajectory import Trajectory
+from ..telemetry import spans as tel
+from ..tools.schema import SchemaFailure, parse_arguments
+from ..trajectories.nesting import _inside_tool
+from ..trajectories.trajectory import Trajectory
 from ..verdict import Rejection
-from .pending import PendingCall, _Call
+from . import dry_run as dryrun
+from . import transaction
+from .call import _Call
+from .pending import PendingCall
 from .stages import stages_of
 
 if TYPE_CHECKING:
     from ..guard import Guard
-    from ..tool import Tool
+    from ..tools.tool import Tool
 
 logger = logging.getLogger("toolguard")
 

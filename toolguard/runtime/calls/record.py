@@ -14,12 +14,13 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..nesting import shown
-from ..tool import _KEY_CONTAINERS, _LEAVES, Tool, _find_key, find_key_into
+from ..tools.places import _KEY_CONTAINERS, _LEAVES, _find_key, find_key_into
+from ..tools.tool import Tool
+from ..trajectories.nesting import shown
 
 if TYPE_CHECKING:
-    from ..trajectory import Trajectory
-    from .pending import _Call
+    from ..trajectories.trajectory import Trajectory
+    from .call import _Call
 
 logger = logging.getLogger("toolguard")
 

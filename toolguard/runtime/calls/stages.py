@@ -13,7 +13,7 @@ from ..checks.stage import CheckStage
 from .record import Record, observe_only, record_stage
 
 if TYPE_CHECKING:
-    from ..tool import Tool
+    from ..tools.tool import Tool
 
 
 class ToolStages:

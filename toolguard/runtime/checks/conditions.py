@@ -14,13 +14,13 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ... import _contract as contract
-from ..conditions import _Condition
+from ..tools.conditions import _Condition
 from ..verdict import Failure
 from .guard_error import guard_error
 from .stage import CheckStage
 
 if TYPE_CHECKING:
-    from ..calls.pending import _Call
+    from ..calls.call import _Call
 
 logger = logging.getLogger("toolguard")
 

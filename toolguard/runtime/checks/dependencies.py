@@ -7,14 +7,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ... import _contract as contract
-from ..conditions import shorten
-from ..tool import Tool, resolve_path
-from ..trajectory import Trajectory
+from ..tools.conditions import shorten
+from ..tools.places import resolve_path
+from ..tools.tool import Tool
+from ..trajectories.trajectory import Trajectory
 from ..verdict import NAME_LIMIT, Failure, shorten_text
 from .stage import CheckStage
 
 if TYPE_CHECKING:
-    from ..calls.pending import _Call
+    from ..calls.call import _Call
 
 _COLLECTIONS = (list, tuple, set, frozenset)
 

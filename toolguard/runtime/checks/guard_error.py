@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from ..conditions import shorten
+from ..tools.conditions import shorten
 from ..verdict import Failure
 
 logger = logging.getLogger("toolguard")

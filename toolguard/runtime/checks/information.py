@@ -7,14 +7,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ... import _contract as contract
-from ..conditions import shorten
-from ..tool import Tool
-from ..trajectory import Trajectory
+from ..tools.conditions import shorten
+from ..tools.tool import Tool
+from ..trajectories.trajectory import Trajectory
 from ..verdict import Failure
 from .stage import CheckStage
 
 if TYPE_CHECKING:
-    from ..calls.pending import _Call
+    from ..calls.call import _Call
 
 _PLACEHOLDERS = frozenset(
     {

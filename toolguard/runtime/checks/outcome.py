@@ -7,14 +7,14 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ... import _contract as contract
-from ..conditions import shorten
-from ..tool import Tool
+from ..tools.conditions import shorten
+from ..tools.tool import Tool
 from ..verdict import NAME_LIMIT, Failure, shorten_text
 from .conditions import condition_stage
 from .guard_error import guard_error
 
 if TYPE_CHECKING:
-    from ..calls.pending import _Call
+    from ..calls.call import _Call
 
 # (call, result, error: what the caller said, None to read it from the result)
 # -> (the environment rejected the call, the failures found)

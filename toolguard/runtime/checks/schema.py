@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..schema import SchemaFailure
-from ..tool import Tool
+from ..tools.schema import SchemaFailure
+from ..tools.suggest import ToolNames
+from ..tools.tool import Tool
 from ..verdict import NAME_LIMIT, Failure, shorten_text
 
 
@@ -27,4 +28,19 @@ def bind_failure(tool: Tool, exc: TypeError) -> Failure:
         f"{name}: {text}",
         f"The call to `{name}` is malformed: {text}. Call it with arguments matching "
         f"{tool.schema.hint}.",
+    )
+
+
+def unknown_tool_failure(name: str, suggest: ToolNames) -> Failure:
+    """A call to a tool the guard does not know, with the closest few names it does."""
+    # Only the closest few names, never the whole tool set (it may hold tools this agent
+    # was not offered); a giant name is not compared at all.
+    close = suggest.close(name) if len(name) <= 128 else []
+    hint = f" Did you mean {', '.join(f'`{c}`' for c in close)}?" if close else ""
+    shown = shorten_text(name, NAME_LIMIT)
+    return Failure(
+        "schema",
+        "schema.tool",
+        f"no tool named {shown!r} in the guarded tool set",
+        f"There is no tool named `{shown}`.{hint} Call one of the tools you were given.",
     )

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ..verdict import Failure
 
 if TYPE_CHECKING:
-    from ..calls.pending import _Call
+    from ..calls.call import _Call
 
 # (call, validated arguments, stop at the first failure, the schema refused the arguments)
 # -> the failures found (None or empty: the check passed). Blocking stops at the first.

@@ -23,18 +23,18 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
-from .. import _contract as contract
-from .._errors import ForkError
-from . import telemetry as tel
-from .checks.guard_error import guard_error
-from .fork import DRY_RUN_CHECK, ForkStrategy, is_in_place
-from .nesting import _inside_tool
-from .tool import Tool
-from .verdict import Failure
+from ... import _contract as contract
+from ..._errors import ForkError
+from ..checks.guard_error import guard_error
+from ..forks.strategies import DRY_RUN_CHECK, ForkStrategy, is_in_place
+from ..telemetry import spans as tel
+from ..tools.tool import Tool
+from ..trajectories.nesting import _inside_tool
+from ..verdict import Failure
 
 if TYPE_CHECKING:
-    from .calls.pending import _Call
-    from .guard import Guard
+    from ..guard import Guard
+    from .call import _Call
 
 _in_dry_run: ContextVar[bool] = ContextVar("toolguard_dry_run", default=False)
 

@@ -19,11 +19,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .._errors import ToolGuardError, UsageError
-from . import plan_walk
-from .conditions import shorten
-from .tool import WHOLE_RESULT, ResultPlace, _result_path
-from .verdict import NAME_LIMIT, shorten_text
+from ..._errors import ToolGuardError, UsageError
+from ..tools.conditions import shorten
+from ..tools.markers import WHOLE_RESULT, ResultPlace
+from ..tools.places import _result_path
+from ..verdict import NAME_LIMIT, shorten_text
+from . import walk as plan_walk
 
 PLAN_CHECK: Final = "schema.plan"  # the check id of a malformed plan or step
 REF_KEY: Final = "$step"

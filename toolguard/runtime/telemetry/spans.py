@@ -25,9 +25,9 @@ from opentelemetry.trace import (
     Tracer,
 )
 
-from .. import _contract as contract
-from .._adapter import distribution_version
-from .verdict import shorten_text
+from ... import _contract as contract
+from ..._adapter import distribution_version
+from ..verdict import shorten_text
 
 logger = logging.getLogger("toolguard")
 

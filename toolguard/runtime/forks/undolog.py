@@ -48,7 +48,7 @@ import random
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
-from .._errors import ForkError
+from ..._errors import ForkError
 from .undolog_classes import (
     ATOM_TYPES,
     CLASS_SLOT,

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import ToolDefinitionError
+from ..._errors import ToolDefinitionError
 
 _short = reprlib.Repr()
 _short.maxstring = 60

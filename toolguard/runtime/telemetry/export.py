@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.environment_variables import OTEL_TRACES_EXPORTER
 
-from .._extras import is_missing, missing_extra
+from ..._extras import is_missing, missing_extra
 
 # The SDK and the span file come with the [export] extra: imported when export is set up, so
 # a guard installed without it imports (its spans are then no-ops).

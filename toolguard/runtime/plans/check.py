@@ -17,13 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import INVALID_SPAN, Span
 
-from .. import _contract as contract
-from .._errors import UsageError
-from . import fork as _fork
-from .checks.conditions import check_conditions
-from .checks.information import grounded_failure, is_placeholder
-from .conditions import shorten
-from .fork import ForkStrategy
+from ... import _contract as contract
+from ..._errors import UsageError
+from ..checks.conditions import check_conditions
+from ..checks.information import grounded_failure, is_placeholder
+from ..forks import strategies as _fork
+from ..forks.strategies import ForkStrategy
+from ..tools.conditions import shorten
+from ..tools.places import resolve_path
+from ..tools.schema import SchemaFailure
+from ..tools.tool import Tool
+from ..trajectories.trajectory import Trajectory, current_trajectory
+from ..verdict import NAME_LIMIT, Failure, shorten_text
 from .plan import (
     PLAN_CHECK,
     PlanError,
@@ -38,13 +43,9 @@ from .plan import (
     resolve,
     suggest_path,
 )
-from .schema import SchemaFailure
-from .tool import Tool, resolve_path
-from .trajectory import Trajectory, current_trajectory
-from .verdict import NAME_LIMIT, Failure, shorten_text
 
 if TYPE_CHECKING:
-    from .guard import Guard
+    from ..guard import Guard
 
 _STATE_NAMES = frozenset({"state", "guard_state", "instance"})
 

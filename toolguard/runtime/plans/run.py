@@ -22,11 +22,17 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN
 
-from .. import _contract as contract
-from . import dryrun
-from . import telemetry as tel
-from .fork import DRY_RUN_CHECK, ForkStrategy
-from .inherit import Inherit
+from ... import _contract as contract
+from ..calls import dry_run as dryrun
+from ..forks.strategies import DRY_RUN_CHECK, ForkStrategy
+from ..inherit import Inherit
+from ..telemetry import spans as tel
+from ..tools.markers import _DEFAULT_FORK
+from ..tools.tool import Tool
+from ..trajectories.leaves import add_leaves
+from ..trajectories.trajectory import Trajectory
+from ..verdict import NAME_LIMIT, Failure, shorten_text
+from .check import StepChecks, _Fork, _hashable, _malformed, _short_name
 from .plan import (
     PlanError,
     PlanStep,
@@ -36,13 +42,9 @@ from .plan import (
     refs_in,
     replace_refs,
 )
-from .plan_check import StepChecks, _Fork, _hashable, _malformed, _short_name
-from .tool import _DEFAULT_FORK, Tool
-from .trajectory import Trajectory, add_leaves
-from .verdict import NAME_LIMIT, Failure, shorten_text
 
 if TYPE_CHECKING:
-    from .guard import Guard
+    from ..guard import Guard
 
 logger = logging.getLogger("toolguard")
 

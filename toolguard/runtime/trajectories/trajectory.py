@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
@@ -19,12 +19,13 @@ from typing import Any
 
 from opentelemetry.trace import Tracer
 
-from .. import _contract as contract
-from .._errors import UsageError
-from . import telemetry as tel
+from ... import _contract as contract
+from ..._errors import UsageError
+from ..telemetry import spans as tel
+from ..verdict import Failure, Verdict
+from .leaves import add_leaves
 from .registry import TrajectoryRegistry
 from .seen import SeenTexts
-from .verdict import Failure, Verdict
 
 logger = logging.getLogger("toolguard")
 
@@ -429,55 +430,3 @@ def trajectory(
     return Trajectory(
         id, labels=labels, user_input=user_input, conversation_id=conversation_id, tracer=tracer
     )
-
-
-_SKIPPED = frozenset({type(None), bytes})
-
-
-def add_leaves(value: Any, add: Callable[[str], Any], depth: int = 0) -> None:
-    """``for leaf in _leaves(value): add(leaf)``, without a generator per container: exact
-    built-in types take a direct branch, anything else the same tests as ``_leaves``."""
-    if depth > 20:
-        return
-    kind = type(value)
-    if kind is str:
-        add(value)
-    elif kind is dict or kind is list or kind is tuple:
-        depth += 1
-        if depth > 20:
-            return
-        for v in value.values() if kind is dict else value:
-            k = type(v)
-            if k is str:
-                add(v)
-            elif k is int or k is float or k is bool:
-                add(str(v))
-            elif k not in _SKIPPED:
-                add_leaves(v, add, depth)
-    elif kind in _SKIPPED:
-        return
-    else:
-        for leaf in _leaves(value, depth):
-            add(leaf)
-
-
-def _leaves(value: Any, depth: int = 0) -> Iterable[str]:
-    """Scalar leaves of a tool output as text; containers and models are walked."""
-    if depth > 20:
-        return
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, bool | int | float):
-        yield str(value)
-    elif isinstance(value, Mapping):
-        for v in value.values():
-            yield from _leaves(v, depth + 1)
-    elif isinstance(value, list | tuple | set | frozenset):
-        for v in value:
-            yield from _leaves(v, depth + 1)
-    elif hasattr(value, "__pydantic_fields__"):
-        for name in value.__pydantic_fields__:
-            yield from _leaves(getattr(value, name, None), depth + 1)
-    elif hasattr(value, "__dataclass_fields__"):
-        for name in value.__dataclass_fields__:
-            yield from _leaves(getattr(value, name, None), depth + 1)

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 
 import wrapt
 
-from .calls.pipeline import Pipeline
-from .tool import Tool
+from ..tools.tool import Tool
+from .pipeline import Pipeline
 
 if TYPE_CHECKING:
-    from .guard import Guard
+    from ..guard import Guard
 
 P = ParamSpec("P")
 R = TypeVar("R", covariant=True)

@@ -39,9 +39,9 @@ __all__ = [
     "resolve",
 ]
 
-from .._errors import ForkError, ToolDefinitionError
-from .fork_sqlite import SQLiteSavepointFork
-from .inherit import INHERIT, Inherit
+from ..._errors import ForkError, ToolDefinitionError
+from ..inherit import INHERIT, Inherit
+from .sqlite import SQLiteSavepointFork
 from .undolog import Journal
 
 DRY_RUN_CHECK: Final = "state.dry_run"  # the check id of every failure a dry run finds

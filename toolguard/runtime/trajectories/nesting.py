@@ -13,8 +13,8 @@ import logging
 import threading
 from contextvars import ContextVar
 
+from ..verdict import NAME_LIMIT, shorten_text
 from .trajectory import Trajectory, _current, open_trajectories
-from .verdict import NAME_LIMIT, shorten_text
 
 logger = logging.getLogger("toolguard")
 

@@ -1,165 +1,25 @@
-"""A tool's declaration (what the user writes) and its compiled form (what each call uses)."""
+"""A tool's compiled form, what each call uses: :class:`Tool` (validators built once,
+declarations checked against the arguments)."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
-import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
-from .._errors import ToolDefinitionError
-from . import fork as _fork
+from ..._errors import ToolDefinitionError
+from ..forks import strategies as _fork
+from ..forks.strategies import ForkStrategy, State
+from ..inherit import INHERIT, Inherit
 from . import schema as _schema
 from .conditions import CONTEXT_NAMES, Postcondition, Precondition
-from .fork import DeepCopyFork, ForkStrategy, State
-from .inherit import INHERIT, Inherit
+from .json_schema import from_json_schema
+from .markers import _DEFAULT_FORK, DryRun, Grounded, Ref
+from .places import _compile_produces, _is_path
 
-Mode = Literal["block", "log"]
-WHOLE_RESULT = "$"  # `produces={"$": "session"}`: the return value itself is the value
-
-# Where a produced value is found in a result: a key name (anywhere in it), a path from its
-# root ("items[].id"), "$" for the result itself, or a callable result -> iterable of values.
-ResultPlace = str | Callable[[Any], Iterable[Any]]
-# One meaning per value, on a guard and on a tool alike: a predicate result -> bool (true:
-# the environment rejected the call); None or False, no result is read as an error.
-ErrorResult = Callable[[Any], bool] | Literal[False] | None
-# None or False: no dry run; True: one, with the strategy of the level above where it has
-# one, else a deep copy; a strategy: that one. See fork.resolve.
-DryRun = ForkStrategy | bool | None
-_DEFAULT_FORK = DeepCopyFork()  # what dry_run=True means where no strategy is given
-
-
-@dataclass(frozen=True)
-class Ref:
-    """``Annotated[str, tg.Ref("contact_id")]``: the argument must refer to a value of that
-    kind produced earlier in the trajectory (the same as ``refs={"arg": "contact_id"}``)."""
-
-    kind: str
-
-
-class Grounded:
-    """``Annotated[str, tg.Grounded]``: the argument's value must appear in what the
-    trajectory has seen (the same as ``grounded=["arg"]``)."""
-
-
-@dataclass
-class ToolSpec:
-    """Everything the guard knows about one tool besides its function.
-
-    Every mapping reads the same way round: the place in this call on the left (an argument
-    name or path, or a place in the result), the kind of value on the right.
-
-    - ``refs``: argument -> kind of bound value it must refer to (``dependency``);
-      ``"arg.field"`` and ``"arg[].field"`` reach ids nested inside an argument.
-    - ``produces``: place in the result -> kind: a key name (found wherever it occurs:
-      nested dicts, lists, pydantic models, dataclasses), a path from the result's root
-      (``"items[].id"``), ``"$"`` for the result itself, or a callable
-      ``result -> iterable of values``.
-    - ``invalidates``: argument -> kind; once the call ran, that value is stale.
-    - ``preconditions`` / ``postconditions``: see :class:`Precondition`.
-    - ``grounded``: arguments whose value must appear in what the trajectory has seen.
-    - ``error_result``: ``result -> bool``, true when the environment rejected the call;
-      ``None`` or ``False`` never reads a result as an error (as on the guard).
-    - ``args_model`` or ``json_schema``: the schema, instead of the function's type hints.
-    - ``mode``: ``"block"`` or ``"log"`` for this tool, overriding the guard's.
-    - ``strict``: ``True`` judges arguments by the JSON Schema's meaning (no ``"42"`` for an
-      integer, no unknown argument), ``False`` lets pydantic coerce.
-    - ``dry_run``: try each call on a fork of the state before it runs (docs/fork-and-plans.md):
-      ``None`` or ``False`` never, ``True`` with the guard's strategy or a deep copy where it
-      has none, or a fork strategy (``tg.DeepCopyFork()``, ``tg.SQLiteSavepointFork``,
-      ``tg.CallbackFork``) whatever the guard says.
-
-    ``error_result``, ``mode``, ``strict`` and ``dry_run`` default to :data:`tg.INHERIT`: the
-    guard's (its ``dry_run`` read when the tool is declared, the others per call).
-    - ``external_effects``: the tool acts outside the state (sends e-mail, pays): it is never
-      tried on a fork; asking for both is a :class:`ToolDefinitionError`.
-    """
-
-    name: str | None = None
-    description: str | None = None
-    args_model: type[BaseModel] | None = None
-    json_schema: Mapping[str, Any] | None = None
-    refs: Mapping[str, str] = field(default_factory=dict)
-    produces: Mapping[ResultPlace, str] = field(default_factory=dict)
-    invalidates: Mapping[str, str] = field(default_factory=dict)
-    preconditions: Sequence[Precondition] = ()
-    postconditions: Sequence[Postcondition] = ()
-    grounded: Sequence[str] = ()
-    error_result: ErrorResult | Inherit = INHERIT
-    mode: Mode | Inherit = INHERIT
-    strict: bool | Inherit = INHERIT
-    dry_run: DryRun | Inherit = INHERIT
-    external_effects: bool = False
-    # Compiled schemas, keyed by function: a proxy over a fresh object of the same class
-    # (one per benchmark task, say) reuses them instead of rebuilding validators. Held
-    # weakly: the guards using a compiled tool keep it alive, and a spec shared by many
-    # short-lived guards (each with its own fork strategy, its own closure) would otherwise
-    # keep one tool per guard for as long as the spec lives.
-    _compiled: weakref.WeakValueDictionary[Any, Tool] = field(
-        default_factory=weakref.WeakValueDictionary, init=False, repr=False
-    )
-
-    # Weak references do not pickle or copy: a copy starts with a cache of its own.
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        del state["_compiled"]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._compiled = weakref.WeakValueDictionary()
-
-    def compile(
-        self,
-        fn: Callable[..., Any] | None,
-        default_name: str | None = None,
-        strict: bool = True,
-        dry_run: DryRun = None,
-    ) -> Tool:
-        """The compiled tool; ``strict`` and ``dry_run`` are the guard's (see :class:`Guard`)."""
-        if self.strict is not INHERIT:
-            if not isinstance(self.strict, bool):
-                name = self.name or default_name or getattr(fn, "__name__", "?")
-                raise ToolDefinitionError(
-                    f"tool {name!r}: strict must be True or False, or tg.INHERIT (the "
-                    f"guard's, the default), not {self.strict!r}"
-                )
-            strict = self.strict
-        # The guard's strategy by identity: the compiled tool holds it, so the id stays its.
-        key = (getattr(fn, "__func__", fn), default_name, strict, id(dry_run))
-        tool = self._compiled.get(key)
-        if tool is None:
-            tool = Tool(self, fn, default_name, strict, dry_run)
-            self._compiled[key] = tool
-        return tool
-
-
-class ToolOptions(TypedDict, total=False):
-    """The options of ``@guard.tool(...)``, ``guard.register`` and ``guard.declare``: the
-    fields of :class:`ToolSpec` but ``name`` (a parameter of its own there), meaning what
-    they mean there; an option left out takes the field's default. Written for type
-    checkers (``**options: Unpack[tg.ToolOptions]``): a misspelt option or a value of the
-    wrong type is an error before anything runs. A test keeps it equal to the fields."""
-
-    description: str | None
-    args_model: type[BaseModel] | None
-    json_schema: Mapping[str, Any] | None
-    refs: Mapping[str, str]
-    produces: Mapping[ResultPlace, str]
-    invalidates: Mapping[str, str]
-    preconditions: Sequence[Precondition]
-    postconditions: Sequence[Postcondition]
-    grounded: Sequence[str]
-    error_result: ErrorResult | Inherit
-    mode: Mode | Inherit
-    strict: bool | Inherit
-    dry_run: DryRun | Inherit
-    external_effects: bool
+if TYPE_CHECKING:
+    from .spec import ToolSpec
 
 
 class Tool:
@@ -191,7 +51,7 @@ class Tool:
         # A `tg.State` parameter: the guard's state (or its fork) goes there, never the model's.
         self.state_param = _state_param(name, fn) if fn is not None else None
         if spec.json_schema is not None:
-            self.schema = _schema.from_json_schema(name, spec.json_schema, strict=strict)
+            self.schema = from_json_schema(name, spec.json_schema, strict=strict)
         elif spec.args_model is not None:
             self.schema = _schema.from_model(name, spec.args_model, strict=strict)
         elif fn is not None:
@@ -440,10 +300,6 @@ def _is_method(fn: Callable[..., Any]) -> bool:
     return bool(params) and params[0] == "self"
 
 
-def _is_path(spec: str) -> bool:
-    return "." in spec or "[]" in spec
-
-
 def _split_path(spec: str) -> tuple[str, tuple[str, ...]]:
     """`payment_methods[].payment_id` -> ("payment_methods", ("[]", "payment_id"))."""
     parts = [p for p in spec.replace("[]", ".[]").split(".") if p]
@@ -452,119 +308,8 @@ def _split_path(spec: str) -> tuple[str, tuple[str, ...]]:
     return parts[0], tuple(parts[1:])
 
 
-def resolve_path(value: Any, parts: tuple[str, ...]) -> list[Any]:
-    """The values a path reaches inside one argument value (missing steps reach nothing)."""
-    current = [value]
-    for part in parts:
-        step: list[Any] = []
-        for item in current:
-            if part == "[]":
-                if isinstance(item, list | tuple):
-                    step.extend(item)
-            elif isinstance(item, Mapping):
-                if part in item:
-                    step.append(item[part])
-            elif hasattr(item, part):
-                step.append(getattr(item, part))
-        current = step
-    return [v for v in current if v is not None]
-
-
 def _positional_only(fn: Callable[..., Any]) -> tuple[str, ...]:
     return tuple(p.name for p in _schema.signature_parameters(fn) if p.kind is p.POSITIONAL_ONLY)
-
-
-def _find_key(value: Any, key: str, depth: int) -> Iterable[Any]:
-    if depth > 20:
-        return
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            if k == key and not isinstance(v, Mapping | list | tuple):
-                yield v
-            elif k == key and isinstance(v, list | tuple):
-                yield from (x for x in v if not isinstance(x, Mapping | list | tuple))
-            else:
-                yield from _find_key(v, key, depth + 1)
-    elif isinstance(value, list | tuple | set | frozenset):
-        for v in value:
-            yield from _find_key(v, key, depth + 1)
-    elif hasattr(value, "__pydantic_fields__") or hasattr(value, "__dataclass_fields__"):
-        fields = getattr(value, "__pydantic_fields__", None) or value.__dataclass_fields__
-        yield from _find_key({n: getattr(value, n, None) for n in fields}, key, depth + 1)
-
-
-_LEAVES = frozenset({str, int, float, bool, type(None), bytes})  # _find_key finds nothing in
-_KEY_CONTAINERS = (Mapping, list, tuple)
-
-
-def find_key_into(value: Any, key: str, out: list[Any], depth: int = 0) -> None:
-    """``out.extend(_find_key(value, key, depth))`` without a generator per container:
-    exact dicts, lists and tuples and leaves of built-in types take direct branches; anything
-    else goes through ``_find_key`` itself. Values found before an exception stay in ``out``,
-    as they would have been consumed from the generator."""
-    if depth > 20:
-        return
-    kind = type(value)
-    if kind is dict:
-        depth += 1
-        for k, v in value.items():
-            if type(k) is not str:
-                out.extend(_find_key({k: v}, key, depth - 1))
-            elif k == key:
-                if type(v) in _LEAVES or not isinstance(v, _KEY_CONTAINERS):
-                    out.append(v)
-                elif isinstance(v, list | tuple):
-                    out.extend(x for x in v if not isinstance(x, _KEY_CONTAINERS))
-                else:
-                    find_key_into(v, key, out, depth)
-            elif type(v) not in _LEAVES:
-                find_key_into(v, key, out, depth)
-    elif kind is list or kind is tuple or kind is set or kind is frozenset:
-        depth += 1
-        for v in value:
-            if type(v) not in _LEAVES:
-                find_key_into(v, key, out, depth)
-    elif kind not in _LEAVES:
-        out.extend(_find_key(value, key, depth))
-
-
-def _compile_produces(
-    tool: str, produces: Mapping[ResultPlace, str]
-) -> tuple[tuple[str, Callable[[Any], Iterable[Any]]], ...]:
-    """Each (place -> kind) entry as (kind, finder) once, so a call does no parsing."""
-    if not isinstance(produces, Mapping):
-        raise ToolDefinitionError(f"tool {tool!r}: produces must be a mapping place -> kind")
-    out: list[tuple[str, Callable[[Any], Iterable[Any]]]] = []
-    for place, kind in produces.items():
-        if not isinstance(kind, str) or not kind:
-            raise ToolDefinitionError(
-                f"tool {tool!r}: produces[{place!r}] must name a kind (a string), not "
-                f"{kind!r}; the place in the result is the key, the kind the value"
-            )
-        if callable(place):
-            out.append((kind, place))
-        elif not isinstance(place, str) or not place:
-            raise ToolDefinitionError(
-                f"tool {tool!r}: a produces key must be a result place (a key name, a path "
-                f"such as 'items[].id', or '$') or a callable, not {place!r}"
-            )
-        elif place == WHOLE_RESULT:
-            out.append((kind, _whole))
-        elif _is_path(place):
-            parts = _result_path(place)
-            out.append((kind, functools.partial(resolve_path, parts=parts)))
-        else:
-            out.append((kind, functools.partial(_find_key, key=place, depth=0)))
-    return tuple(out)
-
-
-def _whole(result: Any) -> tuple[Any, ...]:
-    return (result,)
-
-
-def _result_path(place: str) -> tuple[str, ...]:
-    text = place[2:] if place.startswith("$.") else place
-    return tuple(p for p in text.replace("[]", ".[]").split(".") if p)
 
 
 def _is_async_callable(fn: Callable[..., Any]) -> bool:

@@ -26,8 +26,8 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, Final
 
-from .._errors import ForkError, ToolDefinitionError
-from .fork_sqlite_plain import SAVEPOINT, Shadow
+from ..._errors import ForkError, ToolDefinitionError
+from .sqlite_plain import SAVEPOINT, Shadow
 
 Authorizer = Callable[[int, str | None, str | None, str | None, str | None], int]
 

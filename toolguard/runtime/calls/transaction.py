@@ -33,16 +33,16 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from .. import _contract as contract
-from .._errors import ForkError, ToolCallRejected
-from . import telemetry as tel
-from .dryrun import GUARD_ERROR, REJECTED, Outcome, _in_dry_run, fork_failure, judge, placement
-from .undolog import Journal
+from ... import _contract as contract
+from ..._errors import ForkError, ToolCallRejected
+from ..forks.undolog import Journal
+from ..telemetry import spans as tel
+from .dry_run import GUARD_ERROR, REJECTED, Outcome, _in_dry_run, fork_failure, judge, placement
 
 if TYPE_CHECKING:
-    from .calls.pending import _Call
-    from .tool import Tool
-    from .verdict import Failure
+    from ..tools.tool import Tool
+    from ..verdict import Failure
+    from .call import _Call
 
 logger = logging.getLogger("toolguard")
 

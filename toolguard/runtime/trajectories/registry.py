@@ -21,8 +21,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .._errors import UsageError
-from .verdict import NAME_LIMIT, shorten_text
+from ..._errors import UsageError
+from ..verdict import NAME_LIMIT, shorten_text
 
 if TYPE_CHECKING:
     from .trajectory import Trajectory
