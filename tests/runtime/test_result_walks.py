@@ -127,7 +127,7 @@ def _bindings_after(result: Any) -> Any:
     with tg.trajectory(user_input="0") as traj:
         f(n="0")
         return (
-            {k: list(d) for k, d in traj._bindings.items() if d},
+            {k: list(d) for k, d in traj._bindings.by_kind.items() if d},
             sorted(map(repr, traj._seen)),
         )
 

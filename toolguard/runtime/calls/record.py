@@ -46,11 +46,11 @@ def record_stage(tool: Tool) -> Record | None:
                     find(result, found)
                 finally:  # what was found before a finder failed is bound all the same
                     if found:
-                        traj._produce_all(kind, found, name, step)
+                        traj._bindings.produce_all(kind, found, name, step)
             for arg, kind in invalidates:
                 value = call.arguments.get(arg)
                 for item in value if isinstance(value, list | tuple) else (value,):
-                    traj._invalidate(kind, item, f"{name} at step {step}")
+                    traj._bindings.invalidate(kind, item, f"{name} at step {step}")
             if observe:
                 traj.observe(result)
         except Exception:

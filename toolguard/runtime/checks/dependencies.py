@@ -34,7 +34,7 @@ def dependency_stage(tool: Tool) -> CheckStage | None:
         traj = call._traj
         if traj is None:  # outside a trajectory nothing is bound: nothing to check against
             return None
-        if traj._all_live(refs, values) and not paths:
+        if traj._bindings.all_live(refs, values) and not paths:
             return None  # every reference holds a live value: most calls
         found: list[Failure] = []
         for arg, kind in refs:

@@ -27,6 +27,7 @@ from ..tools.conditions import shorten
 from ..tools.places import resolve_path
 from ..tools.schema import SchemaFailure
 from ..tools.tool import Tool
+from ..trajectories.bindings import Bindings
 from ..trajectories.trajectory import Trajectory, current_trajectory
 from ..verdict import NAME_LIMIT, Failure, shorten_text
 from .plan import (
@@ -89,7 +90,8 @@ class StepChecks:
         self.ran_any = False
         self.forks: dict[tuple[int, int], _Fork] = {}
         self.results: dict[int, Any] = {}
-        self.produced: dict[str, dict[Any, bool]] = {}  # kind -> value -> live
+        # What the steps that ran on the fork produced: the trajectory's own binding type.
+        self.produced = Bindings()
         self.stale: dict[tuple[str, Any], int] = {}  # (kind, value or ref key) -> step
         self.seen: set[str] = set()  # leaves of the fork's results
         self.ids: dict[str, int] = {}
@@ -209,8 +211,8 @@ class StepChecks:
             return self._symbolic(arg, kind, value)
         via = next((ref for ref, v in self.resolved.items() if _same(v, value)), None)
         key = _hashable(value)
-        live = self.produced.get(kind, {}).get(key) if key is not None else None
-        if live:
+        made = self.produced.lookup(kind, value) if key is not None else None
+        if made is not None and made.live:
             return None
         by = self.stale.get((kind, ("value", key)))
         binding = self.traj.lookup(kind, value) if self.traj is not None else None
@@ -354,8 +356,7 @@ class StepChecks:
                 key = _hashable(item)
                 if key is not None:
                     self.stale[(kind, ("value", key))] = i
-                    if key in self.produced.get(kind, {}):
-                        self.produced[kind][key] = False
+                    self.produced.invalidate(kind, key, f"steps[{i}]")
 
     # -- helpers -------------------------------------------------------------------------------
     def _tool_name(self, j: int) -> str:

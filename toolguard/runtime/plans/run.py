@@ -201,7 +201,7 @@ class PlanRun(StepChecks):
             for kind, value in tool.extract(outcome.result):
                 key = _hashable(value)
                 if key is not None:
-                    self.produced.setdefault(kind, {})[key] = True
+                    self.produced.produce(kind, key, tool.name, i)
                     self.stale.pop((kind, ("value", key)), None)
             add_leaves(outcome.result, self.seen.add)
         except Exception:

@@ -13,7 +13,6 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -23,6 +22,7 @@ from ... import _contract as contract
 from ..._errors import UsageError
 from ..telemetry import spans as tel
 from ..verdict import Failure, Verdict
+from .bindings import Binding, Bindings
 from .leaves import add_leaves
 from .registry import TrajectoryRegistry
 from .seen import SeenTexts
@@ -49,30 +49,6 @@ def _open_count(delta: int) -> None:
 def open_trajectories() -> int:
     """How many trajectories are started and not ended in this process (in any context)."""
     return _open[0]
-
-
-@dataclass(slots=True, frozen=True)
-class _Binding:
-    # Frozen: the values one call produces share one binding (the compiled path makes one
-    # per call, not one per value), so invalidating a value replaces its binding.
-    live: bool
-    produced_by: str
-    step: int | None
-    invalidated_by: str | None = None
-    shown: bool = True  # the model has seen it: it may be offered in a rejection's message
-
-
-_NO_BINDINGS: dict[Any, _Binding] = {}
-_HASHABLE = frozenset({str, int, float, bool, bytes})  # no hash probe needed
-_COLLECTIONS = (list, tuple, set, frozenset)
-
-
-def _key(value: Any) -> Any:
-    try:
-        hash(value)
-    except TypeError:
-        return None
-    return value
 
 
 class Trajectory:
@@ -105,7 +81,7 @@ class Trajectory:
         self._first_error: tuple[int, str] | None = None
         # In emission order only when calls finish in it; sort by step for parallel calls.
         self._verdicts: list[tuple[int, str, str, list[Failure], str | None]] = []
-        self._bindings: dict[str, dict[Any, _Binding]] = {}
+        self._bindings = Bindings()
         self._seen: set[str] = set()
         self._seen_texts = SeenTexts()
         self._texts: list[str] = self._seen_texts.texts  # the free texts, in order
@@ -219,7 +195,7 @@ class Trajectory:
         ``shown=False``: the application makes the value valid without the model having seen
         it; it is then neither offered in a rejection's message nor counted as seen.
         """
-        self._produce(kind, value, source, None, shown)
+        self._bindings.produce(kind, value, source, None, shown)
         if shown:
             self.observe(value)
 
@@ -230,73 +206,17 @@ class Trajectory:
             self.bind(kind, value, source=f"{tool.name} (context)")
         self.observe(result)
 
-    def _produce(
-        self, kind: str, value: Any, source: str, step: int | None, shown: bool = True
-    ) -> None:
-        key = _key(value)
-        if key is None:
-            return
-        self._bindings.setdefault(kind, {})[key] = _Binding(True, source, step, None, shown)
-
-    def _produce_all(self, kind: str, values: list[Any], source: str, step: int | None) -> None:
-        """What one call produced: every value gets the same binding (one object: bindings
-        are immutable, invalidating a value replaces its binding)."""
-        known = self._bindings.get(kind)
-        binding = _Binding(True, source, step, None, True)
-        for value in values:
-            if value is None:  # never a value a later call refers to (as _produce)
-                continue
-            if type(value) not in _HASHABLE:
-                try:
-                    hash(value)
-                except TypeError:  # unhashable: nothing a later call could refer to by value
-                    continue
-            if known is None:
-                known = self._bindings.setdefault(kind, {})
-            known[value] = binding
-
-    def _all_live(self, refs: tuple[tuple[str, str], ...], values: Mapping[str, Any]) -> bool:
-        """Whether every argument of ``refs`` (argument -> kind) that ``values`` gives holds
-        one live value of its kind: the dependency check's common case, in one call. False
-        also for a collection, an unhashable value or a value not bound: the check then
-        looks at each argument itself."""
-        bindings = self._bindings
-        for arg, kind in refs:
-            value = values.get(arg)
-            if value is None:  # an optional reference left out refers to nothing
-                continue
-            if isinstance(value, _COLLECTIONS):  # each item is checked by itself
-                return False
-            try:
-                binding = bindings.get(kind, _NO_BINDINGS).get(value)
-            except TypeError:
-                return False
-            if binding is None or not binding.live:
-                return False
-        return True
-
-    def _invalidate(self, kind: str, value: Any, by: str) -> None:
-        values = self._bindings.get(kind, {})
-        key = _key(value)
-        binding = values.get(key)
-        if binding is not None:
-            values[key] = _Binding(False, binding.produced_by, binding.step, by, binding.shown)
-
-    def lookup(self, kind: str, value: Any) -> _Binding | None:
-        key = _key(value)
-        return None if key is None else self._bindings.get(kind, {}).get(key)
+    def lookup(self, kind: str, value: Any) -> Binding | None:
+        """The binding of ``value`` as a ``kind`` (live or stale), or None."""
+        return self._bindings.lookup(kind, value)
 
     def kinds_of(self, value: Any) -> list[str]:
-        key = _key(value)
-        return [k for k, values in self._bindings.items() if key in values]
+        """The kinds ``value`` is bound as."""
+        return self._bindings.kinds_of(value)
 
     def live_values(self, kind: str, *, shown_only: bool = False) -> list[Any]:
         """Values of ``kind`` usable now; ``shown_only``: only those the model has seen."""
-        return [
-            v
-            for v, b in self._bindings.get(kind, {}).items()
-            if b.live and (b.shown or not shown_only)
-        ]
+        return self._bindings.live_values(kind, shown_only=shown_only)
 
     # -- what the agent has seen (the information check) -------------------------------------
     def observe(self, value: Any) -> None:

@@ -1,0 +1,112 @@
+"""Bound values: which values of which kind a later call may refer to (the dependency check),
+live or made stale, and who produced them. One type, :class:`Binding`, for a trajectory's
+bindings and for what a verified plan's steps would produce (``plans/check.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(slots=True, frozen=True)
+class Binding:
+    """One value's binding. Frozen: the values one call produces share one binding, so
+    invalidating a value replaces its binding."""
+
+    live: bool
+    produced_by: str
+    step: int | None
+    invalidated_by: str | None = None
+    shown: bool = True  # the model has seen it: it may be offered in a rejection's message
+
+
+_NO_BINDINGS: dict[Any, Binding] = {}
+_HASHABLE = frozenset({str, int, float, bool, bytes})  # no hash probe needed
+_COLLECTIONS = (list, tuple, set, frozenset)
+
+
+def _key(value: Any) -> Any:
+    try:
+        hash(value)
+    except TypeError:
+        return None
+    return value
+
+
+class Bindings:
+    """Values by kind, each with its :class:`Binding`. None and unhashable values are never
+    bound: nothing a later call could refer to by value."""
+
+    __slots__ = ("by_kind",)
+
+    def __init__(self) -> None:
+        self.by_kind: dict[str, dict[Any, Binding]] = {}
+
+    def produce(
+        self, kind: str, value: Any, source: str, step: int | None, shown: bool = True
+    ) -> None:
+        key = _key(value)
+        if key is None:
+            return
+        self.by_kind.setdefault(kind, {})[key] = Binding(True, source, step, None, shown)
+
+    def produce_all(self, kind: str, values: list[Any], source: str, step: int | None) -> None:
+        """What one call produced: every value gets the same binding (one object)."""
+        known = self.by_kind.get(kind)
+        binding = Binding(True, source, step, None, True)
+        for value in values:
+            if value is None:
+                continue
+            if type(value) not in _HASHABLE:
+                try:
+                    hash(value)
+                except TypeError:
+                    continue
+            if known is None:
+                known = self.by_kind.setdefault(kind, {})
+            known[value] = binding
+
+    def all_live(self, refs: tuple[tuple[str, str], ...], values: Mapping[str, Any]) -> bool:
+        """Whether every argument of ``refs`` (argument -> kind) that ``values`` gives holds
+        one live value of its kind: the dependency check's common case, in one call. False
+        also for a collection, an unhashable value or a value not bound: the check then
+        looks at each argument itself."""
+        by_kind = self.by_kind
+        for arg, kind in refs:
+            value = values.get(arg)
+            if value is None:  # an optional reference left out refers to nothing
+                continue
+            if isinstance(value, _COLLECTIONS):  # each item is checked by itself
+                return False
+            try:
+                binding = by_kind.get(kind, _NO_BINDINGS).get(value)
+            except TypeError:
+                return False
+            if binding is None or not binding.live:
+                return False
+        return True
+
+    def invalidate(self, kind: str, value: Any, by: str) -> None:
+        """``value`` is a stale ``kind`` from now on (``by`` says who made it so)."""
+        values = self.by_kind.get(kind, {})
+        key = _key(value)
+        binding = values.get(key)
+        if binding is not None:
+            values[key] = Binding(False, binding.produced_by, binding.step, by, binding.shown)
+
+    def lookup(self, kind: str, value: Any) -> Binding | None:
+        key = _key(value)
+        return None if key is None else self.by_kind.get(kind, {}).get(key)
+
+    def kinds_of(self, value: Any) -> list[str]:
+        key = _key(value)
+        return [k for k, values in self.by_kind.items() if key in values]
+
+    def live_values(self, kind: str, *, shown_only: bool = False) -> list[Any]:
+        """Values of ``kind`` usable now; ``shown_only``: only those the model has seen."""
+        return [
+            v
+            for v, b in self.by_kind.get(kind, {}).items()
+            if b.live and (b.shown or not shown_only)
+        ]
