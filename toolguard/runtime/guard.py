@@ -270,6 +270,7 @@ class Guard:
             user_input=user_input,
             conversation_id=conversation_id,
             tracer=self.tracer,
+            tracer_provider=self.tracer_provider,
             registry=self.trajectories if key is not None else None,
             key=key,
             summary=summary,

@@ -48,6 +48,12 @@ class Failure:
     guard_error: bool = False
     telemetry_message: str = ""
 
+    @property
+    def ok(self) -> bool:
+        """Always False: a failure is one check that did not pass (read as the verdicts'
+        ``ok``; a Failure itself stays truthy, an object that is there)."""
+        return False
+
     def __post_init__(self) -> None:
         # Bounded whatever the input (a 10 MB argument, a giant exception text).
         if len(self.message) > MESSAGE_LIMIT:
@@ -76,6 +82,12 @@ class Verdict:
     because the guard only logs) or ``cancelled`` (the caller gave up on it).
     ``failed_checks`` lists every failed check id in precedence order; ``cause``, ``check``
     and ``message`` describe the first.
+
+    The convention of every verdict (this one, :class:`Rejection`, ``tg.PlanVerdict``,
+    ``tg.PlanStepVerdict``): ``ok`` (also ``bool(verdict)``) says nothing failed;
+    ``message`` is for the developer (it may show the values that broke a check, shortened),
+    ``model_message`` for the model (what was wrong and how to fix the call); both None
+    when ``ok``.
     """
 
     tool: str
@@ -87,6 +99,15 @@ class Verdict:
     check: str | None = None
     message: str | None = None
     failed_checks: tuple[str, ...] = ()
+    model_message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Nothing failed (the same as ``valid``, and as ``bool(verdict)``)."""
+        return self.valid
+
+    def __bool__(self) -> bool:
+        return self.valid
 
     @property
     def executed(self) -> bool:
@@ -115,6 +136,7 @@ class Verdict:
             first.check,
             first.message,
             tuple(f.check for f in failures),
+            first.model_message,
         )
 
 
@@ -123,7 +145,7 @@ class Rejection(Verdict):
     """A failed call handed back to the agent: ``str()`` is the text for the model.
 
     ``decision`` says whether the call ran: ``blocked`` (it did not) or ``allowed`` (it ran
-    and the environment rejected it).
+    and the environment rejected it). Never ``ok``: ``bool(rejection)`` is False.
     """
 
     model_message: str = ""

@@ -14,6 +14,7 @@ import logging
 from contextvars import Token
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN, NoOpTracer, ProxyTracer, Span
 from opentelemetry.util.types import AnyValue
 
@@ -110,6 +111,8 @@ class _Call:
                 )
                 traj = None
             else:
+                if traj._provider is not guard.tracer_provider and not traj._provider_warned:
+                    _warn_providers(traj, guard)
                 if traj._registry is not None:  # active now, for the registry's idle timeout
                     traj._registry.touch(traj)
                 if step is None:
@@ -401,3 +404,19 @@ class _Call:
             self.step,
             shown(self._traj.id),
         )
+
+
+def _warn_providers(traj: Trajectory, guard: Guard) -> None:
+    """A call whose span goes to another tracer provider than its trajectory's summary: the
+    report would see one without the other. Said once per trajectory."""
+    traj._provider_warned = True  # asked once per trajectory, whatever the answer
+    installed = trace.get_tracer_provider()
+    if (traj._provider or installed) is (guard.tracer_provider or installed):
+        return  # one of them is the global provider, which is the other: the same backend
+    logger.warning(
+        "toolguard: trajectory %r writes its summary to %s, but this guard's calls go to %s: "
+        "open it with guard.trajectory(...) or tg.trajectory(..., guard=guard)",
+        shown(traj.id),
+        "the global tracer provider" if traj._provider is None else "its own tracer provider",
+        "the global one" if guard.tracer_provider is None else "the guard's tracer_provider",
+    )

@@ -268,7 +268,7 @@ class _Trial:
         except Exception as exc:
             failure = fork_failure("discard", exc, self.pending._guard)
             self.outcome = GUARD_ERROR if self.failure is None else self.outcome
-            self.failure = self.failure or failure
+            self.failure = self.failure if self.failure is not None else failure
         finally:
             self.forked = None
 

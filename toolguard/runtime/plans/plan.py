@@ -80,10 +80,12 @@ class PlanStep:
 
 @dataclass(frozen=True)
 class PlanStepVerdict:
-    """What verification found for one step: ``valid``, and when not, the ``cause``, the
-    check id and the planner-facing ``message``. ``ran_on_fork``: the step ran on the fork.
-    ``unchecked``: the checks that could not be made for this step, and why (a precondition
-    on a state only a fork would show, an argument known only once an earlier step runs)."""
+    """What verification found for one step: ``ok`` (also ``bool()``), and when not, the
+    ``cause``, the check id, ``message`` for the developer and ``model_message`` for the
+    planner (the verdicts' convention: ``tg.Verdict``). ``ran_on_fork``: the step ran on the
+    fork. ``unchecked``: the checks that could not be made for this step, and why (a
+    precondition on a state only a fork would show, an argument known only once an earlier
+    step runs)."""
 
     index: int
     tool: str
@@ -94,15 +96,24 @@ class PlanStepVerdict:
     message: str | None = None
     ran_on_fork: bool = False
     unchecked: tuple[str, ...] = ()
+    model_message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.valid
+
+    def __bool__(self) -> bool:
+        return self.valid
 
 
 @dataclass(frozen=True)
 class PlanVerdict:
     """The verdict on a plan. ``ok`` (also ``bool(verdict)``): no step would fail. Otherwise
     ``failed`` is the index of the first step that would (None when the plan as a whole is
-    malformed or its fork could not be cleaned up), with ``cause``, ``check`` and ``message``:
-    what was wrong and how to fix it, written for the planner. ``steps``: the verdict of every
-    step checked, up to and including the failing one. ``dry_run``: steps ran on a fork."""
+    malformed or its fork could not be cleaned up), with ``cause``, ``check``, ``message``
+    for the developer and ``model_message`` for the planner: what was wrong and how to fix
+    it (also ``str(verdict)``). ``steps``: the verdict of every step checked, up to and
+    including the failing one. ``dry_run``: steps ran on a fork."""
 
     steps: tuple[PlanStepVerdict, ...]
     failed: int | None = None
@@ -110,6 +121,7 @@ class PlanVerdict:
     check: str | None = None
     message: str | None = None
     dry_run: bool = False
+    model_message: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -119,8 +131,8 @@ class PlanVerdict:
         return self.ok
 
     def __str__(self) -> str:
-        if self.message is not None:
-            return self.message
+        if self.model_message is not None:
+            return self.model_message
         return f"The plan passed verification ({len(self.steps)} steps)."
 
 

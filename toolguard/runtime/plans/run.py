@@ -127,8 +127,9 @@ class PlanRun(StepChecks):
             self.failed,
             failure.cause,
             failure.check,
-            failure.model_message,
+            failure.message,
             self.ran_any,
+            failure.model_message,
         )
 
     # -- one step ------------------------------------------------------------------------------
@@ -219,11 +220,12 @@ class PlanRun(StepChecks):
             tool,
             step_id,
             failure is None,
-            failure.cause if failure else None,
-            failure.check if failure else None,
-            failure.model_message if failure else None,
+            failure.cause if failure is not None else None,
+            failure.check if failure is not None else None,
+            failure.message if failure is not None else None,
             self.ran,
             tuple(self.notes),
+            failure.model_message if failure is not None else None,
         )
         self.verdicts.append(verdict)
         span = self.step_span
@@ -314,7 +316,7 @@ class PlanRun(StepChecks):
         return Failure(
             failure.cause,
             DRY_RUN_CHECK,
-            failure.message,
+            f"{failure.message}{after}",
             f"Run on a copy of the state{after}, `{_short_name(tool.name)}` was rejected by the "
             f"environment: {answer}. Change this step, or add before it the steps that make "
             "the state accept it.",
@@ -400,7 +402,7 @@ def _plan_failure(failure: Failure, prefix: str) -> Failure:
     return Failure(
         failure.cause,
         failure.check,
-        failure.message,
+        f"{prefix} {failure.message}",
         f"{prefix} {failure.model_message}",
         failure.guard_error,
         failure.telemetry_message,

@@ -68,6 +68,7 @@ class Trajectory:
         registry: TrajectoryRegistry | None = None,
         key: str | None = None,
         summary: bool = True,
+        tracer_provider: Any = None,
     ) -> None:
         if id is not None and not isinstance(id, str):
             raise UsageError(f"a trajectory id must be a string, got {type(id).__name__}")
@@ -75,7 +76,11 @@ class Trajectory:
         self.labels = {str(k): str(v) for k, v in (labels or {}).items()}
         self.conversation_id = conversation_id
         self.success: bool | None = None
-        self._tracer = tracer or tel.get_tracer()
+        self._tracer = tracer or tel.get_tracer(tracer_provider)
+        # The provider the summary goes to (None: the global one), compared with each
+        # calling guard's: a mismatch splits a trajectory's spans between two backends.
+        self._provider = tracer_provider
+        self._provider_warned = False
         self._length = 0  # the largest step taken: the next free one is one more
         self._lock = threading.Lock()
         self._first_error: tuple[int, str] | None = None
@@ -344,9 +349,31 @@ def trajectory(
     user_input: str | Iterable[str] | None = None,
     conversation_id: str | None = None,
     tracer_provider: Any = None,
+    guard: Any = None,
 ) -> Trajectory:
-    """Open a trajectory: ``with toolguard.trajectory("task-7", labels={"model": m}) as t:``."""
+    """Open a trajectory: ``with toolguard.trajectory("task-7", labels={"model": m}) as t:``.
+
+    Its summary span goes where its calls' spans go: pass the ``guard`` whose tools it calls
+    (the same as ``guard.trajectory(...)``: the guard's tracer provider), or the
+    ``tracer_provider`` the guard was made with; neither, the global provider. A guard whose
+    provider is not the trajectory's says so once (the report would see calls without their
+    trajectory's outcome)."""
+    if guard is not None:
+        if tracer_provider is not None:
+            raise UsageError(
+                "trajectory(): pass guard= or tracer_provider=, not both (the guard's provider "
+                "is the one its calls use)"
+            )
+        made: Trajectory = guard.trajectory(
+            id, labels=labels, user_input=user_input, conversation_id=conversation_id
+        )
+        return made
     tracer = tel.get_tracer(tracer_provider) if tracer_provider is not None else None
     return Trajectory(
-        id, labels=labels, user_input=user_input, conversation_id=conversation_id, tracer=tracer
+        id,
+        labels=labels,
+        user_input=user_input,
+        conversation_id=conversation_id,
+        tracer=tracer,
+        tracer_provider=tracer_provider,
     )
