@@ -20,12 +20,13 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks.bfcl import BFCL_EVAL_VERSION, CATEGORIES
-from benchmarks.bfcl.data import load_category, load_tasks
+from benchmarks.bfcl.data import Call, Task, load_category, load_tasks
 from benchmarks.bfcl.evaluate import labels, mutation_table, run_ground_truth, run_mutations
 from benchmarks.bfcl.guarded import Harness
 from benchmarks.bfcl.mutations import MUTATION_CLASSES, mutate, normalised_calls
@@ -34,9 +35,9 @@ from benchmarks.bfcl.results import (
     RESULT_NAME,
     category_of,
     model_name,
-    read_result_file,
     write_result_file,
 )
+from toolguard.replay.bfcl import iter_entries
 
 
 def make_harness(spans: Path) -> tuple[Harness, Any]:
@@ -76,25 +77,53 @@ def toolguard_report(spans: Path, by: str) -> dict[str, Any]:
     return json.loads(proc.stdout)
 
 
-def replay_result_files(files: Sequence[Path], harness: Harness) -> int:
-    """Replay each task of each result file through the guard; Y from the raw replay."""
+@dataclass
+class Scored:
+    """One entry of a user's result file, judged on the raw backends as BFCL's checker does."""
+
+    model: str
+    task: Task
+    calls: list[tuple[int, Call]]
+    success: bool
+    inference_error: bool = False
+
+
+def score_result_files(files: Sequence[Path]) -> Iterator[Scored]:
+    """Each multi-turn entry of ``files`` with its verdict. Every replay and every reference
+    starts from BFCL's backends as first imported (``Environment`` restores their module
+    state), so a file's verdicts do not depend on the files replayed before it. An entry
+    whose inference failed (BFCL records the error text instead of turns) is a failure with
+    no call, as BFCL scores it."""
     tasks = {t.id: t for c in CATEGORIES for t in load_category(c)}
-    n = 0
     for path in files:
         model = model_name(path)
-        for task_id, calls in read_result_file(path).items():
-            task = tasks.get(task_id)
-            if task is None or category_of(task_id) not in CATEGORIES:
+        for entry in iter_entries(path):
+            task = tasks.get(entry.id)
+            if task is None or category_of(entry.id) not in CATEGORIES:
                 continue
+            if entry.inference_error is not None:
+                yield Scored(model, task, [], False, inference_error=True)
+                continue
+            calls = [(turn, c) for turn, step in entry.steps for c in step]
             rep = replay(task, calls, reference(task))
-            harness.run(
-                task,
-                calls,
-                f"{model}/{task_id}",
-                labels(task, "bfcl_result", model=model),
-                success=rep.success,
-            )
-            n += 1
+            yield Scored(model, task, calls, bool(rep.success))
+
+
+def replay_result_files(files: Sequence[Path], harness: Harness) -> int:
+    """Replay each task of each result file through the guard; Y from the raw replay."""
+    n = 0
+    for s in score_result_files(files):
+        extra = {"model": s.model}
+        if s.inference_error:
+            extra["inference_error"] = "true"
+        harness.run(
+            s.task,
+            s.calls,
+            f"{s.model}/{s.task.id}",
+            labels(s.task, "bfcl_result", **extra),
+            success=s.success,
+        )
+        n += 1
     return n
 
 

@@ -67,7 +67,7 @@ def test_the_harness_reads_through_the_moved_code(tmp_path: Path) -> None:
     [
         (['{"id": "multi_turn_base_0", "result": [["ls()"]]}', "{oops"], r":2: not valid JSON"),
         (['{"id": "multi_turn_base_0"}'], r":1: a BFCL result line is an object with 'id'"),
-        (['{"id": "multi_turn_base_0", "result": "Error during inference"}'], r":1: 'result'"),
+        (['{"id": "multi_turn_base_0", "result": {"turns": []}}'], r":1: 'result'"),
         (
             ['{"id": "multi_turn_base_0", "result": [["Sure!"]]}', '{"id": "b", "result": [[]]}'],
             r"none of its 2 entries decodes to a tool call",

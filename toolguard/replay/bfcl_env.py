@@ -23,6 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from . import bfcl_state
 from .bfcl import Call, category_of
 from .model import Answer, Executor, RecordedCall
 
@@ -83,17 +84,25 @@ def task(task_id: str) -> dict[str, Any] | None:
 
 
 @cache
-def _class(class_name: str) -> type:
+def backend_class(class_name: str) -> type:
+    """BFCL's backend class ``class_name``, its module's first state kept (``bfcl_state``)."""
     module = importlib.import_module(_config().CLASS_FILE_PATH_MAPPING[class_name])
     cls: type = getattr(module, class_name)
+    bfcl_state.remember(cls)
     return cls
+
+
+def fresh_state(classes: tuple[str, ...]) -> None:
+    """The backend modules of ``classes`` as first imported (mutable defaults, module
+    containers): call before building a task's instances so no earlier task leaks in."""
+    bfcl_state.restore(tuple(backend_class(c) for c in classes))
 
 
 def _methods(classes: tuple[str, ...]) -> dict[str, Callable[..., Any]]:
     """Tool name -> the (unbound) method; a later class wins a clash, as in BFCL."""
     out: dict[str, Callable[..., Any]] = {}
     for class_name in classes:
-        for name, fn in inspect.getmembers(_class(class_name), predicate=inspect.isfunction):
+        for name, fn in inspect.getmembers(backend_class(class_name), predicate=inspect.isfunction):
             if not name.startswith("_"):
                 out[name] = fn
     return out
@@ -126,9 +135,10 @@ def environment(entry: Mapping[str, Any]) -> Callable[[], Executor]:
 
     def fresh() -> Executor:
         stateless = set(_config().STATELESS_CLASSES)
+        fresh_state(classes)
         methods: dict[str, Callable[..., Any]] = {}
         for class_name in classes:
-            instance = _class(class_name)()
+            instance = backend_class(class_name)()
             if class_name not in stateless:
                 instance._load_scenario(
                     copy.deepcopy(config.get(class_name, {})), long_context=long_context

@@ -141,6 +141,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{stats.first_skipped}",
             file=sys.stderr,
         )
+    if stats.inference_errors:
+        print(
+            f"toolguard: note: {stats.inference_errors} BFCL entr(y/ies) recorded an inference "
+            "error: counted as trajectories of no call, not successful (label "
+            "inference_error=true), as BFCL scores them",
+            file=sys.stderr,
+        )
     if stats.without_environment:
         print(
             f"toolguard: warning: {stats.without_environment} BFCL run(s) had no backend to "

@@ -11,6 +11,7 @@ from .jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES
 from .model import Answer, RecordedCall, RecordedRun, ReplayInputError, Said, Turn
 
 FORMATS = ("openai", "tau2", "bfcl")
+INFERENCE_ERROR = "inference_error"  # label of a BFCL entry whose inference failed
 
 
 @dataclass
@@ -24,6 +25,7 @@ class ReplayStats:
     skipped: int = 0
     first_skipped: str | None = None
     without_environment: int = 0  # BFCL runs replayed with no backend to answer their calls
+    inference_errors: int = 0  # BFCL entries whose generator failed: T = 0, not successful
 
     def skip(self, why: str) -> None:
         self.skipped += 1
@@ -113,6 +115,23 @@ def _bfcl_runs(
     for entry in entries:
         while skipped:
             stats.skip(skipped.pop(0))
+        if entry.inference_error is not None:
+            # BFCL scores the entry as failed: a trajectory of no call, not successful, so N
+            # and final success are BFCL's; the label tells them apart in a report.
+            stats.inference_errors += 1
+            yield RecordedRun(
+                f"{model}/{entry.id}",
+                [],
+                entry.where,
+                success=False,
+                task=entry.id,
+                labels={
+                    "model": model,
+                    "category": bfcl.category_of(entry.id),
+                    INFERENCE_ERROR: "true",
+                },
+            )
+            continue
         known = bfcl_env.task(entry.id) if live else None
         classes = tuple(known.get("involved_classes", ())) if known else ()
         by_turn: dict[int, list[list[bfcl.Call]]] = {}
