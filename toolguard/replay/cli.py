@@ -39,6 +39,7 @@ class _Args(argparse.Namespace):
     out: str
     contract: str | None
     labels: dict[str, str]
+    id_prefix: str | None
     skip_invalid: bool
     append: bool
     quiet: bool
@@ -74,11 +75,23 @@ def _parser() -> argparse.ArgumentParser:
         "--labels", type=_labels, default={}, metavar="KEY=VALUE,...", help="added to every run"
     )
     p.add_argument(
+        "--id-prefix",
+        metavar="PREFIX",
+        help="put PREFIX in every trajectory id (environment/PREFIX/<run id>) so two recorded "
+        "runs of one model (two methods, two serving stacks) stay two cohorts in one span "
+        "file (default: from --labels, e.g. method=react; '' for none)",
+    )
+    p.add_argument(
         "--skip-invalid",
         action="store_true",
         help="skip malformed runs (counted, the first one named) instead of stopping",
     )
-    p.add_argument("--append", action="store_true", help="append to SPANS instead of replacing")
+    p.add_argument(
+        "--append",
+        action="store_true",
+        help="append to SPANS instead of replacing; refused when a trajectory id is already "
+        "there (it would merge two recorded runs): give --id-prefix or other --labels",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress line on standard error")
     p.add_argument(
         "--max-element-bytes",
@@ -116,6 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.out,
             contract=args.contract,
             labels=args.labels,
+            id_prefix=args.id_prefix,
             skip_invalid=args.skip_invalid,
             append=args.append,
             progress=False if args.quiet else None,

@@ -40,7 +40,9 @@ class ReplayState:
 class Replayer:
     """Replays runs through a fresh guard per run whose spans go to ``tracer_provider``.
 
-    ``labels`` are added to every trajectory's (they override the format's own). Spans are
+    ``labels`` are added to every trajectory's (they override the format's own);
+    ``id_prefix`` goes between the cohort and the run id of every trajectory id, so two
+    recorded runs of one model (two methods, two serving stacks) stay apart. Spans are
     flushed every ``flush_every`` spans (a batch processor drops spans once its queue is
     full; flushing keeps it short whatever the input's size)."""
 
@@ -50,11 +52,13 @@ class Replayer:
         *,
         contract: Contract | None = None,
         labels: Mapping[str, str] | None = None,
+        id_prefix: str = "",
         flush_every: int = 4096,
     ) -> None:
         self.provider = tracer_provider
         self.contract = contract
         self.labels = dict(labels or {})
+        self.id_prefix = id_prefix.strip("/")
         self.flush_every = flush_every
         self._unflushed = 0
         self._specs: dict[tuple[str, str, str], ToolSpec] = {}
@@ -62,6 +66,20 @@ class Replayer:
     @property
     def cohorts(self) -> tuple[str, ...]:
         return COHORTS if self.contract is not None else (ENVIRONMENT,)
+
+    def trajectory_id(self, run: RecordedRun, cohort: str = ENVIRONMENT) -> str:
+        """``<cohort>/<id prefix>/<run id>`` (no prefix: ``<cohort>/<run id>``)."""
+        return "/".join(p for p in (cohort, self.id_prefix, run.id) if p)
+
+    def trajectory_labels(self, run: RecordedRun, cohort: str = ENVIRONMENT) -> dict[str, str]:
+        """The labels ``run``'s trajectory in ``cohort`` gets."""
+        return {
+            **run.labels,
+            "task": run.task or run.id,
+            "run": run.id,
+            "replay": cohort,
+            **self.labels,
+        }
 
     def replay(self, run: RecordedRun, cohort: str = ENVIRONMENT) -> Trajectory:
         """Replay ``run`` as ``cohort``; returns the ended trajectory (T, FED, verdicts)."""
@@ -86,14 +104,8 @@ class Replayer:
         else:
             declare_on_sight = True
         execute = run.environment() if run.environment is not None else None
-        labels = {
-            **run.labels,
-            "task": run.task or run.id,
-            "run": run.id,
-            "replay": cohort,
-            **self.labels,
-        }
-        with guard.trajectory(f"{cohort}/{run.id}", labels=labels) as traj:
+        labels = self.trajectory_labels(run, cohort)
+        with guard.trajectory(self.trajectory_id(run, cohort), labels=labels) as traj:
             for event in run.events:
                 if isinstance(event, Said):
                     traj.observe(event.text)
