@@ -3,13 +3,16 @@
     python -m benchmarks.bfcl run [--limit N] [--categories base,...] [--out out/bfcl]
     python -m benchmarks.bfcl results RESULT_FILE... [--out out/bfcl-results]
     python -m benchmarks.bfcl compare [--limit N] [--jobs 2] [--out out/bfcl]
+    python -m benchmarks.bfcl score RESULT_FILE... [--out out/bfcl-score]
 
 ``run`` replays every ground-truth trajectory and every seeded mutation through the guard
 (spans to ``spans.jsonl``), writes the mutated trajectories as BFCL result files and replays
 those too (``results-spans.jsonl``), then writes ``report.json`` and ``report.md``.
 ``results`` replays a user's BFCL result files and prints TER/FED/AUC-PEC/RR per model.
-``compare`` runs the four guard configurations of ``configs.py`` side by side (schema +
-dependencies, hand rules, fork dry-run, both) and writes ``compare.md`` / ``compare.json``.
+``score`` writes BFCL's own verdicts as BFCL score files (``score.py``), for
+``toolguard replay bfcl --bfcl-scores``. ``compare`` runs the four guard configurations of
+``configs.py`` side by side (schema + dependencies, hand rules, fork dry-run, both) and
+writes ``compare.md`` / ``compare.json``.
 """
 
 from __future__ import annotations
@@ -268,6 +271,17 @@ def cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_score(args: argparse.Namespace) -> int:
+    from benchmarks.bfcl.score import score_files
+
+    for row in score_files([Path(f) for f in args.files], Path(args.out)):
+        print(
+            f"{row['score']}: accuracy {row['accuracy']:.3f} "
+            f"({row['correct_count']}/{row['total_count']})"
+        )
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from benchmarks._compare import summarise
     from benchmarks.bfcl import compare, compare_report, cost, undo
@@ -319,6 +333,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     res = sub.add_parser("results", help="replay BFCL result files, report per model")
     res.add_argument("files", nargs="+")
     res.add_argument("--out", default="out/bfcl-results")
+    sc = sub.add_parser("score", help="BFCL's own checker on result files: BFCL score files")
+    sc.add_argument("files", nargs="+")
+    sc.add_argument("--out", default="out/bfcl-score")
     cmp = sub.add_parser("compare", help="four guard configurations side by side")
     cmp.add_argument("--categories", default=",".join(CATEGORIES))
     cmp.add_argument("--limit", type=int, default=None, help="first N tasks per category")
@@ -327,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmp.add_argument("--jobs", type=int, default=2, help="worker processes")
     cmp.add_argument("--out", default="out/bfcl")
     args = p.parse_args(argv)
-    handlers = {"run": cmd_run, "results": cmd_results, "compare": cmd_compare}
+    handlers = {"run": cmd_run, "results": cmd_results, "compare": cmd_compare, "score": cmd_score}
     return handlers[args.cmd](args)
 
 

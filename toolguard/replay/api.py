@@ -37,6 +37,7 @@ def replay_files(
     progress: bool | None = False,
     max_element_bytes: int = DEFAULT_MAX_ELEMENT_BYTES,
     max_string_bytes: int = DEFAULT_MAX_STRING_BYTES,
+    bfcl_scores: str | os.PathLike[str] | None = None,
 ) -> ReplayStats:
     """Replay every run of ``files`` (``format``: ``openai``, ``tau2`` or ``bfcl``) through a
     guard and write the spans to ``out`` (OTLP JSON Lines; replaced unless ``append``).
@@ -52,7 +53,8 @@ def replay_files(
     trajectory id already in ``out`` is refused before anything is written (its spans would
     merge two recorded runs into one trajectory). ``progress``: a line on standard error (None:
     when it is a terminal). ``max_element_bytes``, ``max_string_bytes``: the reader's bounds
-    on one run's JSON text and on one string in it (openai and tau2 files). Returns what was
+    on one run's JSON text and on one string in it (openai and tau2 files). ``bfcl_scores``:
+    BFCL's score directory, whose verdicts become the BFCL runs' outcomes. Returns what was
     read and written."""
     try:
         from opentelemetry.exporter.otlp.json.file import FileSpanExporter
@@ -78,6 +80,7 @@ def replay_files(
         stats=stats,
         max_element_bytes=max_element_bytes,
         max_string_bytes=max_string_bytes,
+        bfcl_scores=bfcl_scores,
     )
     first = next(runs, None)  # read before the output is touched: bad input leaves it alone
     if first is None:

@@ -18,16 +18,18 @@ import importlib
 import importlib.util
 import inspect
 import json
+import os
+import re
 from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from . import bfcl_state
-from .bfcl import Call, category_of
-from .model import Answer, Executor, RecordedCall
+from .bfcl import Call, Entry, category_of
+from .model import Answer, Executor, RecordedCall, ReplayInputError
 
-_CATEGORY_FILE = "BFCL_v4_multi_turn_{category}.json"
+_CATEGORY_FILE = "{prefix}_multi_turn_{category}.json"
 
 # BFCL's type names -> JSON Schema (``float`` accepts integers, as Python's float parameters
 # do; ``any`` is unconstrained). The multi-turn docs use dict, string, integer, float, array
@@ -54,6 +56,24 @@ def available() -> bool:
     return importlib.util.find_spec("bfcl_eval") is not None
 
 
+@cache
+def version() -> str:
+    """The installed bfcl-eval's version (the package's, as pip shows it)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("bfcl-eval")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@cache
+def data_prefix() -> str:
+    """The installed data's file prefix, ``BFCL_v4``: a result file of another is refused."""
+    prefix: str = importlib.import_module("bfcl_eval.constants.category_mapping").VERSION_PREFIX
+    return prefix
+
+
 def _config() -> Any:
     return importlib.import_module("bfcl_eval.constants.executable_backend_config")
 
@@ -66,7 +86,7 @@ def _data_root() -> Path:
 
 @cache
 def _tasks(category: str) -> dict[str, dict[str, Any]]:
-    path = _data_root() / _CATEGORY_FILE.format(category=category)
+    path = _data_root() / _CATEGORY_FILE.format(prefix=data_prefix(), category=category)
     if not path.is_file():
         return {}
     out = {}
@@ -76,6 +96,34 @@ def _tasks(category: str) -> dict[str, dict[str, Any]]:
                 entry = json.loads(line)
                 out[entry["id"]] = entry
     return out
+
+
+def check_version(path: str) -> None:
+    """Refuse a result file whose name says another BFCL version than the installed data."""
+    match = re.match(r"(BFCL_v\d+)_", os.path.basename(path))
+    if match and match.group(1) != data_prefix():
+        raise ReplayInputError(
+            f"{path}: a {match.group(1)} result file, but the installed bfcl-eval "
+            f"{version()} holds {data_prefix()} data: its task ids and ground "
+            "truth may differ. Replay it with the bfcl-eval that produced it."
+        )
+
+
+def check_task(entry: Entry, known: Mapping[str, Any] | None) -> None:
+    """Refuse an entry the installed data does not have (``known``: its ``task``), or with
+    more turns than the data's task: both mean a result file of another BFCL version."""
+    installed = f"bfcl-eval {version()} ({data_prefix()} data)"
+    if known is None:
+        raise ReplayInputError(
+            f"{entry.where}: task {entry.id!r} is not in the installed {installed}: a result "
+            "file of another BFCL version? Replay it with the bfcl-eval that produced it."
+        )
+    turns = len(known.get("question", []))
+    if entry.n_turns > turns:
+        raise ReplayInputError(
+            f"{entry.where}: task {entry.id!r} has {entry.n_turns} turns here, {turns} in the "
+            f"installed {installed}: a result file of another BFCL version?"
+        )
 
 
 def task(task_id: str) -> dict[str, Any] | None:

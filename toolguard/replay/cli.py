@@ -45,6 +45,7 @@ class _Args(argparse.Namespace):
     quiet: bool
     max_element_bytes: int
     max_string_bytes: int
+    bfcl_scores: str | None
 
 
 def _labels(text: str) -> dict[str, str]:
@@ -92,6 +93,14 @@ def _parser() -> argparse.ArgumentParser:
         help="append to SPANS instead of replacing; refused when a trajectory id is already "
         "there (it would merge two recorded runs): give --id-prefix or other --labels",
     )
+    p.add_argument(
+        "--bfcl-scores",
+        metavar="DIR",
+        help="bfcl: BFCL's score directory (score/<model>/multi_turn/..._score.json, or a "
+        "model's, or the folder of the score files): BFCL's own verdicts become the outcomes, "
+        "so final success and RR print; refused when a score file does not match its result "
+        "file",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress line on standard error")
     p.add_argument(
         "--max-element-bytes",
@@ -120,6 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv, namespace=_Args())
     except SystemExit as exc:  # argparse printed its message already
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    if args.bfcl_scores and args.format != "bfcl":
+        print("toolguard: error: --bfcl-scores is for the bfcl format", file=sys.stderr)
+        return EXIT_ERROR
     from .api import replay_files  # the SDK and exporter load only for a real run
 
     try:
@@ -135,6 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress=False if args.quiet else None,
             max_element_bytes=args.max_element_bytes,
             max_string_bytes=args.max_string_bytes,
+            bfcl_scores=args.bfcl_scores,
         )
     except ToolGuardError as exc:  # a ReplayMemoryError too: it names the file and line
         print(f"toolguard: error: {exc}", file=sys.stderr)
@@ -155,6 +168,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{stats.first_skipped}",
             file=sys.stderr,
         )
+    if stats.bfcl_eval:
+        scored = (
+            f"; outcomes: BFCL's verdicts ({stats.bfcl_scored} entries)"
+            if stats.bfcl_scored
+            else ""
+        )
+        print(f"BFCL backends: bfcl-eval {stats.bfcl_eval}{scored}", file=sys.stderr)
     if stats.inference_errors:
         print(
             f"toolguard: note: {stats.inference_errors} BFCL entr(y/ies) recorded an inference "
