@@ -18,8 +18,12 @@ Validity with no contract (cohort ``replay=environment``)
      content that is a JSON object with a non-empty ``"error"``; else text starting with
      ``Error:`` (tau-bench's tools and its environment's exception handler) or ``Error during
      execution`` (BFCL's executor).
-   - **tau2**: the tool message's ``error`` flag, which tau2 sets when the tool raised. The
-     simulated user's own tool calls (``requestor: "user"``) are not the agent's: skipped.
+   - **tau2**: the tool message's ``error`` flag, which tau2 sets when the tool raised;
+     where a file's messages have no such flag (older tau2 versions, converted files), the
+     same reading as openai's: content that is a JSON object with a non-empty ``"error"``,
+     else text starting with ``Error:`` (what tau2 writes for a raised tool). A flag that is
+     present wins over the text. The simulated user's own tool calls (``requestor:
+     "user"``) are not the agent's: skipped.
    - **bfcl**: result files record no answers. With bfcl-eval installed, each call runs on
      BFCL's own backends for that task (as ``benchmarks/bfcl`` does): an exception, an
      unknown function or an error answer (``{"error": ...}``, ``["Error: ..."]``, a failed

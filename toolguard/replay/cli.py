@@ -26,8 +26,9 @@ formats:
   bfcl    BFCL multi-turn result files; with bfcl-eval installed each call runs on BFCL's
           own backends, which give the answers the files do not record.
 
-validity without --contract: the environment's recorded answer (tau2's error flag, an
-{"error": ...} result, an "Error:" text; BFCL: the backend's). With --contract FILE every run
+validity without --contract: the environment's recorded answer: the tool message's error
+flag (tau2's error, is_error) where it has one, else an {"error": ...} result or a text
+starting "Error:" (tau2 files without the flag too); BFCL: the backend's answer. With --contract FILE every run
 is also replayed through that contract (label replay=with_contract): compare the two with
   toolguard compare OUT --by replay --a environment --b with_contract --task-label run
 """
