@@ -265,7 +265,7 @@ def _convert(node: Mapping[str, Any]) -> dict[str, Any]:
     mapped = TYPE_MAP.get(str(node.get("type"))) if "type" in node else None
     if mapped is not None:
         out["type"] = mapped
-    for key in ("description", "enum"):
+    for key in ("description", "enum", "default"):  # a default: optional, null accepted
         if key in node:
             out[key] = node[key]
     if isinstance(node.get("items"), Mapping):

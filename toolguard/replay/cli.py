@@ -28,7 +28,8 @@ formats:
 
 validity without --contract: the environment's recorded answer: the tool message's error
 flag (tau2's error, is_error) where it has one, else an {"error": ...} result or a text
-starting "Error:" (tau2 files without the flag too); BFCL: the backend's answer. With --contract FILE every run
+starting "Error:" (tau2 files without the flag too); BFCL: the backend's answer.
+With --contract FILE every run
 is also replayed through that contract (label replay=with_contract): compare the two with
   toolguard compare OUT --by replay --a environment --b with_contract --task-label run
 """

@@ -61,7 +61,7 @@ class Replayer:
         self.id_prefix = id_prefix.strip("/")
         self.flush_every = flush_every
         self._unflushed = 0
-        self._specs: dict[tuple[str, str, str], ToolSpec] = {}
+        self._specs: dict[tuple[str, str, str, str], ToolSpec] = {}
 
     @property
     def cohorts(self) -> tuple[str, ...]:
@@ -98,7 +98,8 @@ class Replayer:
         if contract is not None and run.tools is not None:
             # The run says what it offered: any other tool is unknown to the what-if.
             for name in {**dict.fromkeys(run.tools), **dict.fromkeys(contract.tools)}:
-                guard.declare(name, self._spec(name, run.tools.get(name), contract))
+                spec = self._spec(name, run.tools.get(name), contract, run.null_as_default)
+                guard.declare(name, spec)
             declared = set(run.tools) | set(contract.tools)
             declare_on_sight = False
         else:
@@ -114,7 +115,8 @@ class Replayer:
                 traj.reserve(ids)  # steps in emission order, by call id
                 for call, call_id in zip(event.calls, ids, strict=True):
                     if declare_on_sight and call.name not in declared:
-                        guard.declare(call.name, self._spec(call.name, None, contract))
+                        spec = self._spec(call.name, None, contract, run.null_as_default)
+                        guard.declare(call.name, spec)
                         declared.add(call.name)
                     self._call(guard, traj, call, call_id, state, execute)
             traj.success = run.success
@@ -153,12 +155,17 @@ class Replayer:
             force_flush()
 
     def _spec(
-        self, name: str, schema: Mapping[str, Any] | None, contract: Contract | None
+        self,
+        name: str,
+        schema: Mapping[str, Any] | None,
+        contract: Contract | None,
+        null_as_default: bool = False,
     ) -> ToolSpec:
         # ToolSpecs keep their compiled validators: one spec per (tool, schema) serves every run.
         key = (
             name,
             "" if contract is None else contract.path,
+            "null" if null_as_default else "",
             json.dumps(schema, sort_keys=True, default=str) if schema is not None else "",
         )
         spec = self._specs.get(key)
@@ -166,7 +173,7 @@ class Replayer:
             if contract is None:
                 spec = ToolSpec(name=name, json_schema=PERMISSIVE)
             else:
-                spec = contract.spec_for(name, schema)
+                spec = contract.spec_for(name, schema, null_as_default=null_as_default)
             self._specs[key] = spec
         return spec
 

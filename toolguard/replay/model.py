@@ -71,7 +71,9 @@ class RecordedRun:
     ``toolguard compare``); ``success`` is the recorded outcome (None: unknown). ``tools``:
     the offered tools and their parameter schemas, when the format records them (a call of
     any other tool is then unknown to a contract replay). ``environment``: a factory of a
-    fresh live environment, for formats whose files hold no answers."""
+    fresh live environment, for formats whose files hold no answers. ``null_as_default``:
+    whether a contract replay accepts ``null`` for an optional argument with a default where
+    the contract file does not say (the format's backends take it: BFCL's, tau2's)."""
 
     id: str
     events: list[Event]
@@ -81,6 +83,7 @@ class RecordedRun:
     labels: dict[str, str] = field(default_factory=dict)
     tools: Mapping[str, Mapping[str, Any] | None] | None = None
     environment: Callable[[], Executor] | None = None
+    null_as_default: bool = False
 
     def calls(self) -> Iterator[RecordedCall]:
         for event in self.events:
