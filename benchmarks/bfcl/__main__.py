@@ -4,13 +4,16 @@
     python -m benchmarks.bfcl results RESULT_FILE... [--out out/bfcl-results]
     python -m benchmarks.bfcl compare [--limit N] [--jobs 2] [--out out/bfcl]
     python -m benchmarks.bfcl score RESULT_FILE... [--out out/bfcl-score]
+    python -m benchmarks.bfcl contract [--out out/bfcl-contract.toml]
 
 ``run`` replays every ground-truth trajectory and every seeded mutation through the guard
 (spans to ``spans.jsonl``), writes the mutated trajectories as BFCL result files and replays
 those too (``results-spans.jsonl``), then writes ``report.json`` and ``report.md``.
 ``results`` replays a user's BFCL result files and prints TER/FED/AUC-PEC/RR per model.
 ``score`` writes BFCL's own verdicts as BFCL score files (``score.py``), for
-``toolguard replay bfcl --bfcl-scores``. ``compare`` runs the four guard configurations of
+``toolguard replay bfcl --bfcl-scores``; ``contract`` writes the hand rules as a contract file
+for ``toolguard replay bfcl --contract`` (``contract.py``). ``compare`` runs the four guard
+configurations of
 ``configs.py`` side by side (schema + dependencies, hand rules, fork dry-run, both) and
 writes ``compare.md`` / ``compare.json``.
 """
@@ -282,6 +285,14 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_contract(args: argparse.Namespace) -> int:
+    from benchmarks.bfcl.contract import write_contract
+
+    n = write_contract(Path(args.out))
+    print(f"wrote {args.out}: {n} tools")
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from benchmarks._compare import summarise
     from benchmarks.bfcl import compare, compare_report, cost, undo
@@ -336,6 +347,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sc = sub.add_parser("score", help="BFCL's own checker on result files: BFCL score files")
     sc.add_argument("files", nargs="+")
     sc.add_argument("--out", default="out/bfcl-score")
+    ct = sub.add_parser("contract", help="the hand rules as a contract file for toolguard replay")
+    ct.add_argument("--out", default="out/bfcl-contract.toml")
     cmp = sub.add_parser("compare", help="four guard configurations side by side")
     cmp.add_argument("--categories", default=",".join(CATEGORIES))
     cmp.add_argument("--limit", type=int, default=None, help="first N tasks per category")
@@ -344,7 +357,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmp.add_argument("--jobs", type=int, default=2, help="worker processes")
     cmp.add_argument("--out", default="out/bfcl")
     args = p.parse_args(argv)
-    handlers = {"run": cmd_run, "results": cmd_results, "compare": cmd_compare, "score": cmd_score}
+    handlers = {
+        "run": cmd_run,
+        "results": cmd_results,
+        "compare": cmd_compare,
+        "score": cmd_score,
+        "contract": cmd_contract,
+    }
     return handlers[args.cmd](args)
 
 

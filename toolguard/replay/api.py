@@ -38,6 +38,7 @@ def replay_files(
     max_element_bytes: int = DEFAULT_MAX_ELEMENT_BYTES,
     max_string_bytes: int = DEFAULT_MAX_STRING_BYTES,
     bfcl_scores: str | os.PathLike[str] | None = None,
+    dry_run: bool = False,
 ) -> ReplayStats:
     """Replay every run of ``files`` (``format``: ``openai``, ``tau2`` or ``bfcl``) through a
     guard and write the spans to ``out`` (OTLP JSON Lines; replaced unless ``append``).
@@ -54,8 +55,11 @@ def replay_files(
     merge two recorded runs into one trajectory). ``progress``: a line on standard error (None:
     when it is a terminal). ``max_element_bytes``, ``max_string_bytes``: the reader's bounds
     on one run's JSON text and on one string in it (openai and tau2 files). ``bfcl_scores``:
-    BFCL's score directory, whose verdicts become the BFCL runs' outcomes. Returns what was
-    read and written."""
+    BFCL's score directory, whose verdicts become the BFCL runs' outcomes. ``dry_run``: also
+    replay every run as ``dry_run/<run id>`` (``replay=dry_run``): each call tried first in
+    an undo log on the live environment (BFCL's backends; no other format has one) and
+    rejected when it fails there, with the run's own schemas and no hand-written rule (not
+    ``contract``'s). Returns what was read and written."""
     try:
         from opentelemetry.exporter.otlp.json.file import FileSpanExporter
         from opentelemetry.sdk.resources import Resource
@@ -66,6 +70,11 @@ def replay_files(
             raise
         raise missing_extra("replay_files", "export", exc) from exc
 
+    if dry_run and format != "bfcl":
+        raise ReplayInputError(
+            f"a dry run needs a live environment to fork, which only the bfcl format has "
+            f"(BFCL's backends), not {format}"
+        )
     loaded = load_contract(contract) if isinstance(contract, str | os.PathLike) else contract
     out = os.fspath(out)
     labels = dict(labels or {})
@@ -99,7 +108,12 @@ def replay_files(
         )
     )
     replayer = Replayer(
-        provider, contract=loaded, labels=labels, id_prefix=id_prefix, flush_every=FLUSH_EVERY
+        provider,
+        contract=loaded,
+        labels=labels,
+        id_prefix=id_prefix,
+        dry_run=dry_run,
+        flush_every=FLUSH_EVERY,
     )
     meter = _Progress(progress)
     failed = completed = False

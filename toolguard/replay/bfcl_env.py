@@ -27,7 +27,7 @@ from typing import Any
 
 from . import bfcl_state
 from .bfcl import Call, Entry, category_of
-from .model import Answer, Executor, RecordedCall, ReplayInputError
+from .model import Executor, LiveEnvironment, ReplayInputError
 
 _CATEGORY_FILE = "{prefix}_multi_turn_{category}.json"
 
@@ -184,31 +184,17 @@ def environment(entry: Mapping[str, Any]) -> Callable[[], Executor]:
     def fresh() -> Executor:
         stateless = set(_config().STATELESS_CLASSES)
         fresh_state(classes)
-        methods: dict[str, Callable[..., Any]] = {}
+        owners: dict[str, tuple[Any, str]] = {}
         for class_name in classes:
             instance = backend_class(class_name)()
             if class_name not in stateless:
                 instance._load_scenario(
                     copy.deepcopy(config.get(class_name, {})), long_context=long_context
                 )
-            for name, method in inspect.getmembers(instance, predicate=inspect.ismethod):
+            for name, _ in inspect.getmembers(instance, predicate=inspect.ismethod):
                 if not name.startswith("_"):
-                    methods[name] = method
-
-        def execute(call: RecordedCall) -> Answer:
-            method = methods.get(call.name)
-            if method is None:  # BFCL's eval of an unknown name raises NameError
-                return Answer(f"Error during execution: name {call.name!r} is not defined", True)
-            arguments = call.arguments if isinstance(call.arguments, Mapping) else {}
-            try:
-                # Fresh argument objects per call, as BFCL's eval builds them: backends keep
-                # references to list arguments and later calls would mutate them.
-                result = method(**copy.deepcopy(dict(arguments)))
-            except Exception as exc:  # the backend's own rejection of an ill-formed call
-                return Answer(f"Error during execution: {exc}", True)
-            return Answer(result, is_error_result(result))
-
-        return execute
+                    owners[name] = (instance, name)  # a later class wins, as in BFCL
+        return LiveEnvironment(owners, is_error_result)
 
     return fresh
 

@@ -26,11 +26,19 @@ formats:
   bfcl    BFCL multi-turn result files; with bfcl-eval installed each call runs on BFCL's
           own backends, which give the answers the files do not record.
 
-validity without --contract: the environment's recorded answer: the tool message's error
-flag (tau2's error, is_error) where it has one, else an {"error": ...} result or a text
-starting "Error:" (tau2 files without the flag too); BFCL: the backend's answer.
-With --contract FILE every run
-is also replayed through that contract (label replay=with_contract): compare the two with
+readings (the `replay` label of each trajectory; a report says which by --by replay):
+  environment    always: a call is invalid when the environment said it failed: the tool
+                 message's error flag (tau2's error, is_error) where it has one, else an
+                 {"error": ...} result or a text starting "Error:" (tau2 files without the
+                 flag too); BFCL: the answer of BFCL's own backend, run for each call.
+  with_contract  --contract FILE: each call also checked as the guard would have (schema,
+                 dependencies, preconditions, ...). For BFCL the guard runs the calls on
+                 the live backends, so predicates read their state as `instance`
+                 (`python -m benchmarks.bfcl contract` writes the harness's rules as one).
+  dry_run        --dry-run (bfcl only): each call first tried in an undo log on the live
+                 backends and rejected when it fails there; the run's own schemas, no
+                 hand-written rule (not the contract's).
+compare two readings with
   toolguard compare OUT --by replay --a environment --b with_contract --task-label run
 """
 
@@ -48,6 +56,7 @@ class _Args(argparse.Namespace):
     max_element_bytes: int
     max_string_bytes: int
     bfcl_scores: str | None
+    dry_run: bool
 
 
 def _labels(text: str) -> dict[str, str]:
@@ -74,6 +83,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="FILE", help="recorded runs ('-': stdin)")
     p.add_argument("--out", required=True, metavar="SPANS", help="span file to write (JSONL)")
     p.add_argument("--contract", metavar="FILE", help="a contract file (TOML): the what-if")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="bfcl: also replay each run as replay=dry_run: every call tried first in an undo "
+        "log on BFCL's live backends, no hand-written rule",
+    )
     p.add_argument(
         "--labels", type=_labels, default={}, metavar="KEY=VALUE,...", help="added to every run"
     )
@@ -150,6 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_element_bytes=args.max_element_bytes,
             max_string_bytes=args.max_string_bytes,
             bfcl_scores=args.bfcl_scores,
+            dry_run=args.dry_run,
         )
     except ToolGuardError as exc:  # a ReplayMemoryError too: it names the file and line
         print(f"toolguard: error: {exc}", file=sys.stderr)
@@ -191,7 +207,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "a contract's checks can fail them",
             file=sys.stderr,
         )
+    readings = ["environment"] + ["with_contract"] * bool(args.contract)
+    readings += ["dry_run"] * args.dry_run
+    print(f"readings: {', '.join(readings)} (label replay)", file=sys.stderr)
     if not args.quiet:
-        by = " --by replay" if args.contract else ""
+        by = " --by replay" if len(readings) > 1 else ""
         print(f"next: toolguard report {os.fspath(args.out)}{by}", file=sys.stderr)
     return 0
