@@ -24,7 +24,12 @@ formats:
           optional id, task_id, trial, reward, success/outcome, labels, tools.
   tau2    a tau2 results file (its simulations), or a list / JSON Lines of simulations.
   bfcl    BFCL multi-turn result files; with bfcl-eval installed each call runs on BFCL's
-          own backends, which give the answers the files do not record.
+          own backends (fresh for every task), which give the answers the files do not
+          record; an "Error during inference" entry is a failed trajectory of no call
+          (label inference_error); --bfcl-scores joins BFCL's verdicts as outcomes.
+  toolsandbox  ToolSandbox run directories (trajectories/*/conversation.json and
+          result_summary.json) or conversation.json files; a tool answer ending in a
+          Python exception line is invalid; Y: similarity 1.
 
 readings (the `replay` label of each trajectory; a report says which by --by replay):
   environment    always: a call is invalid when the environment said it failed: the tool

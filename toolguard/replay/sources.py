@@ -6,11 +6,11 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from . import bfcl, bfcl_env, bfcl_scores, chat
+from . import bfcl, bfcl_env, bfcl_scores, chat, toolsandbox
 from .jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES
 from .model import Answer, RecordedCall, RecordedRun, ReplayInputError, Said, Turn
 
-FORMATS = ("openai", "tau2", "bfcl")
+FORMATS = ("openai", "tau2", "bfcl", "toolsandbox")
 INFERENCE_ERROR = "inference_error"  # label of a BFCL entry whose inference failed
 
 
@@ -67,6 +67,8 @@ def read_runs(
         stats.files.append(path)
         if format == "bfcl":
             runs = _bfcl_runs(path, skip_invalid, stats, max_element_bytes, bfcl_scores)
+        elif format == "toolsandbox":
+            runs = _toolsandbox_runs(path, skip_invalid, stats, max_element_bytes, max_string_bytes)
         else:
             bounds = (max_element_bytes, max_string_bytes)
             runs = _chat_runs(format, path, skip_invalid, stats, bounds)
@@ -104,6 +106,21 @@ def _chat_runs(
             if not skip_invalid:
                 raise
             stats.skip(str(exc))
+
+
+def _toolsandbox_runs(
+    path: str, skip_invalid: bool, stats: ReplayStats, max_element: int, max_string: int
+) -> Iterator[RecordedRun]:
+    """A ToolSandbox run directory's (or one conversation.json's) scenarios; with
+    ``skip_invalid`` a malformed conversation is counted and passed over."""
+    found = toolsandbox.runs(path, max_element_bytes=max_element, max_string_bytes=max_string)
+    for run in found:
+        if isinstance(run, ReplayInputError):
+            if not skip_invalid:
+                raise run
+            stats.skip(str(run))
+            continue
+        yield run
 
 
 def _bfcl_runs(
