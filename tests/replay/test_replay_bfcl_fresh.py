@@ -94,6 +94,10 @@ def test_inference_errors_are_failed_trajectories_of_no_call(tmp_path: Path, rep
     assert failed.success is False and failed.labels["inference_error"] == "true"
     assert "inference_error" not in done.records["environment/model-a/multi_turn_base_5"].labels
     assert done.stats.inference_errors == 1 and done.stats.runs == 2
+    # Every reading counts it so: a dry run has nothing to fork in it.
+    (tmp_path / "spans.jsonl").unlink()
+    dry = replay("bfcl", [path], dry_run=True)
+    assert dry.figures("dry_run")["model-a/multi_turn_base_6"] == (0, 1)
     # All inference errors is a file BFCL scores 0 on, not a malformed one.
     only = result_file(tmp_path / "m" / "r.json", [("multi_turn_base_6", INFERENCE_ERROR)])
     assert replay("bfcl", [only]).figures() == {"m/multi_turn_base_6": (0, 1)}

@@ -122,7 +122,7 @@ class Replayer:
         # A contract or a dry run on a live environment: the guard runs each call on its
         # objects, so predicates read the live state (``instance``) and a dry run can fork it.
         live = execute if cohort != ENVIRONMENT and isinstance(execute, LiveEnvironment) else None
-        if cohort == DRY_RUN and live is None:
+        if cohort == DRY_RUN and live is None and run.length:  # no call: nothing to fork
             raise ReplayInputError(
                 f"{run.where}: a dry run needs the run's live environment (BFCL's backends, "
                 "with bfcl-eval installed); this run has none"
