@@ -3,13 +3,19 @@
     python -m benchmarks.bfcl run [--limit N] [--categories base,...] [--out out/bfcl]
     python -m benchmarks.bfcl results RESULT_FILE... [--out out/bfcl-results]
     python -m benchmarks.bfcl compare [--limit N] [--jobs 2] [--out out/bfcl]
+    python -m benchmarks.bfcl score RESULT_FILE... [--out out/bfcl-score]
+    python -m benchmarks.bfcl contract [--out out/bfcl-contract.toml]
 
 ``run`` replays every ground-truth trajectory and every seeded mutation through the guard
 (spans to ``spans.jsonl``), writes the mutated trajectories as BFCL result files and replays
 those too (``results-spans.jsonl``), then writes ``report.json`` and ``report.md``.
 ``results`` replays a user's BFCL result files and prints TER/FED/AUC-PEC/RR per model.
-``compare`` runs the four guard configurations of ``configs.py`` side by side (schema +
-dependencies, hand rules, fork dry-run, both) and writes ``compare.md`` / ``compare.json``.
+``score`` writes BFCL's own verdicts as BFCL score files (``score.py``), for
+``toolguard replay bfcl --bfcl-scores``; ``contract`` writes the hand rules as a contract file
+for ``toolguard replay bfcl --contract`` (``contract.py``). ``compare`` runs the four guard
+configurations of
+``configs.py`` side by side (schema + dependencies, hand rules, fork dry-run, both) and
+writes ``compare.md`` / ``compare.json``.
 """
 
 from __future__ import annotations
@@ -20,12 +26,13 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks.bfcl import BFCL_EVAL_VERSION, CATEGORIES
-from benchmarks.bfcl.data import load_category, load_tasks
+from benchmarks.bfcl.data import Call, Task, load_category, load_tasks
 from benchmarks.bfcl.evaluate import labels, mutation_table, run_ground_truth, run_mutations
 from benchmarks.bfcl.guarded import Harness
 from benchmarks.bfcl.mutations import MUTATION_CLASSES, mutate, normalised_calls
@@ -34,9 +41,9 @@ from benchmarks.bfcl.results import (
     RESULT_NAME,
     category_of,
     model_name,
-    read_result_file,
     write_result_file,
 )
+from toolguard.replay.bfcl import iter_entries
 
 
 def make_harness(spans: Path) -> tuple[Harness, Any]:
@@ -76,25 +83,53 @@ def toolguard_report(spans: Path, by: str) -> dict[str, Any]:
     return json.loads(proc.stdout)
 
 
-def replay_result_files(files: Sequence[Path], harness: Harness) -> int:
-    """Replay each task of each result file through the guard; Y from the raw replay."""
+@dataclass
+class Scored:
+    """One entry of a user's result file, judged on the raw backends as BFCL's checker does."""
+
+    model: str
+    task: Task
+    calls: list[tuple[int, Call]]
+    success: bool
+    inference_error: bool = False
+
+
+def score_result_files(files: Sequence[Path]) -> Iterator[Scored]:
+    """Each multi-turn entry of ``files`` with its verdict. Every replay and every reference
+    starts from BFCL's backends as first imported (``Environment`` restores their module
+    state), so a file's verdicts do not depend on the files replayed before it. An entry
+    whose inference failed (BFCL records the error text instead of turns) is a failure with
+    no call, as BFCL scores it."""
     tasks = {t.id: t for c in CATEGORIES for t in load_category(c)}
-    n = 0
     for path in files:
         model = model_name(path)
-        for task_id, calls in read_result_file(path).items():
-            task = tasks.get(task_id)
-            if task is None or category_of(task_id) not in CATEGORIES:
+        for entry in iter_entries(path):
+            task = tasks.get(entry.id)
+            if task is None or category_of(entry.id) not in CATEGORIES:
                 continue
+            if entry.inference_error is not None:
+                yield Scored(model, task, [], False, inference_error=True)
+                continue
+            calls = [(turn, c) for turn, step in entry.steps for c in step]
             rep = replay(task, calls, reference(task))
-            harness.run(
-                task,
-                calls,
-                f"{model}/{task_id}",
-                labels(task, "bfcl_result", model=model),
-                success=rep.success,
-            )
-            n += 1
+            yield Scored(model, task, calls, bool(rep.success))
+
+
+def replay_result_files(files: Sequence[Path], harness: Harness) -> int:
+    """Replay each task of each result file through the guard; Y from the raw replay."""
+    n = 0
+    for s in score_result_files(files):
+        extra = {"model": s.model}
+        if s.inference_error:
+            extra["inference_error"] = "true"
+        harness.run(
+            s.task,
+            s.calls,
+            f"{s.model}/{s.task.id}",
+            labels(s.task, "bfcl_result", **extra),
+            success=s.success,
+        )
+        n += 1
     return n
 
 
@@ -239,6 +274,25 @@ def cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_score(args: argparse.Namespace) -> int:
+    from benchmarks.bfcl.score import score_files
+
+    for row in score_files([Path(f) for f in args.files], Path(args.out)):
+        print(
+            f"{row['score']}: accuracy {row['accuracy']:.3f} "
+            f"({row['correct_count']}/{row['total_count']})"
+        )
+    return 0
+
+
+def cmd_contract(args: argparse.Namespace) -> int:
+    from benchmarks.bfcl.contract import write_contract
+
+    n = write_contract(Path(args.out))
+    print(f"wrote {args.out}: {n} tools")
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from benchmarks._compare import summarise
     from benchmarks.bfcl import compare, compare_report, cost, undo
@@ -290,6 +344,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     res = sub.add_parser("results", help="replay BFCL result files, report per model")
     res.add_argument("files", nargs="+")
     res.add_argument("--out", default="out/bfcl-results")
+    sc = sub.add_parser("score", help="BFCL's own checker on result files: BFCL score files")
+    sc.add_argument("files", nargs="+")
+    sc.add_argument("--out", default="out/bfcl-score")
+    ct = sub.add_parser("contract", help="the hand rules as a contract file for toolguard replay")
+    ct.add_argument("--out", default="out/bfcl-contract.toml")
     cmp = sub.add_parser("compare", help="four guard configurations side by side")
     cmp.add_argument("--categories", default=",".join(CATEGORIES))
     cmp.add_argument("--limit", type=int, default=None, help="first N tasks per category")
@@ -298,7 +357,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmp.add_argument("--jobs", type=int, default=2, help="worker processes")
     cmp.add_argument("--out", default="out/bfcl")
     args = p.parse_args(argv)
-    handlers = {"run": cmd_run, "results": cmd_results, "compare": cmd_compare}
+    handlers = {
+        "run": cmd_run,
+        "results": cmd_results,
+        "compare": cmd_compare,
+        "score": cmd_score,
+        "contract": cmd_contract,
+    }
     return handlers[args.cmd](args)
 
 

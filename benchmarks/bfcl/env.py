@@ -11,7 +11,6 @@ the method, so an ill-typed or unknown argument surfaces as the same exception B
 from __future__ import annotations
 
 import copy
-import importlib
 import inspect
 import json
 from collections.abc import Callable
@@ -19,14 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.bfcl.data import Call, Task
-from toolguard.replay.bfcl_env import is_error_result  # the backends' rejection markers
 
-
-def backend_class(class_name: str) -> type:
-    from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING
-
-    module = importlib.import_module(CLASS_FILE_PATH_MAPPING[class_name])
-    return getattr(module, class_name)
+# The backends' rejection markers; their classes, loaded with their module's first state
+# kept so each Environment starts from it (a mutable default leaks across tasks otherwise).
+from toolguard.replay.bfcl_env import backend_class, fresh_state, is_error_result
 
 
 class Environment:
@@ -39,6 +34,7 @@ class Environment:
         self.instances: dict[str, Any] = {}
         self.methods: dict[str, Callable[..., Any]] = {}
         self.owner: dict[str, str] = {}
+        fresh_state(tuple(task.involved_classes))
         for class_name in task.involved_classes:
             instance = backend_class(class_name)()
             if class_name not in STATELESS_CLASSES:

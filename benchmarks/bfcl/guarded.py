@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import pickle
-import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -24,25 +23,12 @@ from benchmarks.bfcl.configs import CONFIGS, DEFAULT, spec
 from benchmarks.bfcl.data import Call, Task, function_docs
 from benchmarks.bfcl.env import Environment
 from benchmarks.bfcl.rules import RULES
+from toolguard.replay.given import user_values  # the values a user gave: bound ids
 
 PRE_EXECUTION = ("schema", "dependency", "precondition", "information")
 DRY_RUN_CHECK = "state.dry_run"  # the check id of a rejection found on the fork
 # the check ids of the environment's rejection of the real execution (log mode runs the call)
 EXECUTION_CHECKS = frozenset({"state.error_result", "state.exception"})
-# Ids a user can type: bare numbers, quoted strings, and tokens mixing letters with digits or
-# underscores (flight_001, USR002).
-_NUMBER = re.compile(r"(?<![\w.])\d+(?!\w|\.\d)")
-_QUOTED = re.compile(r"'([^']{1,60})'|\"([^\"]{1,60})\"")
-_TOKEN = re.compile(r"\b[A-Za-z]*(?:\d|_)[\w-]*\b")
-
-
-def user_values(text: str) -> set[Any]:
-    """Values the user gave explicitly in ``text``: they may be used wherever an id is required
-    (docs/protocol.md: a bound variable is an earlier output or a value the user gave)."""
-    found: set[Any] = {int(n) for n in _NUMBER.findall(text)}
-    found.update(a or b for a, b in _QUOTED.findall(text))
-    found.update(_TOKEN.findall(text))
-    return found
 
 
 def offered(task: Task, class_name: str, turn: int) -> list[str]:

@@ -11,6 +11,7 @@ from typing import Any
 
 # BFCL type name -> JSON Schema type, shared with `toolguard replay bfcl`.
 from toolguard.replay.bfcl_env import TYPE_MAP
+from toolguard.runtime.tools.schema import accept_null_defaults
 
 
 class UnknownTypeError(ValueError):
@@ -26,7 +27,7 @@ def _convert(node: dict[str, Any]) -> dict[str, Any]:
         mapped = TYPE_MAP[bfcl_type]
         if mapped is not None:
             out["type"] = mapped
-    for key in ("description", "enum"):
+    for key in ("description", "enum", "default"):
         if key in node:
             out[key] = node[key]
     if "items" in node:
@@ -37,7 +38,8 @@ def _convert(node: dict[str, Any]) -> dict[str, Any]:
         # itself rejects unknown ones, so we stay permissive at the nested level.
     if "required" in node and node.get("properties") is not None:
         out["required"] = list(node["required"])
-    # Defaults are documentation only: the backend applies its own.
+    # Defaults are documentation (the backend applies its own), but say the argument is
+    # optional: `null` for it means "the default" (accept_null_defaults, at the top level).
     return out
 
 
@@ -49,4 +51,4 @@ def to_json_schema(doc: dict[str, Any]) -> dict[str, Any]:
     schema.setdefault("properties", {})
     # Unknown argument names are a schema error (docs/protocol.md section 2), so close the object.
     schema["additionalProperties"] = False
-    return schema
+    return accept_null_defaults(schema)

@@ -67,9 +67,12 @@ def test_the_harness_reads_through_the_moved_code(tmp_path: Path) -> None:
     [
         (['{"id": "multi_turn_base_0", "result": [["ls()"]]}', "{oops"], r":2: not valid JSON"),
         (['{"id": "multi_turn_base_0"}'], r":1: a BFCL result line is an object with 'id'"),
-        (['{"id": "multi_turn_base_0", "result": "Error during inference"}'], r":1: 'result'"),
+        (['{"id": "multi_turn_base_0", "result": {"turns": []}}'], r":1: 'result'"),
         (
-            ['{"id": "multi_turn_base_0", "result": [["Sure!"]]}', '{"id": "b", "result": [[]]}'],
+            [
+                '{"id": "multi_turn_base_0", "result": [["Sure!"]]}',
+                '{"id": "multi_turn_base_1", "result": [[]]}',
+            ],
             r"none of its 2 entries decodes to a tool call",
         ),
         ([], r"no BFCL result entry"),
@@ -141,6 +144,7 @@ def test_replay_on_bfcl_s_own_backends(tmp_path: Path, replay: Any) -> None:
     record = done.records["environment/fc-model/multi_turn_base_0"]
     assert record.first_error_cause == "state_consistency" and record.success is None
     assert record.labels == {
+        "bfcl_eval": bfcl_env.version(),  # whose backends and data answered
         "category": "base",
         "model": "fc-model",
         "replay": "environment",

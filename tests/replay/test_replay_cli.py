@@ -29,15 +29,20 @@ def test_replay_then_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "replayed 2 runs (1 tool calls) from 1 file(s): 2 trajectories" in captured.out
     assert f"next: toolguard report {out}" in captured.err
     records, _ = tg.read_records([str(out)])
+    # The labels go into the trajectory ids (the default --id-prefix): cohorts stay apart.
     assert {r.trajectory_id: (r.length, r.fed, r.labels["model"]) for r in records} == {
-        "environment/r1": (1, 1, "m"),
-        "environment/runs#2": (0, 1, "m"),
+        "environment/method=react,model=m/r1": (1, 1, "m"),
+        "environment/method=react,model=m/runs#2": (0, 1, "m"),
     }
     # Replaced, not appended, on a second run; --append adds.
     assert main(["openai", str(log), "--out", str(out), "--quiet"]) == 0
-    lines = out.read_text().count("\n")
-    assert main(["openai", str(log), "--out", str(out), "--quiet", "--append"]) == 0
-    assert out.read_text().count("\n") == 2 * lines
+    lines = out.read_text()
+    assert main(["openai", str(log), "--out", str(out), "--quiet", "--append"]) == 2
+    assert "trajectory 'environment/r1'" in capsys.readouterr().err  # would merge: refused
+    assert out.read_text() == lines  # and nothing was appended
+    argv = ["openai", str(log), "--out", str(out), "--quiet", "--append", "--id-prefix", "b"]
+    assert main(argv) == 0
+    assert out.read_text().count("\n") == 2 * lines.count("\n")
 
 
 def test_errors_name_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

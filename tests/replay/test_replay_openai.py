@@ -186,9 +186,13 @@ def test_tau_bench_shape_a_json_list_of_runs_streamed(tmp_path: Path, replay: An
     ]
     path = tmp_path / "tau-bench-results.json"
     path.write_text(json.dumps(runs, indent=2))
-    done = replay("openai", [path], labels={"model": "gpt-x"})
-    assert done.figures() == {"3/trial-0": (1, 2), "3/trial-1": (1, 1), "7/trial-0": (1, 2)}
-    record = done.records["environment/3/trial-1"]
+    done = replay("openai", [path], labels={"model": "gpt-x"})  # ids get the labels' prefix
+    assert done.figures() == {
+        "model=gpt-x/3/trial-0": (1, 2),
+        "model=gpt-x/3/trial-1": (1, 1),
+        "model=gpt-x/7/trial-0": (1, 2),
+    }
+    record = done.records["environment/model=gpt-x/3/trial-1"]
     assert record.success is False
     assert record.labels == {
         "model": "gpt-x",

@@ -244,3 +244,37 @@ def test_a_file_written_by_tau2_itself(tmp_path: Path, replay: Any) -> None:
     done = replay("tau2", [path])
     assert done.figures() == {"real": (2, 2)}
     assert done.records["environment/real"].labels["domain"] == "airline"
+
+
+def test_a_tau2_file_without_the_error_flag_reads_the_answer_text(
+    tmp_path: Path, replay: Any
+) -> None:
+    """Files of tau2 versions whose tool messages carry no ``error`` flag: the answer's own
+    ``Error:`` text (what tau2's environment writes for a raised tool) decides, as documented."""
+    gate = pytest.importorskip("benchmarks.tau2._tau2")
+    if (why := gate.tau2_import_error()) is not None:
+        pytest.skip(why)
+    from tau2.data_model.message import AssistantMessage, UserMessage
+
+    env = gate.fresh_environment("airline")
+    first = gate.tool_call("get_user_details", {"user_id": "mia_li_3668"}, "call_1")
+    second = gate.tool_call("get_reservation_details", {"reservation_id": "NOPE00"}, "call_2")
+    messages = [
+        UserMessage(role="user", content="I am mia_li_3668"),
+        AssistantMessage(role="assistant", tool_calls=[first, second]),
+        env.get_response(first),
+        env.get_response(second),
+    ]
+    dumped = [m.model_dump(mode="json") for m in messages]
+    assert dumped[3]["content"].startswith("Error:")
+    for message in dumped:
+        message.pop("error", None)
+    path = write_jsonl(tmp_path / "sims.jsonl", [simulation("noflag", "0", 0.0, dumped)])
+    assert replay("tau2", [path]).figures() == {"noflag": (2, 2)}
+    # An {"error": ...} object answers the same way; a flag, where present, wins over text.
+    dumped[3]["content"] = json.dumps({"error": "Reservation NOPE00 not found"})
+    path = write_jsonl(tmp_path / "sims2.jsonl", [simulation("obj", "0", 0.0, dumped)])
+    assert replay("tau2", [path]).figures() == {"obj": (2, 2)}
+    dumped[3]["error"] = False
+    path = write_jsonl(tmp_path / "sims3.jsonl", [simulation("flag", "0", 0.0, dumped)])
+    assert replay("tau2", [path]).figures() == {"flag": (2, 3)}

@@ -5,10 +5,13 @@ one list per user turn and one item per model step. An item is whatever the mode
 produced: a prompting model's text (``"[cd(folder='x'), ls()]"``), a function-calling model's
 list of ``{name: arguments}`` (arguments as JSON text or an object), or an already decoded
 list of call strings. Like BFCL's checker, a step that does not decode (the model's closing
-chatter) is no call. A line that is not such an entry is an error, and so is a line longer
-than the replay's element bound (read as every JSON Lines line is, ``jsonstream``) and a file
-none of whose entries decodes to a single call (a single-turn file, a handler's unknown
-output): it is not a set of runs that made no error.
+chatter) is no call. An entry whose ``result`` is a text instead of turns is what BFCL's
+generator writes when inference failed (``"Error during inference: ..."``): BFCL scores it
+as a failure, so it is read as an entry with no call (``Entry.inference_error`` holds the
+text), never as a malformed line. A line that is not such an entry is an error, and so is a
+line longer than the replay's element bound (read as every JSON Lines line is,
+``jsonstream``) and a file none of whose other entries decodes to a single call (a
+single-turn file, a handler's unknown output): it is not a set of runs that made no error.
 
 Call strings are parsed with ``ast`` and every argument with ``ast.literal_eval``: anything
 that is not a literal (a nested call, a name) is refused rather than evaluated.
@@ -137,6 +140,7 @@ class Entry:
     n_turns: int
     steps: list[tuple[int, list[Call]]]
     where: str
+    inference_error: str | None = None  # BFCL's generator failed: the text it recorded
 
 
 def iter_entries(
@@ -151,7 +155,7 @@ def iter_entries(
     ``skip_invalid``, is appended to ``skipped`` and passed over; a file whose entries decode
     to no call at all raises. Memory running out is a ReplayMemoryError, never skipped."""
     name = os.fspath(path)
-    entries = calls = 0
+    entries = calls = failed = 0
     # The replay's JSON Lines reader, so a BFCL line has the bound, the linear scan and the
     # memory errors an openai or tau2 line has; BFCL names its JSON Lines files ``.json``.
     for item in iter_values(name, max_element_bytes=max_element_bytes, json_lines=True):
@@ -166,11 +170,12 @@ def iter_entries(
                 skipped.append(str(exc))
             continue
         entries += 1
+        failed += entry.inference_error is not None
         calls += sum(len(c) for _, c in entry.steps)
         yield entry
-    if entries and not calls:
+    if entries > failed and not calls:
         raise ReplayInputError(
-            f"{name}: none of its {entries} entries decodes to a tool call: not a BFCL "
+            f"{name}: none of its {entries - failed} entries decodes to a tool call: not a BFCL "
             "multi-turn result file this reader understands (a single-turn category, or a "
             "model handler's output in another shape)"
         )
@@ -182,12 +187,15 @@ def _entry(obj: Any, where: str) -> Entry:
     if not isinstance(obj, dict) or not isinstance(obj.get("id"), str) or "result" not in obj:
         raise ReplayInputError(f"{where}: a BFCL result line is an object with 'id' and 'result'")
     result = obj["result"]
+    if isinstance(result, str):  # BFCL's generator: "Error during inference: ..."
+        return Entry(obj["id"], 0, [], where, inference_error=result)
     n_turns = len(result) if isinstance(result, list) else 0
     return Entry(obj["id"], n_turns, decode_steps(result, where), where)
 
 
 def read_result_file(path: Path | str) -> dict[str, list[tuple[int, Call]]]:
-    """Task id -> its calls (turn index, call) in emission order; strict (see iter_entries)."""
+    """Task id -> its calls (turn index, call) in emission order; strict (see iter_entries).
+    An inference-error entry has no call (see ``iter_entries`` for the flag)."""
     return {e.id: [(turn, c) for turn, calls in e.steps for c in calls] for e in iter_entries(path)}
 
 

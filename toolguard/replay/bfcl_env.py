@@ -18,15 +18,18 @@ import importlib
 import importlib.util
 import inspect
 import json
+import os
+import re
 from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .bfcl import Call, category_of
-from .model import Answer, Executor, RecordedCall
+from . import bfcl_state
+from .bfcl import Call, Entry, category_of
+from .model import Executor, LiveEnvironment, ReplayInputError
 
-_CATEGORY_FILE = "BFCL_v4_multi_turn_{category}.json"
+_CATEGORY_FILE = "{prefix}_multi_turn_{category}.json"
 
 # BFCL's type names -> JSON Schema (``float`` accepts integers, as Python's float parameters
 # do; ``any`` is unconstrained). The multi-turn docs use dict, string, integer, float, array
@@ -53,6 +56,24 @@ def available() -> bool:
     return importlib.util.find_spec("bfcl_eval") is not None
 
 
+@cache
+def version() -> str:
+    """The installed bfcl-eval's version (the package's, as pip shows it)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("bfcl-eval")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@cache
+def data_prefix() -> str:
+    """The installed data's file prefix, ``BFCL_v4``: a result file of another is refused."""
+    prefix: str = importlib.import_module("bfcl_eval.constants.category_mapping").VERSION_PREFIX
+    return prefix
+
+
 def _config() -> Any:
     return importlib.import_module("bfcl_eval.constants.executable_backend_config")
 
@@ -65,7 +86,7 @@ def _data_root() -> Path:
 
 @cache
 def _tasks(category: str) -> dict[str, dict[str, Any]]:
-    path = _data_root() / _CATEGORY_FILE.format(category=category)
+    path = _data_root() / _CATEGORY_FILE.format(prefix=data_prefix(), category=category)
     if not path.is_file():
         return {}
     out = {}
@@ -77,23 +98,59 @@ def _tasks(category: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+def check_version(path: str) -> None:
+    """Refuse a result file whose name says another BFCL version than the installed data."""
+    match = re.match(r"(BFCL_v\d+)_", os.path.basename(path))
+    if match and match.group(1) != data_prefix():
+        raise ReplayInputError(
+            f"{path}: a {match.group(1)} result file, but the installed bfcl-eval "
+            f"{version()} holds {data_prefix()} data: its task ids and ground "
+            "truth may differ. Replay it with the bfcl-eval that produced it."
+        )
+
+
+def check_task(entry: Entry, known: Mapping[str, Any] | None) -> None:
+    """Refuse an entry the installed data does not have (``known``: its ``task``), or with
+    more turns than the data's task: both mean a result file of another BFCL version."""
+    installed = f"bfcl-eval {version()} ({data_prefix()} data)"
+    if known is None:
+        raise ReplayInputError(
+            f"{entry.where}: task {entry.id!r} is not in the installed {installed}: a result "
+            "file of another BFCL version? Replay it with the bfcl-eval that produced it."
+        )
+    turns = len(known.get("question", []))
+    if entry.n_turns > turns:
+        raise ReplayInputError(
+            f"{entry.where}: task {entry.id!r} has {entry.n_turns} turns here, {turns} in the "
+            f"installed {installed}: a result file of another BFCL version?"
+        )
+
+
 def task(task_id: str) -> dict[str, Any] | None:
     """BFCL's test entry (questions, initial_config, involved_classes) for ``task_id``."""
     return _tasks(category_of(task_id)).get(task_id)
 
 
 @cache
-def _class(class_name: str) -> type:
+def backend_class(class_name: str) -> type:
+    """BFCL's backend class ``class_name``, its module's first state kept (``bfcl_state``)."""
     module = importlib.import_module(_config().CLASS_FILE_PATH_MAPPING[class_name])
     cls: type = getattr(module, class_name)
+    bfcl_state.remember(cls)
     return cls
+
+
+def fresh_state(classes: tuple[str, ...]) -> None:
+    """The backend modules of ``classes`` as first imported (mutable defaults, module
+    containers): call before building a task's instances so no earlier task leaks in."""
+    bfcl_state.restore(tuple(backend_class(c) for c in classes))
 
 
 def _methods(classes: tuple[str, ...]) -> dict[str, Callable[..., Any]]:
     """Tool name -> the (unbound) method; a later class wins a clash, as in BFCL."""
     out: dict[str, Callable[..., Any]] = {}
     for class_name in classes:
-        for name, fn in inspect.getmembers(_class(class_name), predicate=inspect.isfunction):
+        for name, fn in inspect.getmembers(backend_class(class_name), predicate=inspect.isfunction):
             if not name.startswith("_"):
                 out[name] = fn
     return out
@@ -126,31 +183,18 @@ def environment(entry: Mapping[str, Any]) -> Callable[[], Executor]:
 
     def fresh() -> Executor:
         stateless = set(_config().STATELESS_CLASSES)
-        methods: dict[str, Callable[..., Any]] = {}
+        fresh_state(classes)
+        owners: dict[str, tuple[Any, str]] = {}
         for class_name in classes:
-            instance = _class(class_name)()
+            instance = backend_class(class_name)()
             if class_name not in stateless:
                 instance._load_scenario(
                     copy.deepcopy(config.get(class_name, {})), long_context=long_context
                 )
-            for name, method in inspect.getmembers(instance, predicate=inspect.ismethod):
+            for name, _ in inspect.getmembers(instance, predicate=inspect.ismethod):
                 if not name.startswith("_"):
-                    methods[name] = method
-
-        def execute(call: RecordedCall) -> Answer:
-            method = methods.get(call.name)
-            if method is None:  # BFCL's eval of an unknown name raises NameError
-                return Answer(f"Error during execution: name {call.name!r} is not defined", True)
-            arguments = call.arguments if isinstance(call.arguments, Mapping) else {}
-            try:
-                # Fresh argument objects per call, as BFCL's eval builds them: backends keep
-                # references to list arguments and later calls would mutate them.
-                result = method(**copy.deepcopy(dict(arguments)))
-            except Exception as exc:  # the backend's own rejection of an ill-formed call
-                return Answer(f"Error during execution: {exc}", True)
-            return Answer(result, is_error_result(result))
-
-        return execute
+                    owners[name] = (instance, name)  # a later class wins, as in BFCL
+        return LiveEnvironment(owners, is_error_result)
 
     return fresh
 
@@ -207,7 +251,7 @@ def _convert(node: Mapping[str, Any]) -> dict[str, Any]:
     mapped = TYPE_MAP.get(str(node.get("type"))) if "type" in node else None
     if mapped is not None:
         out["type"] = mapped
-    for key in ("description", "enum"):
+    for key in ("description", "enum", "default"):  # a default: optional, null accepted
         if key in node:
             out[key] = node[key]
     if isinstance(node.get("items"), Mapping):

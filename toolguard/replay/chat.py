@@ -140,6 +140,7 @@ def tau2_run(
         task=None if task is None else str(task),
         labels=labels,
         tools=tools,
+        null_as_default=True,  # tau2's tools take null for an optional parameter
     )
 
 

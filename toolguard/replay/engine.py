@@ -6,11 +6,18 @@ when its arguments are not a JSON object (it could not have run) or its answer s
 failed. ``with_contract``: the tools are declared from a contract file (the run's own
 parameter schemas where the format records them), in the file's mode; a call the guard
 blocks does not run, so its recorded answer is not read, and every other call is closed
-with its recorded answer, which the contract's ``produces`` and postconditions read.
+with its recorded answer, which the contract's ``produces`` and postconditions read. Values
+the user gave are bound under every kind the contract refers to (``given.py``).
+``dry_run``: the run's own schemas and an undo-log dry run of every call, no contract.
+
+On a live environment (BFCL's backends) the ``with_contract`` and ``dry_run`` cohorts let
+the guard run each call on the environment's objects (``Guard.proxy``): predicates get the
+live object as ``instance``, and the dry run forks it.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,12 +26,16 @@ from typing import Any, Literal
 from opentelemetry.trace import TracerProvider
 
 # The runtime as a user sees it, the package's public names: its modules may move.
-from .. import Contract, Guard, ToolSpec, Trajectory
-from .model import Executor, RecordedCall, RecordedRun, Said
+from .. import Contract, Guard, Rejection, ToolSpec, Trajectory, UndoLogFork
+from .given import user_values
+from .model import Executor, LiveEnvironment, RecordedCall, RecordedRun, ReplayInputError, Said
 
 ENVIRONMENT = "environment"
 WITH_CONTRACT = "with_contract"
-COHORTS = (ENVIRONMENT, WITH_CONTRACT)
+DRY_RUN = "dry_run"
+COHORTS = (ENVIRONMENT, WITH_CONTRACT, DRY_RUN)
+# The dry run's tools, where no contract is given: the run's own schemas, nothing by hand.
+RUN_SCHEMAS = Contract(path="(the run's own schemas)", mode="log")
 PERMISSIVE: Mapping[str, Any] = {"type": "object"}
 
 
@@ -35,12 +46,15 @@ class ReplayState:
 
     run: str
     results: list[tuple[str, Any, Any]] = field(default_factory=list)
+    live: bool = False  # the calls run on a live environment (predicates get ``instance``)
 
 
 class Replayer:
     """Replays runs through a fresh guard per run whose spans go to ``tracer_provider``.
 
-    ``labels`` are added to every trajectory's (they override the format's own). Spans are
+    ``labels`` are added to every trajectory's (they override the format's own);
+    ``id_prefix`` goes between the cohort and the run id of every trajectory id, so two
+    recorded runs of one model (two methods, two serving stacks) stay apart. Spans are
     flushed every ``flush_every`` spans (a batch processor drops spans once its queue is
     full; flushing keeps it short whatever the input's size)."""
 
@@ -50,18 +64,46 @@ class Replayer:
         *,
         contract: Contract | None = None,
         labels: Mapping[str, str] | None = None,
+        id_prefix: str = "",
+        dry_run: bool = False,
         flush_every: int = 4096,
     ) -> None:
         self.provider = tracer_provider
         self.contract = contract
+        self.dry_run = dry_run
         self.labels = dict(labels or {})
+        self.id_prefix = id_prefix.strip("/")
         self.flush_every = flush_every
         self._unflushed = 0
-        self._specs: dict[tuple[str, str, str], ToolSpec] = {}
+        self._specs: dict[tuple[str, str, str, str], ToolSpec] = {}
 
     @property
     def cohorts(self) -> tuple[str, ...]:
-        return COHORTS if self.contract is not None else (ENVIRONMENT,)
+        """The readings each run is replayed as: the environment's always, the contract's
+        with a contract, the dry run's when asked."""
+        return tuple(
+            c
+            for c, on in (
+                (ENVIRONMENT, True),
+                (WITH_CONTRACT, self.contract is not None),
+                (DRY_RUN, self.dry_run),
+            )
+            if on
+        )
+
+    def trajectory_id(self, run: RecordedRun, cohort: str = ENVIRONMENT) -> str:
+        """``<cohort>/<id prefix>/<run id>`` (no prefix: ``<cohort>/<run id>``)."""
+        return "/".join(p for p in (cohort, self.id_prefix, run.id) if p)
+
+    def trajectory_labels(self, run: RecordedRun, cohort: str = ENVIRONMENT) -> dict[str, str]:
+        """The labels ``run``'s trajectory in ``cohort`` gets."""
+        return {
+            **run.labels,
+            "task": run.task or run.id,
+            "run": run.id,
+            "replay": cohort,
+            **self.labels,
+        }
 
     def replay(self, run: RecordedRun, cohort: str = ENVIRONMENT) -> Trajectory:
         """Replay ``run`` as ``cohort``; returns the ended trajectory (T, FED, verdicts)."""
@@ -70,44 +112,83 @@ class Replayer:
         contract = self.contract if cohort == WITH_CONTRACT else None
         if cohort == WITH_CONTRACT and contract is None:
             raise ValueError("the with_contract cohort needs a contract")
+        if cohort == DRY_RUN:  # the fork alone: no contract's hand-written rule
+            contract = RUN_SCHEMAS
         mode: Literal["block", "log"] = "log"
         if contract is not None and contract.mode == "block":
             mode = "block"
         state = ReplayState(run.id)
-        # error_result=None: the recorded answer's own flag decides, and it is always passed.
-        guard = Guard(mode=mode, state=state, tracer_provider=self.provider, error_result=None)
+        execute = run.environment() if run.environment is not None else None
+        # A contract or a dry run on a live environment: the guard runs each call on its
+        # objects, so predicates read the live state (``instance``) and a dry run can fork it.
+        live = execute if cohort != ENVIRONMENT and isinstance(execute, LiveEnvironment) else None
+        if cohort == DRY_RUN and live is None and run.length:  # no call: nothing to fork
+            raise ReplayInputError(
+                f"{run.where}: a dry run needs the run's live environment (BFCL's backends, "
+                "with bfcl-eval installed); this run has none"
+            )
+        state.live = live is not None
+        guard = Guard(
+            mode=mode,
+            state=state,
+            tracer_provider=self.provider,
+            # Replayed answers carry their own error flag; a live object's result is read by
+            # the environment's rejection markers.
+            error_result=live.error_result if live is not None else None,
+            dry_run=UndoLogFork() if cohort == DRY_RUN else None,
+        )
         declared: set[str] = set()
-        if contract is not None and run.tools is not None:
+        declare_on_sight = False
+        if live is not None:
+            _proxy(guard, live, lambda n: self._spec(n, _schema(run, n), contract, run))
+        elif contract is not None and run.tools is not None:
             # The run says what it offered: any other tool is unknown to the what-if.
             for name in {**dict.fromkeys(run.tools), **dict.fromkeys(contract.tools)}:
-                guard.declare(name, self._spec(name, run.tools.get(name), contract))
+                guard.declare(name, self._spec(name, run.tools.get(name), contract, run))
             declared = set(run.tools) | set(contract.tools)
-            declare_on_sight = False
         else:
             declare_on_sight = True
-        execute = run.environment() if run.environment is not None else None
-        labels = {
-            **run.labels,
-            "task": run.task or run.id,
-            "run": run.id,
-            "replay": cohort,
-            **self.labels,
-        }
-        with guard.trajectory(f"{cohort}/{run.id}", labels=labels) as traj:
+        labels = self.trajectory_labels(run, cohort)
+        # A value the user gave is a bound variable too (the protocol): under every kind the
+        # contract refers to, as the BFCL harness binds them.
+        kinds = (
+            sorted({k for t in contract.tools.values() for k in t.refs.values()})
+            if contract
+            else []
+        )
+        with guard.trajectory(self.trajectory_id(run, cohort), labels=labels) as traj:
             for event in run.events:
                 if isinstance(event, Said):
                     traj.observe(event.text)
+                    if kinds:
+                        for value in user_values(event.text):
+                            for kind in kinds:
+                                traj.bind(kind, value)
                     continue
                 ids = _unique_ids(event.calls, traj.length)
                 traj.reserve(ids)  # steps in emission order, by call id
                 for call, call_id in zip(event.calls, ids, strict=True):
                     if declare_on_sight and call.name not in declared:
-                        guard.declare(call.name, self._spec(call.name, None, contract))
+                        guard.declare(call.name, self._spec(call.name, None, contract, run))
                         declared.add(call.name)
-                    self._call(guard, traj, call, call_id, state, execute)
+                    if live is not None:
+                        self._live_call(guard, traj, call, call_id, state)
+                    else:
+                        self._call(guard, traj, call, call_id, state, execute)
             traj.success = run.success
         self._count()  # the summary span
         return traj
+
+    def _live_call(
+        self, guard: Guard, traj: Trajectory, call: RecordedCall, call_id: str, state: ReplayState
+    ) -> None:
+        arguments = call.arguments
+        if isinstance(arguments, Mapping):  # fresh objects per call: backends keep lists
+            arguments = copy.deepcopy(dict(arguments))
+        result = guard.call(call.name, arguments, call_id=call_id, trajectory=traj)
+        if not isinstance(result, Rejection):
+            state.results.append((call.name, arguments, result))
+        self._count()
 
     def _call(
         self,
@@ -141,12 +222,18 @@ class Replayer:
             force_flush()
 
     def _spec(
-        self, name: str, schema: Mapping[str, Any] | None, contract: Contract | None
+        self,
+        name: str,
+        schema: Mapping[str, Any] | None,
+        contract: Contract | None,
+        run: RecordedRun,
     ) -> ToolSpec:
+        null_as_default = run.null_as_default
         # ToolSpecs keep their compiled validators: one spec per (tool, schema) serves every run.
         key = (
             name,
             "" if contract is None else contract.path,
+            "null" if null_as_default else "",
             json.dumps(schema, sort_keys=True, default=str) if schema is not None else "",
         )
         spec = self._specs.get(key)
@@ -154,9 +241,24 @@ class Replayer:
             if contract is None:
                 spec = ToolSpec(name=name, json_schema=PERMISSIVE)
             else:
-                spec = contract.spec_for(name, schema)
+                spec = contract.spec_for(name, schema, null_as_default=null_as_default)
             self._specs[key] = spec
         return spec
+
+
+def _schema(run: RecordedRun, name: str) -> Mapping[str, Any] | None:
+    return run.tools.get(name) if run.tools is not None else None
+
+
+def _proxy(guard: Guard, live: LiveEnvironment, spec: Callable[[str], ToolSpec]) -> None:
+    """Guard every tool of ``live`` on its own object (one proxy per object)."""
+    by_object: dict[int, tuple[Any, dict[str, ToolSpec | None]]] = {}
+    for name, (obj, method) in live.owners.items():
+        if method != name:
+            continue  # a tool not named as its method: nothing here makes one
+        by_object.setdefault(id(obj), (obj, {}))[1][name] = spec(name)
+    for obj, tools in by_object.values():
+        guard.proxy(obj, tools=tools)
 
 
 def _unique_ids(calls: list[RecordedCall], before: int) -> list[str]:

@@ -11,7 +11,7 @@ run would silently hand a failed call's answer to another call.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .model import Answer, Event, RecordedCall, ReplayInputError, Said, Turn
@@ -111,9 +111,14 @@ def tool_schemas(tools: Any) -> dict[str, Mapping[str, Any] | None] | None:
     return out
 
 
-def events_of(messages: Any, where: str) -> list[Event]:
+ErrorReader = Callable[[Mapping[str, Any], Any], bool]
+
+
+def events_of(messages: Any, where: str, *, error: ErrorReader | None = None) -> list[Event]:
     """The events of one run's messages; raises ReplayInputError naming ``where`` and the
-    message's index when the messages do not make a conversation."""
+    message's index when the messages do not make a conversation. ``error(message, result)``
+    reads a tool answer's verdict (default :func:`error_of`; a format of its own may differ:
+    ToolSandbox's exception lines)."""
     if not isinstance(messages, list):
         raise ReplayInputError(f"{where}: the messages are not a list")
     events: list[Event] = []
@@ -126,7 +131,7 @@ def events_of(messages: Any, where: str) -> list[Event]:
         else:
             answers = [message]
         for answer in answers:
-            turn = _message(events, turn, answer, index, where)
+            turn = _message(events, turn, answer, index, where, error or error_of)
     return events
 
 
@@ -136,6 +141,7 @@ def _message(
     message: Any,
     index: int,
     where: str,
+    error: ErrorReader,
 ) -> list[RecordedCall] | None:
     if not isinstance(message, Mapping):
         raise ReplayInputError(f"{where}: message {index} is not an object")
@@ -160,7 +166,7 @@ def _message(
             raise ReplayInputError(
                 f"{where}: message {index} is a tool answer with no tool call before it"
             )
-        _answer(turn, message, index, where)
+        _answer(turn, message, index, where, error)
         return turn
     raise ReplayInputError(f"{where}: message {index} has an unknown role {role!r}")
 
@@ -180,7 +186,13 @@ def _call(raw: Any, index: int, k: int, where: str) -> RecordedCall:
     return RecordedCall(name, arguments, call_id if isinstance(call_id, str) else None)
 
 
-def _answer(turn: list[RecordedCall], message: Mapping[str, Any], index: int, where: str) -> None:
+def _answer(
+    turn: list[RecordedCall],
+    message: Mapping[str, Any],
+    index: int,
+    where: str,
+    error: ErrorReader,
+) -> None:
     answer_id = message.get("tool_call_id", message.get("id"))
     if not isinstance(answer_id, str) or not answer_id:
         answer_id = None
@@ -196,4 +208,4 @@ def _answer(turn: list[RecordedCall], message: Mapping[str, Any], index: int, wh
             why = "is a second answer to a call of the turn before it"
         raise ReplayInputError(f"{where}: message {index} {why}")
     result = result_of(message.get("content"))
-    target.answer = Answer(result, error_of(message, result))
+    target.answer = Answer(result, error(message, result))

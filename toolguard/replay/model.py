@@ -3,6 +3,7 @@ model turn's tool calls with the environment's recorded answers."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +64,33 @@ Executor = Callable[[RecordedCall], Answer]
 """A live environment: runs a call and returns its answer (BFCL's backends)."""
 
 
+class LiveEnvironment:
+    """A live environment of objects whose methods are the tools (BFCL's backends): it
+    answers a call itself (the ``environment`` cohort), and a guard can also run the calls
+    on its objects (``owners``: tool name -> (object, method name)), which a contract's
+    predicates over the live state and a dry run need. ``error_result`` reads a method's
+    own rejection marker in its result."""
+
+    def __init__(
+        self, owners: Mapping[str, tuple[Any, str]], error_result: Callable[[Any], bool]
+    ) -> None:
+        self.owners = dict(owners)
+        self.error_result = error_result
+
+    def __call__(self, call: RecordedCall) -> Answer:
+        owner = self.owners.get(call.name)
+        if owner is None:  # BFCL's eval of an unknown name raises NameError
+            return Answer(f"Error during execution: name {call.name!r} is not defined", True)
+        arguments = call.arguments if isinstance(call.arguments, Mapping) else {}
+        try:
+            # Fresh argument objects per call, as BFCL's eval builds them: backends keep
+            # references to list arguments and later calls would mutate them.
+            result = getattr(owner[0], owner[1])(**copy.deepcopy(dict(arguments)))
+        except Exception as exc:  # the environment's own rejection of an ill-formed call
+            return Answer(f"Error during execution: {exc}", True)
+        return Answer(result, self.error_result(result))
+
+
 @dataclass(slots=True)
 class RecordedRun:
     """One recorded agent episode.
@@ -71,7 +99,9 @@ class RecordedRun:
     ``toolguard compare``); ``success`` is the recorded outcome (None: unknown). ``tools``:
     the offered tools and their parameter schemas, when the format records them (a call of
     any other tool is then unknown to a contract replay). ``environment``: a factory of a
-    fresh live environment, for formats whose files hold no answers."""
+    fresh live environment, for formats whose files hold no answers. ``null_as_default``:
+    whether a contract replay accepts ``null`` for an optional argument with a default where
+    the contract file does not say (the format's backends take it: BFCL's, tau2's)."""
 
     id: str
     events: list[Event]
@@ -81,6 +111,7 @@ class RecordedRun:
     labels: dict[str, str] = field(default_factory=dict)
     tools: Mapping[str, Mapping[str, Any] | None] | None = None
     environment: Callable[[], Executor] | None = None
+    null_as_default: bool = False
 
     def calls(self) -> Iterator[RecordedCall]:
         for event in self.events:

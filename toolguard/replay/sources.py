@@ -6,11 +6,12 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from . import bfcl, bfcl_env, chat
+from . import bfcl, bfcl_env, bfcl_scores, chat, toolsandbox
 from .jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES
 from .model import Answer, RecordedCall, RecordedRun, ReplayInputError, Said, Turn
 
-FORMATS = ("openai", "tau2", "bfcl")
+FORMATS = ("openai", "tau2", "bfcl", "toolsandbox")
+INFERENCE_ERROR = "inference_error"  # label of a BFCL entry whose inference failed
 
 
 @dataclass
@@ -24,6 +25,9 @@ class ReplayStats:
     skipped: int = 0
     first_skipped: str | None = None
     without_environment: int = 0  # BFCL runs replayed with no backend to answer their calls
+    inference_errors: int = 0  # BFCL entries whose generator failed: T = 0, not successful
+    bfcl_eval: str | None = None  # the bfcl-eval whose backends (and data) answered BFCL calls
+    bfcl_scored: int = 0  # BFCL entries whose outcome is BFCL's own verdict (a score file)
 
     def skip(self, why: str) -> None:
         self.skipped += 1
@@ -39,8 +43,13 @@ def read_runs(
     stats: ReplayStats | None = None,
     max_element_bytes: int = DEFAULT_MAX_ELEMENT_BYTES,
     max_string_bytes: int = DEFAULT_MAX_STRING_BYTES,
+    bfcl_scores: str | os.PathLike[str] | None = None,
 ) -> Iterator[RecordedRun]:
     """The runs of ``files`` in ``format`` (one of :data:`FORMATS`), in file order.
+
+    ``bfcl_scores``: BFCL's score directory (or a model's, or a folder of score files);
+    each BFCL result file's entries then get BFCL's own verdict as outcome
+    (``bfcl_scores.py``), and a result file with no matching score file is an error.
 
     A malformed run raises :class:`ReplayInputError` naming its file and line (and run
     index), or with ``skip_invalid`` is counted in ``stats`` and passed over; so is a run
@@ -57,7 +66,9 @@ def read_runs(
         path = os.fspath(name)
         stats.files.append(path)
         if format == "bfcl":
-            runs = _bfcl_runs(path, skip_invalid, stats, max_element_bytes)
+            runs = _bfcl_runs(path, skip_invalid, stats, max_element_bytes, bfcl_scores)
+        elif format == "toolsandbox":
+            runs = _toolsandbox_runs(path, skip_invalid, stats, max_element_bytes, max_string_bytes)
         else:
             bounds = (max_element_bytes, max_string_bytes)
             runs = _chat_runs(format, path, skip_invalid, stats, bounds)
@@ -97,15 +108,43 @@ def _chat_runs(
             stats.skip(str(exc))
 
 
-def _bfcl_runs(
-    path: str, skip_invalid: bool, stats: ReplayStats, max_element_bytes: int
+def _toolsandbox_runs(
+    path: str, skip_invalid: bool, stats: ReplayStats, max_element: int, max_string: int
 ) -> Iterator[RecordedRun]:
-    """BFCL entries as runs. With bfcl-eval installed and the task known to it, the task's
-    user turns are the run's ``Said`` events, BFCL's backends its live environment and its
-    function docs the offered tools; otherwise the calls are replayed with no answer to
-    read (valid unless a contract says otherwise)."""
+    """A ToolSandbox run directory's (or one conversation.json's) scenarios; with
+    ``skip_invalid`` a malformed conversation is counted and passed over."""
+    found = toolsandbox.runs(path, max_element_bytes=max_element, max_string_bytes=max_string)
+    for run in found:
+        if isinstance(run, ReplayInputError):
+            if not skip_invalid:
+                raise run
+            stats.skip(str(run))
+            continue
+        yield run
+
+
+def _bfcl_runs(
+    path: str,
+    skip_invalid: bool,
+    stats: ReplayStats,
+    max_element_bytes: int,
+    scores_dir: str | os.PathLike[str] | None = None,
+) -> Iterator[RecordedRun]:
+    """BFCL entries as runs. With bfcl-eval installed, the task's user turns are the run's
+    ``Said`` events, BFCL's backends its live environment and its function docs the offered
+    tools; a result file of another BFCL version than the installed data (by its name's
+    ``BFCL_vN`` prefix, or a task id or turn count the data does not have) is refused, the
+    version named. Without bfcl-eval the calls are replayed with no answer to read (valid
+    unless a contract says otherwise)."""
     model = bfcl.model_name(path)
     live = bfcl_env.available()
+    if live:
+        bfcl_env.check_version(path)
+        stats.bfcl_eval = bfcl_env.version()
+    scores = None
+    if scores_dir is not None:
+        scores = bfcl_scores.load(bfcl_scores.find(scores_dir, path, model))
+    ids: list[str] = []
     skipped: list[str] = []
     entries = bfcl.iter_entries(
         path, skip_invalid=skip_invalid, skipped=skipped, max_element_bytes=max_element_bytes
@@ -113,7 +152,31 @@ def _bfcl_runs(
     for entry in entries:
         while skipped:
             stats.skip(skipped.pop(0))
+        ids.append(entry.id)
+        outcome = None
+        if scores is not None:
+            outcome = scores.success(entry.id)
+            stats.bfcl_scored += 1
+        if entry.inference_error is not None:
+            # BFCL scores the entry as failed: a trajectory of no call, not successful, so N
+            # and final success are BFCL's; the label tells them apart in a report.
+            stats.inference_errors += 1
+            yield RecordedRun(
+                f"{model}/{entry.id}",
+                [],
+                entry.where,
+                success=False,  # BFCL's verdict whatever the score file says
+                task=entry.id,
+                labels={
+                    "model": model,
+                    "category": bfcl.category_of(entry.id),
+                    INFERENCE_ERROR: "true",
+                },
+            )
+            continue
         known = bfcl_env.task(entry.id) if live else None
+        if live:
+            bfcl_env.check_task(entry, known)
         classes = tuple(known.get("involved_classes", ())) if known else ()
         by_turn: dict[int, list[list[bfcl.Call]]] = {}
         for turn, calls in entry.steps:
@@ -129,17 +192,24 @@ def _bfcl_runs(
                 events.append(Turn([_recorded(c, classes, known is not None) for c in calls]))
         if known is None:
             stats.without_environment += 1
+        labels = {"model": model, "category": bfcl.category_of(entry.id)}
+        if known is not None:
+            labels["bfcl_eval"] = bfcl_env.version()
         yield RecordedRun(
             f"{model}/{entry.id}",
             events,
             entry.where,
+            success=outcome,
             task=entry.id,
-            labels={"model": model, "category": bfcl.category_of(entry.id)},
+            labels=labels,
             tools=bfcl_env.tool_schemas(classes) if known else None,
             environment=bfcl_env.environment(known) if known else None,
+            null_as_default=True,  # BFCL's backends default such parameters to None
         )
     while skipped:
         stats.skip(skipped.pop(0))
+    if scores is not None:
+        scores.check(path, ids)
 
 
 def _recorded(call: bfcl.Call, classes: tuple[str, ...], live: bool) -> RecordedCall:

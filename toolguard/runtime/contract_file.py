@@ -5,9 +5,11 @@ recorded runs replayed by ``toolguard replay``). The file::
 
     mode = "block"                         # the default for every tool ("block" or "log")
 
+    null_as_default = true                 # accept null for an optional argument with a default
+
     [tools.git_show]
     refs = { revision = "commit" }          # argument (or "arg.field", "arg[].field") -> kind
-    mode = "log"
+    mode = "log"                           # (null_as_default = false here: per tool)
 
     [tools.git_log]
     produces = { "regex:Commit: '?([0-9a-f]{7,40})" = "commit" }   # place in the result -> kind
@@ -48,6 +50,7 @@ from typing import Any
 from .._errors import ToolGuardError
 from .inherit import INHERIT
 from .tools.conditions import Postcondition, Precondition
+from .tools.schema import accept_null_defaults
 from .tools.spec import ToolSpec
 
 _TOOL_KEYS = frozenset(
@@ -62,9 +65,10 @@ _TOOL_KEYS = frozenset(
         "postconditions",
         "mode",
         "strict",
+        "null_as_default",
     }
 )
-_TOP_KEYS = frozenset({"mode", "tools"})
+_TOP_KEYS = frozenset({"mode", "tools", "null_as_default"})
 REGEX_PREFIX = "regex:"
 
 
@@ -79,13 +83,31 @@ class Contract:
     path: str
     mode: str = "block"
     tools: dict[str, ToolSpec] = field(default_factory=dict)
+    # ``null_as_default``: the file's (None: not said) and each tool's where it says so.
+    null_as_default: bool | None = None
+    tool_null_as_default: dict[str, bool] = field(default_factory=dict)
 
-    def spec_for(self, name: str, json_schema: Mapping[str, Any] | None = None) -> ToolSpec:
-        """The tool's spec with ``json_schema`` (the server's own) unless the file gave one."""
+    def spec_for(
+        self,
+        name: str,
+        json_schema: Mapping[str, Any] | None = None,
+        *,
+        null_as_default: bool = False,
+    ) -> ToolSpec:
+        """The tool's spec with ``json_schema`` (the server's own) unless the file gave one.
+        ``null_as_default``: whether ``null`` is accepted for an optional argument with a
+        default (``accept_null_defaults``) where the file says nothing, per tool or at the
+        top."""
+        accept = self.tool_null_as_default.get(name, self.null_as_default)
+        if accept is None:
+            accept = null_as_default
         base = self.tools.get(name)
         if base is None:
-            return ToolSpec(name=name, json_schema=json_schema or {"type": "object"})
+            given = json_schema or {"type": "object"}
+            return ToolSpec(name=name, json_schema=accept_null_defaults(given) if accept else given)
         schema = base.json_schema if base.json_schema is not None else json_schema
+        if accept and schema:
+            schema = accept_null_defaults(schema)
         return ToolSpec(
             name=name,
             description=base.description,
@@ -123,7 +145,8 @@ def load_contract(path: str | os.PathLike[str]) -> Contract:
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
         raise ContractFileError(
-            f"{where}: unknown top-level key {unknown[0]!r} (known: mode, [tools.NAME])"
+            f"{where}: unknown top-level key {unknown[0]!r} (known: mode, null_as_default, "
+            "[tools.NAME])"
         )
     mode = data.get("mode", "block")
     if mode not in ("block", "log"):
@@ -131,9 +154,18 @@ def load_contract(path: str | os.PathLike[str]) -> Contract:
     tools = data.get("tools", {})
     if not isinstance(tools, dict):
         raise ContractFileError(f"{where}: 'tools' must be tables [tools.NAME]")
-    contract = Contract(where, mode)
+    null_default = data.get("null_as_default")
+    if null_default is not None and not isinstance(null_default, bool):
+        raise ContractFileError(f"{where}: null_as_default must be true or false")
+    contract = Contract(where, mode, null_as_default=null_default)
     for name, table in tools.items():
         contract.tools[name] = _tool_spec(where, name, table)
+        if isinstance(table, dict) and "null_as_default" in table:
+            if not isinstance(table["null_as_default"], bool):
+                raise ContractFileError(
+                    f"{where}: tool {name!r}, key 'null_as_default': must be true or false"
+                )
+            contract.tool_null_as_default[name] = table["null_as_default"]
     return contract
 
 

@@ -346,3 +346,22 @@ def _hint_from_json_schema(tool: str, schema: Mapping[str, Any]) -> str:
             )
         parts.append(f"{name}{'' if name in required else '?'}: {kind}")
     return f"`{tool}({', '.join(parts)})`"
+
+
+def accept_null_defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` with JSON ``null`` accepted for every optional argument that has a
+    ``default``: models send ``"status": null`` to mean "the default", and backends whose
+    parameter defaults to ``None`` take it. A required argument, or one without a default,
+    is left as it is. Only the top level (the arguments) changes; the input is not."""
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return dict(schema)
+    required = schema.get("required")
+    needed = set(required) if isinstance(required, list) else set()
+    out = {}
+    for name, prop in properties.items():
+        if isinstance(prop, Mapping) and "default" in prop and name not in needed:
+            out[name] = {"anyOf": [dict(prop), {"type": "null"}], "default": prop["default"]}
+        else:
+            out[name] = prop
+    return {**schema, "properties": out}
