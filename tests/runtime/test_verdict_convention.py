@@ -104,7 +104,7 @@ def test_the_module_function_takes_the_guard_and_its_provider() -> None:
 def test_a_trajectory_on_another_provider_than_the_guards_is_said_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    provider, exporter = _exporter()
+    provider, _exported = _exporter()
     other, _ = _exporter()
     guard, remove = _guard(tracer_provider=provider)
     with caplog.at_level(logging.WARNING, logger="toolguard"):
