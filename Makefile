@@ -68,6 +68,14 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.throughput --rounds 1 --no-memory --trajectories 5000; status=$$?; \
 	echo "make bench: $$(( $$(date +%s) - start )) s (budget: 300 s on 2 cores)"; exit $$status
 
+# The one call pipeline against the code before it (benchmarks/README.md, section "The one
+# pipeline against the compiled path"): both in worker processes, interleaved in one run; the
+# previous code from a git worktree of benchmarks/pipeline_vs_previous.py's PREVIOUS. About a
+# minute.
+.PHONY: bench-pipeline
+bench-pipeline: $(STAMP)
+	$(PY) -m benchmarks.pipeline_vs_previous
+
 # The report three ways on one million-span file (benchmarks/README.md, section "The report
 # in SQL"): the Python report, the same report in SQL on chdb (embedded ClickHouse; the table's
 # load timed apart) and DuckDB read_json computing the same metrics. About 15 minutes on 2

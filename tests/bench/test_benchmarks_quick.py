@@ -112,3 +112,18 @@ def test_sql_report_quick(tmp_path: Path) -> None:
         "SQL report >= 5x faster than the Python report",
         "Python report not slower than DuckDB read_json + the same metrics",
     }
+
+
+@pytest.mark.slow
+def test_pipeline_vs_previous_quick(tmp_path: Path) -> None:
+    from benchmarks.pipeline_vs_previous import CASES, PREVIOUS
+
+    known = subprocess.run(
+        ["git", "-C", str(ROOT), "cat-file", "-e", f"{PREVIOUS}^{{commit}}"], capture_output=True
+    )
+    if known.returncode != 0:
+        pytest.skip(f"the previous revision {PREVIOUS} is not in this clone (a shallow clone?)")
+    result = run_quick("pipeline_vs_previous", tmp_path)
+    assert set(result["cases"]) == {f"{name} | {tracing}" for name, tracing, _ in CASES}
+    for figures in result["cases"].values():
+        assert math.isfinite(figures["old_us"]) and math.isfinite(figures["new_us"])
