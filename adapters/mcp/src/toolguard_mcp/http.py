@@ -8,11 +8,14 @@ whose handlers forward to one ``Client`` session with the server subprocess, gua
 
 from __future__ import annotations
 
+import hmac
 import logging
 import signal
 import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import toolguard as tg
 
 from . import _sdk  # noqa: F401  (the SDK, or an ImportError naming the extra)
 from ._meta import RESERVED_PREFIX
@@ -51,10 +54,31 @@ async def serve_http(
     timeout: float | None,
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
+    token: str | None = None,
 ) -> int:
     """Serve ``command``'s tools at ``http://host:port/mcp`` until stopped (SIGINT, SIGTERM)
     or the server exits; returns the exit status. Announces the address on the log once
-    listening."""
+    listening. ``token``: hosts must send ``Authorization: Bearer TOKEN`` (401 otherwise).
+    A contract that does not fit the server's tools raises :class:`tg.ContractFileError`
+    before anything is served."""
+    unfit: list[tg.ContractFileError] = []
+    status = await _serve(calls, command, host, port, timeout, env, cwd, token, unfit)
+    if unfit:  # raised here, outside the SDK's task groups: one line, no traceback
+        raise unfit[0]
+    return status
+
+
+async def _serve(
+    calls: CallGuard,
+    command: Sequence[str],
+    host: str,
+    port: int,
+    timeout: float | None,
+    env: Mapping[str, str] | None,
+    cwd: str | None,
+    token: str | None,
+    unfit: list[tg.ContractFileError],
+) -> int:
     import uvicorn
     from mcp import Client, StdioServerParameters
     from mcp.server import Server
@@ -74,11 +98,21 @@ async def serve_http(
             cursor = page.next_cursor
             if not cursor:
                 break
-        calls.declare_tools(tools)
+        try:
+            calls.declare_tools(tools, at_start=True)
+        except tg.ContractFileError as exc:
+            unfit.append(exc)
+            return 2
         http: uvicorn.Server | None = None
 
         async def list_tools(ctx: Any, request: Any) -> Any:
-            return await upstream.session.list_tools(params=request)
+            page = await upstream.session.list_tools(params=request)
+            calls.declare_tools(page.tools, complete=not page.next_cursor)  # pins compared
+            policy = calls.policy
+            if policy is None:
+                return page
+            served = [t for t in page.tools if not policy.denied(t.name)]
+            return page.model_copy(update={"tools": served})
 
         async def call_tool(ctx: Any, request: Any) -> Any:
             nonlocal status
@@ -111,7 +145,9 @@ async def serve_http(
             on_call_tool=call_tool,
         )
         server.middleware.append(GuardMiddleware(calls, server=server))
-        app = server.streamable_http_app(host=host)
+        app: Any = server.streamable_http_app(host=host)
+        if token is not None:
+            app = bearer_only(app, token)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
         http = uvicorn.Server(config)
         # Bound here, so the address is known (port 0 picks a free one) and connections made
@@ -133,3 +169,31 @@ async def serve_http(
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     return status
+
+
+def bearer_only(app: Any, token: str) -> Any:
+    """``app`` (ASGI) answering 401 to an HTTP request without ``Authorization: Bearer
+    token``. Compared in constant time; the token is never logged."""
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+            if not hmac.compare_digest(given, expected):
+                body = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b"Bearer"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return guarded
