@@ -1,7 +1,7 @@
 """What the stdio proxy accepts from the host, decided before anything reaches the server.
 
 Fail closed: a message the proxy cannot fully parse (invalid UTF-8, a lone surrogate escape,
-``NaN``, an integer past 64 bits), a request whose id the MCP specification does not allow
+``NaN``, ``Infinity``), a request whose id the MCP specification does not allow
 (``7.0``, ``1e0``, ``null``, ``true``, an object), or a ``tools/call`` whose ``params`` are
 not the shape MCP defines is answered here with a JSON-RPC error and never forwarded. What is
 forwarded is the message as the proxy parsed it, serialized again, so the server reads exactly
