@@ -148,6 +148,7 @@ class CallGuard:
         fault = contract_fault(self.contract, name, schema, strict=self.guard.strict)
         if fault is not None:
             key, why = fault
+            why = why.removeprefix(f"tool {name!r}: ")
             text = f"{self.contract.path}: tool {name!r}, key {key!r}: {why}"
             if at_start:
                 raise tg.ContractFileError(text) from None
