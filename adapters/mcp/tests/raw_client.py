@@ -22,6 +22,7 @@ class RawProxy:
     def __init__(self, tmp_path: Path, server: list[str], *options: str) -> None:
         self.spans = tmp_path / "spans.jsonl"
         self.log = tmp_path / "proxy.log"
+        tmp_path.mkdir(parents=True, exist_ok=True)
         self._err = self.log.open("wb")
         self.process = subprocess.Popen(
             [str(PROXY), "--spans", str(self.spans), *options, "--", *server],
