@@ -42,7 +42,7 @@ async def test_http_proxy_one_span_per_call(tmp_path: Path) -> None:
                     break
         assert found, seen
         async with Client(found.group(1)) as client:
-            assert {t.name for t in (await client.list_tools()).tools} == {"echo", "crash", "hang"}
+            assert {t.name for t in (await client.list_tools()).tools} == {"echo", "crash", "hang", "big"}
             ok = await client.call_tool("echo", {"text": "over http"})
             assert ok.content[0].text == "over http"
             bad = await client.call_tool("echo", {"txt": "typo"})
