@@ -34,6 +34,7 @@ class RawProxy:
         self.lines: queue.Queue[bytes] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
         self._next = 0
+        self.other: list[Any] = []
 
     def _pump(self) -> None:
         assert self.process.stdout is not None
@@ -54,12 +55,18 @@ class RawProxy:
         return json.loads(line)
 
     def request(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        """Send a request and return its answer; what the server sends meanwhile (its
+        notifications and requests) is kept in ``self.other``."""
         self._next += 1
         msg: dict[str, Any] = {"jsonrpc": "2.0", "id": self._next, "method": method}
         if params is not None:
             msg["params"] = params
         self.send(msg)
-        return self.read()
+        while True:
+            answer = self.read()
+            if not (isinstance(answer, dict) and "method" in answer):
+                return answer
+            self.other.append(answer)
 
     def initialize(self) -> Any:
         answer = self.request(

@@ -122,9 +122,10 @@ async def test_http_needs_the_bearer_token_and_spans_name_the_host(
             wrong = {"Authorization": "Bearer nope"}
             assert (await plain.post(url, json={}, headers=wrong)).status_code == 401
         headers = {"Authorization": f"Bearer {secret}"}
-        async with httpx2.AsyncClient(headers=headers) as http, Client(
-            streamable_http_client(url, http_client=http), mode="legacy"
-        ) as client:
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+        ):
             result = await client.call_tool(NOW["name"], NOW["arguments"])
             assert not result.is_error
     assert secret not in run.log.read_text() if run.log.exists() else True

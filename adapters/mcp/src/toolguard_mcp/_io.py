@@ -24,11 +24,16 @@ async def exit_code(proc: asyncio.subprocess.Process, timeout: float) -> int | N
 class Writer:
     """Writes to the host: an asyncio pipe transport, or plain writes for a regular file."""
 
-    def __init__(self, fd: int, stream: asyncio.StreamWriter | None) -> None:
+    def __init__(
+        self, fd: int, stream: asyncio.StreamWriter | None, *, discard: bool = False
+    ) -> None:
         self.fd = fd
         self.stream = stream
+        self.discard = discard  # no host yet (the proxy's own start): nothing to write to
 
     def write(self, data: bytes) -> None:
+        if self.discard:
+            return
         if self.stream is not None:
             if not self.stream.is_closing():
                 self.stream.write(data)
@@ -44,6 +49,8 @@ class Writer:
 
     async def close(self) -> None:
         """Flush and close, so the host reads the end of the stream now."""
+        if self.discard:
+            return
         if self.stream is not None:
             await self.drain()
             self.stream.close()

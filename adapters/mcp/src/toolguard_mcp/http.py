@@ -1,48 +1,45 @@
 """The proxy over streamable HTTP, bound to the loopback interface.
 
-Unlike stdio, one HTTP endpoint serves many host sessions, so this side runs the SDK on
-both ends: an MCP ``Server`` (the SDK's streamable-HTTP app, DNS-rebinding protection on)
-whose handlers forward to one ``Client`` session with the server subprocess, guarded by
-:class:`~toolguard_mcp.server.GuardMiddleware`. The tool list served is the server's.
+Each host session (``Mcp-Session-Id``) gets a server process of its own and the stdio
+proxy's relay (:class:`~toolguard_mcp.relay.StdioRelay`) between the two: the whole protocol
+goes through as over stdio (resources, prompts, completions, logging, sampling, elicitation,
+roots, progress, whatever the server offers), every ``tools/call`` checked. The SDK's
+``StreamableHTTPServerTransport`` speaks HTTP to the host (SSE streams, the GET stream,
+DNS-rebinding protection); a server that crashes ends its session only, and the next session
+starts a new one. Before anything is served the server is started once to declare its tools,
+so a contract that does not fit stops the proxy there.
+
+The 2026-07-28 era (no session, no handshake) is not relayed over HTTP: such a request is
+answered with HTTP 400 and a JSON-RPC error saying so.
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
+import math
 import signal
 import socket
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-import toolguard as tg
+import anyio
+import orjson
 
 from . import _sdk  # noqa: F401  (the SDK, or an ImportError naming the extra)
-from ._meta import RESERVED_PREFIX
 from .calls import CallGuard
-from .server import GuardMiddleware, UpstreamTimeout
+from .relay import LINE_LIMIT, StdioRelay
 
 logger = logging.getLogger("toolguard.mcp")
 
-# Request _meta keys the proxy's own client session sets itself for the server.
-_OWN_META = frozenset({"progressToken", "traceparent", "tracestate"})
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_SESSION_HEADER = b"mcp-session-id"
+_VERSION_HEADER = b"mcp-protocol-version"
 
 
 def _ignore(signum: int, frame: Any) -> None:
     return None
-
-
-def forwarded_meta(meta: Any) -> dict[str, Any] | None:
-    """The host's ``_meta`` minus what the transport and the client session own."""
-    if not isinstance(meta, Mapping):
-        return None
-    out = {
-        k: v
-        for k, v in meta.items()
-        if isinstance(k, str) and k not in _OWN_META and not k.startswith(RESERVED_PREFIX)
-    }
-    return out or None
 
 
 async def serve_http(
@@ -55,100 +52,27 @@ async def serve_http(
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
     token: str | None = None,
+    limit: int = LINE_LIMIT,
 ) -> int:
-    """Serve ``command``'s tools at ``http://host:port/mcp`` until stopped (SIGINT, SIGTERM)
-    or the server exits; returns the exit status. Announces the address on the log once
-    listening. ``token``: hosts must send ``Authorization: Bearer TOKEN`` (401 otherwise).
-    A contract that does not fit the server's tools raises :class:`tg.ContractFileError`
-    before anything is served."""
-    unfit: list[tg.ContractFileError] = []
-    status = await _serve(calls, command, host, port, timeout, env, cwd, token, unfit)
-    if unfit:  # raised here, outside the SDK's task groups: one line, no traceback
-        raise unfit[0]
-    return status
-
-
-async def _serve(
-    calls: CallGuard,
-    command: Sequence[str],
-    host: str,
-    port: int,
-    timeout: float | None,
-    env: Mapping[str, str] | None,
-    cwd: str | None,
-    token: str | None,
-    unfit: list[tg.ContractFileError],
-) -> int:
+    """Serve ``command`` at ``http://host:port/mcp`` until stopped (SIGINT, SIGTERM); returns
+    the exit status. Announces the address on the log once listening. ``token``: hosts must
+    send ``Authorization: Bearer TOKEN`` (401 otherwise). A contract that does not fit the
+    server's tools raises :class:`toolguard.ContractFileError` before anything is served."""
     import uvicorn
-    from mcp import Client, StdioServerParameters
-    from mcp.server import Server
-    from mcp.shared.exceptions import MCPError
-    from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-    params = StdioServerParameters(
-        command=command[0], args=list(command[1:]), env=dict(env or {}), cwd=cwd
-    )
-    status = 0
-    async with Client(params, cache=None) as upstream:
-        tools: list[Any] = []
-        cursor = None
-        while True:
-            page = await upstream.list_tools(cursor=cursor)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                break
-        try:
-            calls.declare_tools(tools, at_start=True)
-        except tg.ContractFileError as exc:
-            unfit.append(exc)
-            return 2
-        http: uvicorn.Server | None = None
-
-        async def list_tools(ctx: Any, request: Any) -> Any:
-            page = await upstream.session.list_tools(params=request)
-            calls.declare_tools(page.tools, complete=not page.next_cursor)  # pins compared
-            policy = calls.policy
-            if policy is None:
-                return page
-            served = [t for t in page.tools if not policy.denied(t.name)]
-            return page.model_copy(update={"tools": served})
-
-        async def call_tool(ctx: Any, request: Any) -> Any:
-            nonlocal status
-            raw = ctx.params.get("_meta") if isinstance(ctx.params, Mapping) else None
-            try:
-                return await upstream.session.call_tool(
-                    request.name,
-                    request.arguments,
-                    read_timeout_seconds=timeout,
-                    meta=forwarded_meta(raw),  # type: ignore[arg-type]  # a JSON object
-                )
-            except MCPError as exc:
-                if exc.code == REQUEST_TIMEOUT:
-                    raise UpstreamTimeout(
-                        f"The tool `{request.name}` did not answer within {timeout:g} s; "
-                        "toolguard-mcp-proxy cancelled the call."
-                    ) from exc
-                if exc.code == CONNECTION_CLOSED and http is not None:
-                    logger.error("toolguard-mcp-proxy: the MCP server exited; stopping")
-                    status = 1
-                    http.should_exit = True
-                raise
-
-        info = upstream.server_info
-        server: Server[Any] = Server(
-            info.name if info is not None else "toolguard-mcp-proxy",
-            version=info.version if info is not None else "",
-            instructions=upstream.instructions,
-            on_list_tools=list_tools,
-            on_call_tool=call_tool,
+    def relay() -> StdioRelay:
+        return StdioRelay(
+            calls, command, host_in=-1, host_out=-1, timeout=timeout, env=env, cwd=cwd, limit=limit
         )
-        server.middleware.append(GuardMiddleware(calls, server=server))
-        app: Any = server.streamable_http_app(host=host)
+
+    if not await relay().probe_only():
+        return 127
+    async with anyio.create_task_group() as group:
+        sessions = Sessions(calls, relay, group, host)
+        app: Any = sessions
         if token is not None:
             app = bearer_only(app, token)
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
         http = uvicorn.Server(config)
         # Bound here, so the address is known (port 0 picks a free one) and connections made
         # as soon as it is announced wait in the backlog.
@@ -160,7 +84,7 @@ async def _serve(
         where = f"[{host}]" if ":" in host else host
         logger.warning("toolguard-mcp-proxy: serving http://%s:%d/mcp", where, bound)
         # uvicorn shuts down gracefully on SIGINT / SIGTERM, then raises the signal again
-        # under the handlers it found: these let the proxy stop the server and write the
+        # under the handlers it found: these let the proxy stop the servers and write the
         # trajectories' summaries instead of dying there.
         previous = {sig: signal.signal(sig, _ignore) for sig in _STOP_SIGNALS}
         try:
@@ -168,7 +92,174 @@ async def _serve(
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-    return status
+            await sessions.close()
+            group.cancel_scope.cancel()
+    return 0
+
+
+class Sessions:
+    """The ASGI app: one :class:`StdioRelay` (and server process) per streamable-HTTP session."""
+
+    def __init__(self, calls: CallGuard, relay: Any, group: Any, host: str) -> None:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        self.calls = calls
+        self.relay = relay
+        self.group = group
+        self.open: dict[str, Any] = {}
+        self.security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["path"].rstrip("/") != "/mcp":
+            await _status(send, 404, "not found: the MCP endpoint is /mcp")
+            return
+        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+        headers = dict(scope["headers"])
+        version = headers.get(_VERSION_HEADER)
+        if version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
+            await _status(
+                send,
+                400,
+                "toolguard-mcp-proxy relays the handshake eras of MCP over HTTP, not "
+                f"protocol version {version.decode('latin-1')[:32]}",
+            )
+            return
+        sid = headers.get(_SESSION_HEADER)
+        if sid is None:
+            transport = await self._start()
+        else:
+            transport = self.open.get(sid.decode("latin-1"))
+            if transport is None:
+                await _status(send, 404, "Session not found")
+                return
+        await transport.handle_request(scope, receive, send)
+        if transport.is_terminated:
+            self.open.pop(transport.mcp_session_id, None)
+
+    async def _start(self) -> Any:
+        from mcp.server.streamable_http import StreamableHTTPServerTransport
+
+        sid = uuid.uuid4().hex
+        transport = StreamableHTTPServerTransport(
+            mcp_session_id=sid, security_settings=self.security
+        )
+        self.open[sid] = transport
+        await self.group.start(self._run, transport)
+        return transport
+
+    async def _run(self, transport: Any, *, task_status: Any) -> None:
+        sid = transport.mcp_session_id
+        relay = self.relay()
+        relay.session = f"mcp-session:{sid}"
+        try:
+            async with transport.connect() as (read_stream, write_stream):
+                task_status.started()
+                writer = SessionWriter(write_stream, relay)
+                async with anyio.create_task_group() as group:
+                    group.start_soon(writer.pump)
+                    # The pump ends once the relay closed the writer and the last answers
+                    # (errors for calls in flight when a server died) are out.
+                    status = await relay.run_session(_lines(read_stream), writer)
+                if status:
+                    logger.error(
+                        "toolguard-mcp-proxy: the server of session %s exited (code %s); the "
+                        "next session starts a new one",
+                        sid[:8],
+                        status,
+                    )
+        finally:
+            self.open.pop(sid, None)
+            with anyio.CancelScope(shield=True):
+                await transport.terminate()
+            self.calls.end_session(relay.session)
+
+    async def close(self) -> None:
+        for transport in list(self.open.values()):
+            with anyio.CancelScope(shield=True):
+                await transport.terminate()
+
+
+async def _lines(read_stream: Any) -> AsyncIterator[bytes]:
+    """The host's messages as JSON text, for the relay's strict parse."""
+    async for item in read_stream:
+        if isinstance(item, Exception):  # the transport could not parse a POST's body
+            logger.warning("toolguard-mcp-proxy: a host message was refused: %s", item)
+            continue
+        yield item.message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+
+
+class SessionWriter:
+    """The relay's host writer for one HTTP session: each message goes to the transport,
+    which puts a response on the stream of its request, progress on the stream of the request
+    that asked for it, and the rest on the session's GET stream (or the stream of the one
+    request in flight)."""
+
+    def __init__(self, write_stream: Any, relay: StdioRelay) -> None:
+        self.write_stream = write_stream
+        self.relay = relay
+        self.send, self.receive = anyio.create_memory_object_stream[Any](math.inf)
+
+    def write(self, data: bytes) -> None:
+        from mcp.shared.message import ServerMessageMetadata, SessionMessage
+        from mcp.types import jsonrpc_message_adapter
+
+        try:
+            parsed = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            logger.warning("toolguard-mcp-proxy: the server wrote a line that is not JSON")
+            return
+        for item in parsed if isinstance(parsed, list) else [parsed]:
+            try:
+                message = jsonrpc_message_adapter.validate_python(item, by_name=False)
+            except ValueError:
+                logger.warning("toolguard-mcp-proxy: the server wrote a message that is not MCP")
+                continue
+            related = self._related(item)
+            metadata = ServerMessageMetadata(related_request_id=related) if related else None
+            self.send.send_nowait(SessionMessage(message, metadata=metadata))
+
+    def _related(self, item: Any) -> Any:
+        if not isinstance(item, dict) or "method" not in item:
+            return None
+        params = item.get("params")
+        if item["method"] == "notifications/progress" and isinstance(params, dict):
+            return self.relay.progress.get(params.get("progressToken"))
+        inflight = list(self.relay.inflight)
+        return inflight[0] if len(inflight) == 1 else None
+
+    async def pump(self) -> None:
+        async for message in self.receive:
+            await self.write_stream.send(message)
+
+    async def drain(self) -> None:
+        await anyio.lowlevel.checkpoint()
+
+    async def close(self) -> None:
+        self.send.close()
+
+
+async def _status(send: Any, status: int, message: str) -> None:
+    body = orjson.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+    )
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 def bearer_only(app: Any, token: str) -> Any:

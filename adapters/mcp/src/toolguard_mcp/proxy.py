@@ -202,6 +202,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
                     timeout=timeout,
                     env=os.environ,
                     token=token,
+                    limit=limit,
                 )
             )
     except tg.ContractFileError as exc:  # the contract does not fit the server's tools

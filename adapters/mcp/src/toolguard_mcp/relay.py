@@ -21,7 +21,7 @@ import itertools
 import logging
 import os
 import signal
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,6 +110,7 @@ class StdioRelay:
         self.initializing: set[Any] = set()
         self.expired: set[Any] = set()  # calls answered here after a timeout
         self.batch_of: dict[Any, _Batch] = {}
+        self.progress: dict[Any, Any] = {}  # progressToken -> the host's request id
         self.own: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._own_ids = itertools.count(1)
         self.tools_complete = False  # a whole tool list has been declared
@@ -119,7 +120,32 @@ class StdioRelay:
     async def run(self) -> int:
         """Relay until the host or the server closes; returns the proxy's exit status. A
         contract that does not fit the server's tools raises :class:`tg.ContractFileError`."""
-        loop = asyncio.get_running_loop()
+        self.host_writer = await _io.open_writer(self.host_out)
+        # Read only once the probe is done: the host's messages wait in the pipe till then.
+        self.host_reader = await _io.open_reader(self.host_in, self.limit)
+        return await self._serve(self._from_host, probe=self.probe, signals=True)
+
+    async def run_session(self, lines: AsyncIterator[bytes], writer: Any) -> int:
+        """Relay one host session of another transport: ``lines`` are its messages as JSON
+        text, ``writer`` takes the answers (``write(bytes)``, ``drain()``, ``close()``)."""
+        self.host_writer = writer
+        return await self._serve(lambda: self._from_lines(lines), probe=False, signals=False)
+
+    async def probe_only(self) -> bool:
+        """Start the server, declare its tools (a contract error raises), stop it; False when
+        the server could not be started."""
+        self.host_writer = _io.Writer(-1, None, discard=True)
+        if not await self._spawn():
+            return False
+        from_server = asyncio.create_task(self._from_server())
+        try:
+            await self._probe()
+        finally:
+            from_server.cancel()
+            await self._stop_server()
+        return True
+
+    async def _spawn(self) -> bool:
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 *self.command,
@@ -132,26 +158,35 @@ class StdioRelay:
             )
         except OSError as exc:
             logger.error("toolguard-mcp-proxy: cannot start %s: %s", self.command[0], exc)
+            return False
+        return True
+
+    async def _serve(
+        self, host: Callable[[], Coroutine[Any, Any, None]], *, probe: bool, signals: bool
+    ) -> int:
+        loop = asyncio.get_running_loop()
+        if not await self._spawn():
             return 127
-        self.host_writer = await _io.open_writer(self.host_out)
         from_server = asyncio.create_task(self._from_server())
         try:
-            if self.probe:
+            if probe:
                 await self._probe()
         except BaseException:
             from_server.cancel()
             await self._stop_server()
             raise
-        self.host_reader = await _io.open_reader(self.host_in, self.limit)
         stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGINT) if signals else ():
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, stop.set)
-        from_host = asyncio.create_task(self._from_host())
+        from_host = asyncio.create_task(host())
         stopped = asyncio.create_task(stop.wait())
-        done, _ = await asyncio.wait(
-            {from_host, from_server, stopped}, return_when=asyncio.FIRST_COMPLETED
-        )
+        try:
+            done, _ = await asyncio.wait(
+                {from_host, from_server, stopped}, return_when=asyncio.FIRST_COMPLETED
+            )
+        except asyncio.CancelledError:  # the session was ended from outside (HTTP)
+            done = set()
         failed = False
         for task in done:
             if task is not stopped and not task.cancelled() and task.exception() is not None:
@@ -177,7 +212,7 @@ class StdioRelay:
             status = 1 if failed else 0
         for task in (from_host, from_server, stopped):
             task.cancel()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGINT) if signals else ():
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(sig)
         await self.host_writer.close()
@@ -198,16 +233,15 @@ class StdioRelay:
                 },
             )
             await self._to_server(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+            await self._list_tools(None, at_start=True, timeout=_LIST_TIMEOUT)
         except (TimeoutError, ServerError, ServerExited) as exc:
             logger.warning(
                 "toolguard-mcp-proxy: the server did not answer the proxy's own initialize "
                 "(%s); its tools are declared from the host's first tool list instead",
                 exc or type(exc).__name__,
             )
-            return
         finally:
             self.probing = False
-        await self._list_tools(None, at_start=True, timeout=_LIST_TIMEOUT)
 
     async def _stop_server(self) -> int | None:
         proc = self.proc
@@ -273,15 +307,22 @@ class StdioRelay:
                 continue
             if not line:
                 return
-            if not line.strip():
-                continue
-            msg = wire.parse(line)
-            if isinstance(msg, wire.Refusal):
-                await self._refuse(msg)
-            elif isinstance(msg, list):
-                await self._host_batch(msg)
-            else:
-                await self._host_message(msg)
+            await self._host_line(line)
+
+    async def _from_lines(self, lines: AsyncIterator[bytes]) -> None:
+        async for line in lines:
+            await self._host_line(line)
+
+    async def _host_line(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        msg = wire.parse(line)
+        if isinstance(msg, wire.Refusal):
+            await self._refuse(msg)
+        elif isinstance(msg, list):
+            await self._host_batch(msg)
+        else:
+            await self._host_message(msg)
 
     async def _host_batch(self, items: list[Any]) -> None:
         """A JSON-RPC batch (MCP 2025-03-26): each message checked and relayed on its own, the
@@ -308,6 +349,9 @@ class StdioRelay:
             if batch is not None:
                 self.batch_of[rid] = batch
                 batch.waiting.add(rid)
+            token = _progress_token(params)
+            if token is not None:
+                self.progress[token] = rid
             if method == "tools/call":
                 await self._tools_call(rid, params, msg)
                 return
@@ -543,12 +587,12 @@ class StdioRelay:
                 self._answer(rid, msg, raw)
                 self._after_answer(msg)
             return True
+        if msg.get("method") == "notifications/tools/list_changed":
+            self.tools_complete = False
         if self.probing:  # before the host's session: nobody to tell; a request is declined
             if "id" in msg:
                 self._reply_server(msg["id"], METHOD_NOT_FOUND, "not during the proxy's start")
             return False
-        if msg.get("method") == "notifications/tools/list_changed":
-            self.tools_complete = False
         if forward_now:
             self.host_writer.write(raw if raw is not None else orjson.dumps(msg) + b"\n")
         return True
@@ -571,6 +615,9 @@ class StdioRelay:
         rid = msg.get("id")
         if not wire.valid_id(rid):
             return
+        if self.progress:
+            for token in [t for t, r in self.progress.items() if r == rid]:
+                del self.progress[token]
         entry = self.inflight.pop(rid, None)
         if entry is not None:
             _cancel_timer(entry)
@@ -618,6 +665,12 @@ class StdioRelay:
 
 
 # -- helpers -----------------------------------------------------------------------------------
+def _progress_token(params: Any) -> Any:
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return token if wire.valid_id(token) else None
+
+
 def _cancel_timer(entry: _Inflight) -> None:
     if entry.timer is not None:
         entry.timer.cancel()
