@@ -523,7 +523,9 @@ def collect_requests(
     if not col.trajs:
         files = ", ".join(stats.files)
         if stats.lines == stats.skipped and not col.spans:
-            raise ReportInputError(f"the input ({files}) holds no valid line: no spans to report on")
+            raise ReportInputError(
+                f"the input ({files}) holds no valid line: no spans to report on"
+            )
         raise ReportInputError(
             f"no toolguard trajectory in the input ({files}): {col.spans} spans read, none "
             f"carries {A.TRAJECTORY_ID} with {A.STEP} or {A.TRAJECTORY_LENGTH}"

@@ -64,8 +64,11 @@ def test_a_contract_that_does_not_fit_stops_the_proxy_at_start(
         assert name in lines[0], lines[0]
 
 
-def test_an_undeclarable_tool_is_refused_and_later_tools_still_checked(tmp_path: Path) -> None:
-    proxy = RawProxy(tmp_path, ODD)
+@pytest.mark.parametrize("options", [(), ("--no-probe",)], ids=["probed", "no-probe"])
+def test_an_undeclarable_tool_is_refused_and_later_tools_still_checked(
+    tmp_path: Path, options: tuple[str, ...]
+) -> None:
+    proxy = RawProxy(tmp_path, ODD, *options)
     proxy.initialize()
     broken = proxy.request("tools/call", {"name": "broken", "arguments": {"a": 1}})
     assert broken["result"]["isError"] and "cannot be checked" in text_of(broken)

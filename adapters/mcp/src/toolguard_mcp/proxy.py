@@ -119,6 +119,12 @@ def build_parser(prog: str = "toolguard mcp-proxy") -> argparse.ArgumentParser:
         help="with --http: hosts must send 'Authorization: Bearer' with the token in the "
         "environment variable VAR (401 otherwise)",
     )
+    parser.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="stdio: do not initialize the server before the host does (for a server that "
+        "refuses a second initialize); its tools are then declared from the first tool list",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log each verdict")
     parser.add_argument(
         "command", nargs=argparse.REMAINDER, help="-- then the server's command line"
@@ -189,7 +195,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     limit = args.max_message_mib * 1024 * 1024
     try:
         if address is None:
-            status = _serve_stdio(calls, command, timeout, limit)
+            status = _serve_stdio(calls, command, timeout, limit, probe=not args.no_probe)
         else:
             from .http import serve_http
 
@@ -215,7 +221,9 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     return status
 
 
-def _serve_stdio(calls: CallGuard, command: list[str], timeout: float | None, limit: int) -> int:
+def _serve_stdio(
+    calls: CallGuard, command: list[str], timeout: float | None, limit: int, *, probe: bool
+) -> int:
     from .relay import StdioRelay
 
     # The protocol gets private copies of stdin and stdout; fd 0 then reads nothing and fd 1
@@ -236,6 +244,7 @@ def _serve_stdio(calls: CallGuard, command: list[str], timeout: float | None, li
             timeout=timeout,
             env=os.environ,
             limit=limit,
+            probe=probe,
         )
         return asyncio.run(relay.run())
     finally:
