@@ -153,7 +153,8 @@ class CallGuard:
             if at_start:
                 raise tg.ContractFileError(text) from None
         else:
-            text = f"tool {name!r}: the server's input schema cannot be used: {exc}"
+            why = str(exc).removeprefix(f"tool {name!r}: ")
+            text = f"tool {name!r}: the server's input schema cannot be used: {why}"
         self.undeclarable[name] = text
         if self.policy is not None and self.policy.passes_undeclarable(name):
             # Asked for by the user, for this tool: any arguments, no check, said on its spans.

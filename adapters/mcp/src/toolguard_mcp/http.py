@@ -34,6 +34,7 @@ from .relay import LINE_LIMIT, StdioRelay
 logger = logging.getLogger("toolguard.mcp")
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_CLOSE_GRACE = 10.0  # the relays' own stop sequence takes up to 3 x 2 s per server
 _SESSION_HEADER = b"mcp-session-id"
 _VERSION_HEADER = b"mcp-protocol-version"
 
@@ -107,6 +108,7 @@ class Sessions:
         self.relay = relay
         self.group = group
         self.open: dict[str, Any] = {}
+        self.running: set[anyio.Event] = set()  # one per session still relaying
         self.security = TransportSecuritySettings(
             enable_dns_rebinding_protection=True,
             allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
@@ -158,6 +160,8 @@ class Sessions:
         sid = transport.mcp_session_id
         relay = self.relay()
         relay.session = f"mcp-session:{sid}"
+        finished = anyio.Event()
+        self.running.add(finished)
         try:
             async with transport.connect() as (read_stream, write_stream):
                 task_status.started()
@@ -179,11 +183,17 @@ class Sessions:
             with anyio.CancelScope(shield=True):
                 await transport.terminate()
             self.calls.end_session(relay.session)
+            self.running.discard(finished)
+            finished.set()
 
     async def close(self) -> None:
+        """End every session: its streams closed, its relay stops its server (bounded wait)."""
         for transport in list(self.open.values()):
             with anyio.CancelScope(shield=True):
                 await transport.terminate()
+        with anyio.move_on_after(_CLOSE_GRACE):
+            for finished in list(self.running):
+                await finished.wait()
 
 
 async def _lines(read_stream: Any) -> AsyncIterator[bytes]:
