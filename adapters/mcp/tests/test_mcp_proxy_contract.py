@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from test_mcp_proxy_fail_closed import call_spans
 
 from conftest import HERE, PROXY, python_server
 from raw_client import WAIT, RawProxy
+from test_mcp_proxy_fail_closed import call_spans
 
 ODD = python_server(str(HERE / "odd_server.py"))
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import HERE, http_proxied, report_of
+from test_mcp_proxy_fail_closed import call_spans
 
 pytestmark = pytest.mark.anyio
 
@@ -61,3 +62,52 @@ async def test_http_proxy_one_span_per_call_and_a_crash_ends_one_session(tmp_pat
     first, second = sorted(report_of(run.spans)[0], key=lambda r: -r.length)
     assert (first.length, first.fed, first.first_error_cause) == (3, 2, "schema")
     assert (second.length, second.fed) == (1, 2)
+
+
+async def test_http_refuses_what_it_cannot_parse_strictly(
+    tmp_path: Path, time_server: list[str]
+) -> None:
+    """The SDK's parser would take ``NaN`` or ``7.0`` leniently: the proxy refuses them at the
+    door, as over stdio, and records the refused call."""
+    import httpx2
+
+    head = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    call = (
+        b'{"jsonrpc": "2.0", "id": %s, "method": "tools/call", "params": {"name": '
+        b'"get_current_time", "arguments": {"timezone": "UTC"}%s}}'
+    )
+    # A generous read timeout: a new session starts its server first (a bound, not a measurement).
+    async with (
+        http_proxied(tmp_path, time_server) as (url, run, _),
+        httpx2.AsyncClient(timeout=60) as http,
+    ):
+        hello = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
+        }
+        opened = await http.post(url, headers=head, json=hello)
+        session = {
+            **head,
+            "mcp-session-id": opened.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-06-18",
+        }
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        await http.post(url, headers=session, json=note)
+        for rid, extra, code in (
+            (b"5", b', "_meta": {"x": NaN}', -32700),
+            (b"6", b', "_meta": {"x": "\\ud800"}', -32700),
+            (b"7.0", b"", -32600),
+        ):
+            refused = await http.post(url, headers=session, content=call % (rid, extra))
+            assert refused.status_code == 400
+            assert refused.json()["error"]["code"] == code
+        ran = await http.post(url, headers=session, content=call % (b"8", b""))
+        assert ran.status_code == 200 and '"id":8' in ran.text and "UTC" in ran.text
+    decisions = [(s["toolguard.decision"], s.get("toolguard.check")) for s in call_spans(run.spans)]
+    assert decisions == [("blocked", "schema.jsonrpc")] * 3 + [("allowed", None)]

@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
-from test_mcp_proxy_fail_closed import call_spans
 
 from conftest import http_proxied
 from raw_client import RawProxy
+from test_mcp_proxy_fail_closed import call_spans
 
 NOW = {"name": "get_current_time", "arguments": {"timezone": "UTC"}}
 CONVERT = {

@@ -16,6 +16,7 @@ answered with HTTP 400 and a JSON-RPC error saying so.
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import math
 import signal
@@ -27,7 +28,10 @@ from typing import Any
 import anyio
 import orjson
 
-from . import _sdk  # noqa: F401  (the SDK, or an ImportError naming the extra)
+from . import (
+    _sdk,  # noqa: F401  (the SDK, or an ImportError naming the extra)
+    wire,
+)
 from .calls import CallGuard
 from .relay import LINE_LIMIT, StdioRelay
 
@@ -69,7 +73,7 @@ async def serve_http(
     if not await relay().probe_only():
         return 127
     async with anyio.create_task_group() as group:
-        sessions = Sessions(calls, relay, group, host)
+        sessions = Sessions(calls, relay, group, host, limit)
         app: Any = sessions
         if token is not None:
             app = bearer_only(app, token)
@@ -101,10 +105,13 @@ async def serve_http(
 class Sessions:
     """The ASGI app: one :class:`StdioRelay` (and server process) per streamable-HTTP session."""
 
-    def __init__(self, calls: CallGuard, relay: Any, group: Any, host: str) -> None:
+    def __init__(
+        self, calls: CallGuard, relay: Any, group: Any, host: str, limit: int = LINE_LIMIT
+    ) -> None:
         from mcp.server.transport_security import TransportSecuritySettings
 
         self.calls = calls
+        self.limit = limit
         self.relay = relay
         self.group = group
         self.open: dict[str, Any] = {}
@@ -134,6 +141,18 @@ class Sessions:
             )
             return
         sid = headers.get(_SESSION_HEADER)
+        if scope.get("method") == "POST":
+            body = await _body(receive, self.limit)
+            refusal = _strict(body)
+            if refusal is not None:
+                if refusal.call is not None:
+                    name, meta = refusal.call
+                    session = f"mcp-session:{sid.decode('latin-1')}" if sid else None
+                    self.calls.record_refusal(name, refusal.message, meta, session)
+                await _answer(send, 400, refusal.answer())
+                return
+            assert body is not None  # a body past the limit is refused above
+            receive = _replay(body)
         if sid is None:
             transport = await self._start()
         else:
@@ -202,7 +221,14 @@ async def _lines(read_stream: Any) -> AsyncIterator[bytes]:
         if isinstance(item, Exception):  # the transport could not parse a POST's body
             logger.warning("toolguard-mcp-proxy: a host message was refused: %s", item)
             continue
-        yield item.message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        try:
+            text = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        except ValueError:
+            # A lone surrogate the SDK's parser let through: written escaped, so the relay's
+            # strict parse refuses it with the request's id (never forwarded).
+            data = item.message.model_dump(by_alias=True, exclude_unset=True)
+            text = json.dumps(data, ensure_ascii=True, default=str)
+        yield text.encode()
 
 
 class SessionWriter:
@@ -255,10 +281,59 @@ class SessionWriter:
         self.send.close()
 
 
+async def _body(receive: Any, limit: int) -> bytes | None:
+    """A POST's body, or None past ``limit`` bytes (then the rest is not read)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks)
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes) -> Any:
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            await anyio.sleep_forever()  # the transport listens for a disconnect: none comes
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive
+
+
+def _strict(body: bytes | None) -> wire.Refusal | None:
+    """The stdio relay's strict reading, at the door: what the SDK's parser would take
+    leniently (``NaN``, ``7.0`` as an id) is refused before it reaches the transport."""
+    if body is None:
+        return wire.Refusal(wire.INVALID_REQUEST, "Invalid Request: the message is over the limit")
+    parsed = wire.parse(body)
+    if isinstance(parsed, wire.Refusal):
+        return parsed
+    for item in parsed if isinstance(parsed, list) else [parsed]:
+        refusal = wire.check(item)
+        if refusal is not None:
+            return refusal
+    return None
+
+
 async def _status(send: Any, status: int, message: str) -> None:
-    body = orjson.dumps(
-        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+    await _answer(
+        send, status, {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
     )
+
+
+async def _answer(send: Any, status: int, answer: Any) -> None:
+    body = orjson.dumps(answer)
     await send(
         {
             "type": "http.response.start",
