@@ -90,3 +90,10 @@ PLAN_RAN_ON_FORK: Final = "toolguard.plan.ran_on_fork"  # on a step's span
 
 def plan_step_span_name(tool_name: str) -> str:
     return f"{OPERATION_VERIFY_PLAN} {tool_name}"
+
+
+# The MCP proxy's additions to a call span (adapters/mcp/README.md); no figure of the report
+# reads them. The adapter spells them out too (adapters/mcp/src/toolguard_mcp/_meta.py).
+MCP_CLIENT: Final = "toolguard.mcp.client"  # the host: its clientInfo, name/version
+MCP_UNCHECKED: Final = "toolguard.mcp.unchecked"  # why the call ran unchecked (on_undeclarable)
+MCP_TOOL_CHANGED: Final = "toolguard.mcp.tool_changed"  # how the tool differs from its pin

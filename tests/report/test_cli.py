@@ -142,7 +142,9 @@ def test_errors_are_one_line_exit_2(
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and f"{path}:1:" in err and "Traceback" not in err
     assert run(["report", str(path) + ".missing"], capsys)[0] == 2
-    assert run(["report", str(write_lines([], "e.jsonl"))], capsys)[0] == 2
+    # An empty file (a session without a call) is an empty report with a warning (issue 22).
+    code, out, _ = run(["report", str(write_lines([], "e.jsonl")), "--format", "json"], capsys)
+    assert code == 0 and "e.jsonl) is empty" in json.loads(out)["warnings"][0]
     assert run(["report"], capsys)[0] == 2  # argparse: no FILE
     assert run(["report", str(path), "--format", "xml"], capsys)[0] == 2
 

@@ -15,6 +15,7 @@ from spanfiles import Writer, call, export, summary, trajectory
 
 from toolguard import _contract as A
 from toolguard._errors import ToolGuardError
+from toolguard.report.build import build_report, read_warnings
 from toolguard.report.collect import read_records
 from toolguard.report.reader import ReportInputError
 
@@ -102,9 +103,18 @@ def test_missing_file(tmp_path: Path) -> None:
         read_records([str(tmp_path / "nope.jsonl")])
 
 
-def test_empty_input_is_a_clear_message(write_lines: Writer) -> None:
-    with pytest.raises(ReportInputError, match="is empty"):
-        read_records([str(write_lines([], "empty.jsonl"))])
+def test_empty_input_is_an_empty_report_with_a_warning(write_lines: Writer) -> None:
+    # A session without a single call (an MCP proxy nobody called) leaves an empty file.
+    records, stats = read_records([str(write_lines([], "empty.jsonl"))])
+    assert records == []
+    (warning,) = read_warnings(stats)
+    assert "empty.jsonl) is empty" in warning
+    assert build_report(records)["overall"]["n"] == 0
+
+
+def test_input_without_a_trajectory_is_a_clear_message(write_lines: Writer) -> None:
+    with pytest.raises(ReportInputError, match="holds no valid line"):
+        read_records([str(write_lines(["not json"], "nothing.jsonl"))], skip_invalid=True)
     with pytest.raises(ReportInputError, match="no toolguard trajectory"):
         read_records([str(write_lines([export(call(None, 1))], "foreign.jsonl"))])
 

@@ -95,6 +95,8 @@ def record_warnings(records: Sequence[TrajectoryRecord], by: Sequence[str] = ())
 
 def read_warnings(stats: ReadStats) -> list[str]:
     out = []
+    if not stats.lines:
+        out.append(f"the input ({', '.join(stats.files)}) is empty: no trajectory to report on")
     if stats.skipped:
         out.append(f"{stats.skipped} invalid input lines skipped; the first: {stats.first_skipped}")
     return out + cost_warnings(stats.cost_unattributed_spans, stats.cost_invalid_spans)

@@ -518,11 +518,14 @@ def collect_requests(
         if costs is not None:
             costs.feed(request)
     stats.spans = col.spans
+    if not col.trajs and not stats.lines:
+        return [], stats  # empty files (sessions without a call): an empty report, warned
     if not col.trajs:
         files = ", ".join(stats.files)
         if stats.lines == stats.skipped and not col.spans:
-            what = "is empty" if not stats.lines else "holds no valid line"
-            raise ReportInputError(f"the input ({files}) {what}: no spans to report on")
+            raise ReportInputError(
+                f"the input ({files}) holds no valid line: no spans to report on"
+            )
         raise ReportInputError(
             f"no toolguard trajectory in the input ({files}): {col.spans} spans read, none "
             f"carries {A.TRAJECTORY_ID} with {A.STEP} or {A.TRAJECTORY_LENGTH}"

@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 HERE = Path(__file__).parent
 EXAMPLES = HERE.parent / "examples"
 MEMORY_PACKAGE = "@modelcontextprotocol/server-memory"
+EVERYTHING_PACKAGE = "@modelcontextprotocol/server-everything"
 
 
 @dataclass
@@ -160,7 +161,8 @@ def _npm_install(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NpmInstal
     with log.open("wb") as out:
         process = subprocess.Popen(
             [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
-             "--prefer-offline", "--ignore-scripts", "--loglevel=error", MEMORY_PACKAGE],
+             "--prefer-offline", "--ignore-scripts", "--loglevel=error", MEMORY_PACKAGE,
+             EVERYTHING_PACKAGE],
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, "npm_config_update_notifier": "false"},
@@ -175,17 +177,75 @@ def _npm_install(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NpmInstal
 @pytest.fixture
 def memory_server(_npm_install: NpmInstall | None) -> list[str]:
     """The command line of the official Node memory server, installed from npm."""
-    if _npm_install is None:
-        pytest.skip(f"npm is not installed: cannot install the Node server {MEMORY_PACKAGE}")
+    return _node_server(_npm_install, MEMORY_PACKAGE)
+
+
+@pytest.fixture
+def everything_server(_npm_install: NpmInstall | None) -> list[str]:
+    """The official Node server that exercises every feature of MCP, over stdio."""
+    return [*_node_server(_npm_install, EVERYTHING_PACKAGE), "stdio"]
+
+
+def _node_server(install: NpmInstall | None, package_name: str) -> list[str]:
+    if install is None:
+        pytest.skip(
+            f"npm is not installed: cannot install the Node server {package_name} "
+            "(CI installs nodejs and npm with apt-get)"
+        )
     node = shutil.which("node")
     if node is None:
-        pytest.skip(f"node is not installed: cannot run the Node server {MEMORY_PACKAGE}")
-    assert _npm_install.process is not None
-    code = _npm_install.process.wait(timeout=600)
+        pytest.skip(f"node is not installed: cannot run the Node server {package_name}")
+    assert install.process is not None
+    code = install.process.wait(timeout=600)
     if code != 0:
-        pytest.fail(f"npm install {MEMORY_PACKAGE} failed:\n{_npm_install.log.read_text()}")
-    package = _npm_install.prefix / "node_modules" / "@modelcontextprotocol" / "server-memory"
+        pytest.fail(f"npm install of the Node servers failed:\n{install.log.read_text()}")
+    package = install.prefix / "node_modules" / package_name
     entry = json.loads((package / "package.json").read_text())["bin"]
     if not isinstance(entry, str):
         entry = next(iter(entry.values()))
     return [node, str(package / entry)]
+
+
+@pytest.fixture
+def time_server() -> list[str]:
+    """The official Python time server (mcp-server-time, the [test] extra), a server the
+    proxy was never shaped around."""
+    pytest.importorskip("mcp_server_time", reason="mcp-server-time is in the [test] extra")
+    return [sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"]
+
+
+@asynccontextmanager
+async def http_proxied(
+    tmp_path: Path, server: list[str], *options: str, env: dict[str, str] | None = None
+) -> AsyncIterator[tuple[str, ProxyRun, Any]]:
+    """``toolguard-mcp-proxy --http 127.0.0.1:0 [options] -- server``: yields its URL (read
+    from the line it logs once listening), the run and the process; stopped with SIGTERM."""
+    import re
+    import signal
+
+    import anyio
+
+    run = ProxyRun(tmp_path / "spans.jsonl", tmp_path / "proxy.log")
+    proc = await anyio.open_process(
+        [str(PROXY), "--http", "127.0.0.1:0", "--spans", str(run.spans), *options,
+         "--", *server],
+        stdin=None,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        seen = ""
+        found = None
+        with anyio.fail_after(120):  # a bound on start-up, not a measurement
+            async for chunk in proc.stderr:
+                seen += chunk.decode()
+                found = re.search(r"serving (http://127\.0\.0\.1:\d+/mcp)", seen)
+                if found:
+                    break
+        assert found, seen
+        yield found.group(1), run, proc
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+        with anyio.fail_after(60):
+            await proc.wait()

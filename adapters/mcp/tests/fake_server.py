@@ -1,7 +1,8 @@
 """A small MCP server that misbehaves on request, for the proxy's bad-input tests.
 
 ``echo`` answers; ``crash`` kills the process in the middle of the call; ``hang`` never
-answers: it waits on an event nobody sets (no sleep anywhere).
+answers: it waits on an event nobody sets (no sleep anywhere); ``big`` answers ``size``
+bytes of text.
 """
 
 import os
@@ -29,6 +30,12 @@ async def hang() -> str:
     """Wait forever."""
     await anyio.Event().wait()
     return "unreachable"
+
+
+@server.tool()
+def big(size: int) -> str:
+    """A long answer."""
+    return "x" * size
 
 
 if __name__ == "__main__":

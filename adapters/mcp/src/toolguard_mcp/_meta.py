@@ -14,6 +14,11 @@ TRAJECTORY_ID = "toolguard/trajectory_id"
 STEP = "toolguard/step"
 CALL_ID = "toolguard/call_id"
 
+# Span attributes of the proxy's own (named in the core as toolguard._contract.MCP_*).
+CLIENT_ATTRIBUTE = "toolguard.mcp.client"  # the host: its clientInfo name/version
+UNCHECKED_ATTRIBUTE = "toolguard.mcp.unchecked"  # why the call ran without the guard's checks
+TOOL_CHANGED_ATTRIBUTE = "toolguard.mcp.tool_changed"  # how the tool differs from its pin
+
 # Keys the MCP specification reserves for the transport itself (the 2026-07-28 envelope:
 # protocol version, client info and capabilities).
 RESERVED_PREFIX = "io.modelcontextprotocol/"

@@ -11,6 +11,7 @@ too long is ended with its summary written; a later call of that session opens a
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import uuid
 import weakref
@@ -21,9 +22,15 @@ import toolguard as tg
 from opentelemetry import context as otel_context
 
 from . import _meta
+from .policy import ToolPolicy
 from .results import is_error, result_value
 
 logger = logging.getLogger("toolguard.mcp")
+
+# Attributes the proxy adds to the call span it is checking (set on the span as it starts).
+CALL_NOTES: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
+    "toolguard_mcp_call_notes", default=None
+)
 
 ContractLike: TypeAlias = tg.Contract | Mapping[str, tg.ToolSpec | Mapping[str, Any]]
 
@@ -58,10 +65,18 @@ class CallGuard:
         contract: ContractLike | None = None,
         *,
         labels: Mapping[str, Any] | None = None,
+        policy: ToolPolicy | None = None,
+        forward_unknown: bool = True,
     ) -> None:
         self.guard = guard
         self.contract = as_contract(contract, guard.mode)
         self.labels = dict(labels or {})
+        self.policy = policy
+        # In a server the server answers a tool it lacks its own way; a proxy never forwards
+        # one (a server may run a tool it does not list).
+        self.forward_unknown = forward_unknown
+        self.undeclarable: dict[str, str] = {}  # tool -> why it cannot be declared
+        self.unchecked: dict[str, str] = {}  # undeclarable tools passed, as the user asked
         # One key for calls whose transport has no session of its own (stdio: the process
         # serves one host; the stateless 2026-07-28 HTTP era).
         self.process_session = f"mcp-session:{uuid.uuid4().hex}"
@@ -77,25 +92,45 @@ class CallGuard:
             return False
         return True
 
-    def declare_tools(self, tools: Iterable[Any], *, complete: bool = True) -> None:
+    def declare_tools(
+        self, tools: Iterable[Any], *, complete: bool = True, at_start: bool = False
+    ) -> None:
         """Declare a server's tools (``Tool`` models or their wire form) by the contract and
         each tool's ``inputSchema``. A tool the user already declared on the guard keeps that
         declaration. With ``complete`` (the whole list), contract entries naming a tool the
-        server does not offer are logged as a warning, once."""
+        server does not offer are logged as a warning, once.
+
+        A tool that cannot be declared is refused from then on (``schema.undeclarable``), or
+        declared to accept any arguments when the policy says ``on_undeclarable = "pass"``.
+        Where the contract's entry is at fault and ``at_start``, a
+        :class:`toolguard.ContractFileError` names the file, the tool and the key."""
         names = []
-        for tool in tools:
-            if isinstance(tool, Mapping):
-                name, schema = tool.get("name"), tool.get("inputSchema")
-            else:
-                name, schema = getattr(tool, "name", None), getattr(tool, "input_schema", None)
-            if not isinstance(name, str):
+        wire = [_wire(tool) for tool in tools]
+        if self.policy is not None:
+            for name in self.policy.observe([w for w in wire if w is not None], complete=complete):
+                logger.warning(
+                    "toolguard-mcp-proxy: the definition of tool %r changed since it was pinned%s",
+                    name,
+                    "; its calls are refused until it is re-pinned"
+                    if self.policy.pin == "block"
+                    else "",
+                )
+        for tool in wire:
+            if tool is None:
                 continue
+            name, schema = tool["name"], tool.get("inputSchema")
             names.append(name)
             if name not in self._declared and self.knows(name):
                 continue
-            spec = self.contract.spec_for(name, schema if isinstance(schema, Mapping) else None)
-            self.guard.declare(name, spec, replace=True)
+            schema = schema if isinstance(schema, Mapping) else None
+            try:
+                self.guard.declare(name, self.contract.spec_for(name, schema), replace=True)
+            except Exception as exc:
+                self._undeclarable(name, schema, exc, at_start)
+                continue
             self._declared.add(name)
+            self.undeclarable.pop(name, None)
+            self.unchecked.pop(name, None)
         if complete:
             for name in self.contract.unknown_tools(names):
                 if name not in self._warned:
@@ -106,6 +141,29 @@ class CallGuard:
                         self.contract.path,
                         name,
                     )
+
+    def _undeclarable(
+        self, name: str, schema: Mapping[str, Any] | None, exc: Exception, at_start: bool
+    ) -> None:
+        fault = contract_fault(self.contract, name, schema, strict=self.guard.strict)
+        if fault is not None:
+            key, why = fault
+            why = why.removeprefix(f"tool {name!r}: ")
+            text = f"{self.contract.path}: tool {name!r}, key {key!r}: {why}"
+            if at_start:
+                raise tg.ContractFileError(text) from None
+        else:
+            why = str(exc).removeprefix(f"tool {name!r}: ")
+            text = f"tool {name!r}: the server's input schema cannot be used: {why}"
+        self.undeclarable[name] = text
+        if self.policy is not None and self.policy.passes_undeclarable(name):
+            # Asked for by the user, for this tool: any arguments, no check, said on its spans.
+            self.guard.declare(name, tg.ToolSpec(name=name, json_schema={}), replace=True)
+            self._declared.add(name)
+            self.unchecked[name] = text
+            logger.warning("toolguard-mcp-proxy: %s; its calls run unchecked", text)
+        else:
+            logger.error("toolguard-mcp-proxy: %s; its calls are refused", text)
 
     # -- trajectories --------------------------------------------------------------------------
     def trajectory_for(self, meta: Any, session: str | None) -> tuple[tg.Trajectory, str | None]:
@@ -157,6 +215,88 @@ class CallGuard:
         traj, call_id = self.trajectory_for(meta, session)
         return self.guard.check(name, arguments, call_id=call_id, trajectory=traj, span=span)
 
+    def admit(
+        self,
+        name: str,
+        arguments: Any,
+        meta: Any = None,
+        session: str | None = None,
+        *,
+        client: str | None = None,
+        span: Any = None,
+    ) -> tg.PendingCall | tg.Rejection:
+        """Check a call as a proxy must: a tool denied, changed since pinned (``pin =
+        "block"``), undeclarable or not offered is refused without reaching the guard's
+        checks; the rest is :meth:`check` ed. Either way the call span carries the proxy's
+        notes (:data:`CALL_NOTES`): the host's identity, a tool that runs unchecked or changed."""
+        notes: dict[str, Any] = {}
+        if client:
+            notes[_meta.CLIENT_ATTRIBUTE] = client
+        policy = self.policy
+        if name in self.unchecked:
+            notes[_meta.UNCHECKED_ATTRIBUTE] = self.unchecked[name]
+        if policy is not None and name in policy.changed:
+            notes[_meta.TOOL_CHANGED_ATTRIBUTE] = policy.changed[name]
+        if span is not None and notes and span.is_recording():
+            span.set_attributes(notes)
+        token = CALL_NOTES.set(notes)
+        try:
+            refused = self._refusal(name)
+            if refused is None:
+                return self.check(name, arguments, meta, session, span=span)
+            check, message, model_message = refused
+            traj, call_id = self.trajectory_for(meta, session)
+            return self.guard.record_rejection(
+                name,
+                message,
+                check=check,
+                model_message=model_message,
+                call_id=call_id,
+                trajectory=traj,
+            )
+        finally:
+            CALL_NOTES.reset(token)
+
+    def _refusal(self, name: str) -> tuple[str, str, str] | None:
+        """(check, message, the model's message) for a call refused before any check."""
+        missing = f"There is no tool named `{name[:128]}`; use one of the tools listed."
+        policy = self.policy
+        if policy is not None and policy.denied(name):
+            # Told as a tool that does not exist: the model never learns what it is not offered.
+            return "schema.tool", f"tool {name[:128]!r} is denied by the contract", missing
+        if name in self.undeclarable and name not in self.unchecked:
+            text = self.undeclarable[name]
+            return (
+                "schema.undeclarable",
+                f'{text}; refused (on_undeclarable = "pass" lets it run unchecked)',
+                f"The tool `{name[:128]}` cannot be checked, so it is not available.",
+            )
+        if policy is not None and policy.pin == "block" and name in policy.changed:
+            return (
+                "schema.pin",
+                f"tool {name[:128]!r} {policy.changed[name]} since it was pinned; refused "
+                "until it is re-pinned",
+                f"The tool `{name[:128]}` changed since it was approved, so it is not available.",
+            )
+        if not self.knows(name):
+            return (
+                "schema.tool",
+                f"no tool named {name[:128]!r} in the server's tool list",
+                missing,
+            )
+        return None
+
+    def record_refusal(
+        self, name: str, message: str, meta: Any = None, session: str | None = None
+    ) -> None:
+        """Count a ``tools/call`` refused before it could be read whole (malformed JSON, an id
+        the specification does not allow): a step with cause ``schema``, check
+        ``schema.jsonrpc``."""
+        traj, call_id = self.trajectory_for(meta, session)
+        self.guard.record_rejection(
+            name, message, check="schema.jsonrpc", call_id=call_id, trajectory=traj
+        )
+
     def record_unknown(self, name: str, meta: Any = None, session: str | None = None) -> None:
         """Count a call of a tool the server does not offer (the server rejects it itself)."""
         traj, call_id = self.trajectory_for(meta, session)
@@ -173,3 +313,50 @@ class CallGuard:
         """Close an admitted call with the server's result (model or wire form); ``isError``
         is the environment's rejection (``state_consistency``)."""
         return pending.finish(result_value(result), error=is_error(result))
+
+
+def _wire(tool: Any) -> dict[str, Any] | None:
+    """A tool of a list in its wire form (``name``, ``description``, ``inputSchema``)."""
+    if isinstance(tool, Mapping):
+        return dict(tool) if isinstance(tool.get("name"), str) else None
+    name = getattr(tool, "name", None)
+    if not isinstance(name, str):
+        return None
+    return {
+        "name": name,
+        "description": getattr(tool, "description", None),
+        "inputSchema": getattr(tool, "input_schema", None),
+    }
+
+
+def contract_fault(
+    contract: tg.Contract, name: str, schema: Mapping[str, Any] | None, *, strict: bool = True
+) -> tuple[str, str] | None:
+    """(key, why) of the contract entry that keeps tool ``name`` from being declared; None
+    when the server's own schema is at fault. Found by declaring the entry key by key on a
+    scratch guard, so it names the key whatever the core's message says."""
+    base = contract.tools.get(name)
+    if base is None:
+        return None
+    scratch = tg.Guard(strict=strict)
+    own = base.json_schema if base.json_schema is not None else schema
+    try:
+        scratch.declare(name, tg.ToolSpec(name=name, json_schema=own or {"type": "object"}))
+    except Exception as exc:
+        return ("json_schema", str(exc)) if base.json_schema is not None else None
+    kept: dict[str, Any] = {}
+    for key in ("refs", "produces", "invalidates", "grounded", "preconditions", "postconditions"):
+        value = getattr(base, key)
+        if not value:
+            continue
+        kept[key] = value
+        try:
+            spec = tg.ToolSpec(name=name, json_schema=own or {"type": "object"}, **kept)
+            scratch.declare(name, spec, replace=True)
+        except Exception as exc:
+            return key, str(exc)
+    try:
+        scratch.declare(name, contract.spec_for(name, schema), replace=True)
+    except Exception as exc:
+        return "tools." + name, str(exc)
+    return None

@@ -18,11 +18,13 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import toolguard as tg
 
-from .calls import CallGuard
+from . import policy
+from .calls import CALL_NOTES, CallGuard
+from .policy import ToolPolicy
 
 logger = logging.getLogger("toolguard.mcp")
 
@@ -97,6 +99,32 @@ def build_parser(prog: str = "toolguard mcp-proxy") -> argparse.ArgumentParser:
         action="store_true",
         help="record argument and result values on spans (off by default)",
     )
+    parser.add_argument(
+        "--pin",
+        metavar="FILE",
+        help="tool-definition pins: read from FILE when it exists, else written there at the "
+        'first tool list; a tool that differs is flagged, or refused with pin = "block"',
+    )
+    parser.add_argument(
+        "--max-message-mib",
+        type=int,
+        default=64,
+        metavar="MIB",
+        help="the largest JSON-RPC message relayed; a longer one is refused with an error "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
+        "--auth-token-env",
+        metavar="VAR",
+        help="with --http: hosts must send 'Authorization: Bearer' with the token in the "
+        "environment variable VAR (401 otherwise)",
+    )
+    parser.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="stdio: do not initialize the server before the host does (for a server that "
+        "refuses a second initialize); its tools are then declared from the first tool list",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log each verdict")
     parser.add_argument(
         "command", nargs=argparse.REMAINDER, help="-- then the server's command line"
@@ -133,8 +161,19 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
             address = _loopback(args.http)
         except ValueError as exc:
             parser.error(str(exc))
+    token = None
+    if args.auth_token_env:
+        if address is None:
+            parser.error("--auth-token-env needs --http (stdio has no hosts to tell apart)")
+        token = os.environ.get(args.auth_token_env)
+        if not token:
+            parser.error(f"--auth-token-env: the variable {args.auth_token_env} is not set")
+    if args.max_message_mib < 1:
+        parser.error("--max-message-mib takes a whole number of MiB, at least 1")
     try:
-        contract = _load(args.contract) if args.contract else None
+        contract, policy = _load(args.contract) if args.contract else (None, ToolPolicy())
+        if args.pin:
+            policy.load_lock(args.pin)
     except tg.ContractFileError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
@@ -149,11 +188,14 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         max_live_trajectories=args.max_trajectories,
         trajectory_idle_timeout=args.idle_timeout or None,
     )
-    calls = CallGuard(guard, contract, labels=labels)
+    if provider is not None:
+        provider.add_span_processor(call_notes())
+    calls = CallGuard(guard, contract, labels=labels, policy=policy, forward_unknown=False)
     timeout = args.timeout or None
+    limit = args.max_message_mib * 1024 * 1024
     try:
         if address is None:
-            status = _serve_stdio(calls, command, timeout)
+            status = _serve_stdio(calls, command, timeout, limit, probe=not args.no_probe)
         else:
             from .http import serve_http
 
@@ -165,8 +207,13 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
                     port=address[1],
                     timeout=timeout,
                     env=os.environ,
+                    token=token,
+                    limit=limit,
                 )
             )
+    except tg.ContractFileError as exc:  # the contract does not fit the server's tools
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
     finally:
         calls.close()  # summaries of the trajectories still open
         if provider is not None:
@@ -174,7 +221,9 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     return status
 
 
-def _serve_stdio(calls: CallGuard, command: list[str], timeout: float | None) -> int:
+def _serve_stdio(
+    calls: CallGuard, command: list[str], timeout: float | None, limit: int, *, probe: bool
+) -> int:
     from .relay import StdioRelay
 
     # The protocol gets private copies of stdin and stdout; fd 0 then reads nothing and fd 1
@@ -188,7 +237,14 @@ def _serve_stdio(calls: CallGuard, command: list[str], timeout: float | None) ->
     os.dup2(2, 1)
     try:
         relay = StdioRelay(
-            calls, command, host_in=host_in, host_out=host_out, timeout=timeout, env=os.environ
+            calls,
+            command,
+            host_in=host_in,
+            host_out=host_out,
+            timeout=timeout,
+            env=os.environ,
+            limit=limit,
+            probe=probe,
         )
         return asyncio.run(relay.run())
     finally:
@@ -198,12 +254,26 @@ def _serve_stdio(calls: CallGuard, command: list[str], timeout: float | None) ->
         os.close(saved_out)
 
 
-def _load(path: str) -> tg.Contract:
+def _load(path: str) -> tuple[tg.Contract, ToolPolicy]:
     # Predicates named `module:function` are most often a module beside the contract.
     folder = str(Path(path).resolve().parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
-    return tg.load_contract(path)
+    return policy.load(path)
+
+
+def call_notes() -> Any:
+    """A span processor putting the proxy's notes (the host, a tool unchecked or changed:
+    :data:`toolguard_mcp.calls.CALL_NOTES`) on the call span as it starts."""
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class CallNotes(SpanProcessor):
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            notes = CALL_NOTES.get()
+            if notes and span.name.startswith("execute_tool"):
+                span.set_attributes(notes)
+
+    return CallNotes()
 
 
 def _loopback(value: str) -> tuple[str, int]:

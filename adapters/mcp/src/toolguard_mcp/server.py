@@ -62,6 +62,18 @@ class GuardMiddleware:
                 return f"mcp-session:{sid}"
         return None  # the process's session
 
+    def client_of(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        """The host of this request: its ``clientInfo`` (``name/version``) from the session's
+        initialize, or None."""
+        session = getattr(ctx, "session", None)
+        params = getattr(session, "client_params", None)
+        info = getattr(params, "client_info", None)
+        name = getattr(info, "name", None)
+        if not isinstance(name, str):
+            return None
+        version = getattr(info, "version", None)
+        return (name + (f"/{version}" if isinstance(version, str) else ""))[:256]
+
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
@@ -72,22 +84,28 @@ class GuardMiddleware:
         if not isinstance(name, str):
             return await call_next(ctx)  # the SDK rejects it as invalid params
         meta, session = params.get("_meta"), self.session_key(ctx)
-        # A tool not in the server's list: the server answers it its own way (an unknown
-        # tool is a protocol error); the guard counts the step.
+        # A tool not in the server's list: in a server, the server answers it its own way
+        # (an unknown tool is a protocol error) and the guard counts the step; in a proxy,
+        # it is refused (the server behind might run a tool it does not list).
         if (
             not self.calls.knows(name)
             and await self._declare_from_server(ctx)
             and not self.calls.knows(name)
+            and self.calls.forward_unknown
+            and name not in self.calls.undeclarable
         ):
             self.calls.record_unknown(name, meta, session)
             return await call_next(ctx)
-        pending = self.calls.check(
+        pending = self.calls.admit(
             name,
             params.get("arguments"),
             meta,
             session,
+            client=self.client_of(ctx),
             span=self._framework_span(name),
         )
+        if isinstance(pending, tg.Rejection):
+            return error_model(str(pending))
         if pending.rejection is not None:
             return error_model(str(pending.rejection))
         try:

@@ -1,0 +1,315 @@
+"""The stdio relay's state and its server side: what the server sends is routed to the host
+(answers alone or into their batch's array, tool lists filtered by the contract), answers
+close the calls the guard admitted, and the proxy's own requests get their answers.
+:class:`toolguard_mcp.relay.StdioRelay` adds the host side and the run."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import toolguard as tg
+
+from . import _io, wire
+from .calls import CallGuard
+
+logger = logging.getLogger("toolguard.mcp")
+
+LINE_LIMIT = _io.LINE_LIMIT
+CONNECTION_CLOSED = -32000  # mcp.types.CONNECTION_CLOSED, without importing the SDK
+METHOD_NOT_FOUND = -32601
+_STOP_GRACE = 2.0  # the MCP shutdown sequence: close stdin, wait, SIGTERM, wait, SIGKILL
+_MAX_EXPIRED = 10_000
+_LIST_TIMEOUT = 60.0
+PROBE_VERSION = "2025-06-18"
+
+
+class ServerError(Exception):
+    """The server answered a ``tools/call`` with a JSON-RPC error."""
+
+    def __init__(self, code: Any, message: str) -> None:
+        # The text stays out of str(): telemetry records str(exc), and a server's error
+        # message may quote argument values (docs/protocol.md, section 6.3).
+        super().__init__(f"the server answered with JSON-RPC error {code}")
+        self.code = code
+        self.message = message
+
+
+class ServerExited(Exception):
+    def __init__(self, code: int | None) -> None:
+        super().__init__(f"the MCP server exited (code {code}) before answering")
+        self.code = code
+
+
+@dataclass(slots=True)
+class _Inflight:
+    pending: tg.PendingCall
+    name: str
+    timer: asyncio.TimerHandle | None
+
+
+@dataclass(slots=True)
+class _Batch:
+    """A JSON-RPC batch from the host: answered with one array once every request in it is."""
+
+    waiting: set[Any] = field(default_factory=set)
+    answers: list[Any] = field(default_factory=list)
+    sealed: bool = False
+
+
+class RelayBase:
+    """The relay's state; see :class:`toolguard_mcp.relay.StdioRelay`."""
+
+    proc: asyncio.subprocess.Process
+    host_writer: Any  # _io.Writer, or an HTTP session's writer
+
+    def __init__(
+        self,
+        calls: CallGuard,
+        command: Sequence[str],
+        *,
+        host_in: int,
+        host_out: int,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        limit: int = LINE_LIMIT,
+        probe: bool = True,
+    ) -> None:
+        self.calls = calls
+        self.command = list(command)
+        self.host_in, self.host_out = host_in, host_out
+        self.timeout = timeout
+        self.env = dict(env) if env is not None else None
+        self.cwd = cwd
+        self.limit = limit
+        self.probe = probe
+        self.session = calls.process_session  # one stdio connection: one MCP session
+        self.client: str | None = None  # the host's clientInfo, from its initialize
+        self.inflight: dict[Any, _Inflight] = {}
+        self.listing: set[Any] = set()  # ids of the host's tools/list requests
+        self.initializing: set[Any] = set()
+        self.expired: set[Any] = set()  # calls answered here after a timeout
+        self.batch_of: dict[Any, _Batch] = {}
+        self.progress: dict[Any, Any] = {}  # progressToken -> the host's request id
+        self.own: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._own_ids = itertools.count(1)
+        self.tools_complete = False  # a whole tool list has been declared
+        self.probing = False
+
+    async def _request(
+        self, method: str, params: dict[str, Any], *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        rid = f"{wire.OWN_ID_PREFIX}{next(self._own_ids)}"
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.own[rid] = future
+        try:
+            await self._to_server(
+                orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+                + b"\n"
+            )
+            # Bounded even without a call timeout: the host's call waits on this answer.
+            answer = await asyncio.wait_for(future, timeout or self.timeout or _LIST_TIMEOUT)
+        finally:
+            self.own.pop(rid, None)
+        if "error" in answer:
+            error = answer["error"] if isinstance(answer["error"], dict) else {}
+            raise ServerError(error.get("code"), str(error.get("message", "")))
+        result = answer.get("result")
+        return result if isinstance(result, dict) else {}
+
+    async def _to_server(self, raw: bytes) -> None:
+        stdin = self.proc.stdin
+        if stdin is None or stdin.is_closing():
+            return
+        stdin.write(raw)
+        with contextlib.suppress(ConnectionError):
+            await stdin.drain()
+
+    async def _from_server(self) -> None:
+        stdout = self.proc.stdout
+        assert stdout is not None
+        while True:
+            line = await wire.read_line(stdout)
+            if isinstance(line, wire.Oversized):
+                self._oversized_answer(line)
+                await self.host_writer.drain()
+                continue
+            if not line:
+                return
+            if not line.endswith(b"\n"):
+                line += b"\n"
+            try:
+                msg = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                if not self.probing:
+                    self.host_writer.write(line)
+                continue
+            if isinstance(msg, list):
+                items = [m for m in msg if isinstance(m, dict)]
+                forward = [m for m in items if self._server_message(m, forward_now=False)]
+                if forward:
+                    self.host_writer.write(orjson.dumps(forward) + b"\n")
+                    for m in forward:
+                        self._after_answer(m)
+            elif isinstance(msg, dict):
+                self._server_message(msg, line)
+            elif not self.probing:
+                self.host_writer.write(line)
+            await self.host_writer.drain()
+
+    def _oversized_answer(self, line: wire.Oversized) -> None:
+        """A server message past the limit: the request it answers gets an error instead."""
+        logger.error(
+            "toolguard-mcp-proxy: dropped a message of %d bytes from the server (the limit is "
+            "%d: --max-message-mib)",
+            line.size,
+            self.limit,
+        )
+        rid = line.id
+        if rid is None:
+            return
+        entry = self.inflight.pop(rid, None)
+        if entry is not None:
+            _cancel_timer(entry)
+            _safely(entry.pending.fail, ServerError(None, "answer too large"))
+        elif isinstance(rid, str) and rid in self.own:
+            self.own[rid].set_exception(ServerError(None, "answer too large"))
+            return
+        self._answer(
+            rid,
+            {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "error": {
+                    "code": wire.INVALID_REQUEST,
+                    "message": f"the server's answer of {line.size} bytes is over "
+                    f"toolguard-mcp-proxy's limit of {self.limit} bytes (--max-message-mib)",
+                },
+            },
+        )
+
+    def _server_message(
+        self, msg: dict[str, Any], raw: bytes | None = None, *, forward_now: bool = True
+    ) -> bool:
+        """Route one message from the server; True when it goes on to the host."""
+        if "method" not in msg:  # a response
+            rid = msg.get("id")
+            if not wire.valid_id(rid):
+                pass
+            elif isinstance(rid, str) and rid in self.own:
+                future = self.own[rid]
+                if not future.done():
+                    future.set_result(msg)
+                return False
+            elif rid in self.expired:
+                self.expired.discard(rid)  # answered already, after the timeout
+                return False
+            elif rid in self.listing and self._filters():
+                msg, raw = self._served_list(msg), None
+            if forward_now:
+                # The host is waiting for this answer: it goes out before the bookkeeping.
+                self._answer(rid, msg, raw)
+                self._after_answer(msg)
+            return True
+        if msg.get("method") == "notifications/tools/list_changed":
+            self.tools_complete = False
+        if self.probing:  # before the host's session: nobody to tell; a request is declined
+            if "id" in msg:
+                self._reply_server(msg["id"], METHOD_NOT_FOUND, "not during the proxy's start")
+            return False
+        if forward_now:
+            self.host_writer.write(raw if raw is not None else orjson.dumps(msg) + b"\n")
+        return True
+
+    def _filters(self) -> bool:
+        policy = self.calls.policy
+        return policy is not None and (policy.allow is not None or bool(policy.deny))
+
+    def _served_list(self, msg: dict[str, Any]) -> dict[str, Any]:
+        result = msg.get("result")
+        if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+            return msg
+        assert self.calls.policy is not None
+        # The guard still learns the whole list (the host's answer is filtered, not the truth).
+        self._after_answer(msg)
+        served = {**result, "tools": self.calls.policy.served(result["tools"])}
+        return {**msg, "result": served}
+
+    def _after_answer(self, msg: dict[str, Any]) -> None:
+        rid = msg.get("id")
+        if not wire.valid_id(rid):
+            return
+        if self.progress:
+            for token in [t for t, r in self.progress.items() if r == rid]:
+                del self.progress[token]
+        entry = self.inflight.pop(rid, None)
+        if entry is not None:
+            _cancel_timer(entry)
+            error = msg.get("error")
+            if error is not None:
+                error = error if isinstance(error, dict) else {}
+                _safely(
+                    entry.pending.fail,
+                    ServerError(error.get("code"), str(error.get("message", ""))),
+                )
+            else:
+                _safely(CallGuard.finish, entry.pending, msg.get("result") or {})
+        elif rid in self.listing:
+            self.listing.discard(rid)
+            result = msg.get("result")
+            if isinstance(result, dict) and isinstance(result.get("tools"), list):
+                complete = not result.get("nextCursor")
+                _safely(self.calls.declare_tools, result["tools"], complete=complete)
+                # Only a one-page list is known whole (a later page has a cursor in its request).
+                self.tools_complete = self.tools_complete or complete
+
+    def _answer(self, rid: Any, msg: dict[str, Any], raw: bytes | None = None) -> None:
+        """Send the answer to request ``rid``: alone, or into the array of its batch."""
+        batch = self.batch_of.pop(rid, None) if wire.valid_id(rid) else None
+        if batch is None:
+            self.host_writer.write(raw if raw is not None else orjson.dumps(msg) + b"\n")
+            return
+        batch.waiting.discard(rid)
+        batch.answers.append(msg)
+        self._flush(batch)
+
+    def _flush(self, batch: _Batch) -> None:
+        if batch.sealed and not batch.waiting and batch.answers:
+            self.host_writer.write(orjson.dumps(batch.answers) + b"\n")
+            batch.answers = []
+
+    def _reply_server(self, rid: Any, code: int, message: str) -> None:
+        stdin = self.proc.stdin
+        if stdin is not None and not stdin.is_closing():
+            error = {"code": code, "message": message}
+            stdin.write(orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": error}) + b"\n")
+
+    def _write_host(self, message: dict[str, Any]) -> None:
+        self.host_writer.write(orjson.dumps(message) + b"\n")
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def _progress_token(params: Any) -> Any:
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return token if wire.valid_id(token) else None
+
+
+def _cancel_timer(entry: _Inflight) -> None:
+    if entry.timer is not None:
+        entry.timer.cancel()
+
+
+def _safely(fn: Any, *args: Any, **kwargs: Any) -> None:
+    """Bookkeeping after the host has its answer must never stop the relay."""
+    try:
+        fn(*args, **kwargs)
+    except Exception:
+        logger.exception("toolguard-mcp-proxy: recording a call failed")

@@ -1,0 +1,138 @@
+"""What gateway users ask for (issue 22, section 4), as contract options of the proxy: tool
+filtering (``allow`` / ``deny``), tool-definition pinning (``--pin``, ``pin = "block"``) and
+HTTP authentication (``--auth-token-env``), on the real mcp-server-time."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import http_proxied
+from raw_client import RawProxy
+from test_mcp_proxy_fail_closed import call_spans
+
+NOW = {"name": "get_current_time", "arguments": {"timezone": "UTC"}}
+CONVERT = {
+    "name": "convert_time",
+    "arguments": {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Europe/Paris"},
+}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def test_a_denied_tool_is_not_listed_and_its_calls_are_blocked_over_stdio(
+    tmp_path: Path, time_server: list[str]
+) -> None:
+    contract = tmp_path / "time.toml"
+    # Globs; deny wins over allow.
+    contract.write_text('allow = ["get_*", "convert_time"]\ndeny = ["convert_*"]\n')
+    proxy = RawProxy(tmp_path, time_server, "--contract", str(contract))
+    proxy.initialize()
+    listed = proxy.request("tools/list")["result"]["tools"]
+    assert [t["name"] for t in listed] == ["get_current_time"]
+    denied = proxy.request("tools/call", CONVERT)["result"]
+    assert denied["isError"] and "There is no tool named `convert_time`" in text(denied)
+    assert not proxy.request("tools/call", NOW)["result"].get("isError")
+    assert proxy.close() == 0
+    spans = call_spans(proxy.spans)
+    assert [
+        (s["gen_ai.tool.name"], s["toolguard.decision"], s.get("toolguard.check")) for s in spans
+    ] == [
+        ("convert_time", "blocked", "schema.tool"),
+        ("get_current_time", "allowed", None),
+    ]
+
+
+@pytest.mark.anyio
+async def test_a_denied_tool_is_not_listed_and_its_calls_are_blocked_over_http(
+    tmp_path: Path, time_server: list[str]
+) -> None:
+    from mcp import Client
+
+    contract = tmp_path / "time.toml"
+    contract.write_text('deny = ["convert_time"]\n')
+    proxied = http_proxied(tmp_path, time_server, "--contract", str(contract))
+    async with proxied as (url, _, _), Client(url) as client:
+        assert [t.name for t in (await client.list_tools()).tools] == ["get_current_time"]
+        denied = await client.call_tool(CONVERT["name"], CONVERT["arguments"])
+        assert denied.is_error and "no tool named `convert_time`" in denied.content[0].text
+
+
+def test_pins_from_a_lock_file_flag_or_block_a_changed_tool(
+    tmp_path: Path, time_server: list[str]
+) -> None:
+    lock = tmp_path / "tools.lock"
+    first = RawProxy(tmp_path / "first", time_server, "--pin", str(lock))
+    first.initialize()
+    assert first.close() == 0
+    pinned = json.loads(lock.read_text())
+    assert sorted(pinned["tools"]) == ["convert_time", "get_current_time"]
+    assert pinned["tools"]["get_current_time"]["definition"]["inputSchema"]["required"] == [
+        "timezone"
+    ]
+
+    # The server's get_current_time is no longer what was pinned (a rug-pull, simulated).
+    pinned["tools"]["get_current_time"]["sha256"] = "0" * 64
+    lock.write_text(json.dumps(pinned))
+
+    warned = RawProxy(tmp_path / "warn", time_server, "--pin", str(lock))
+    warned.initialize()
+    assert not warned.request("tools/call", NOW)["result"].get("isError")
+    assert warned.close() == 0
+    assert "changed since it was pinned" in warned.stderr()
+    (span,) = call_spans(warned.spans)
+    assert span["toolguard.mcp.tool_changed"] == "changed"
+
+    contract = tmp_path / "block.toml"
+    contract.write_text('pin = "block"\n')
+    blocked = RawProxy(
+        tmp_path / "block", time_server, "--pin", str(lock), "--contract", str(contract)
+    )
+    blocked.initialize()
+    refused = blocked.request("tools/call", NOW)["result"]
+    assert refused["isError"] and "changed since it was approved" in text(refused)
+    assert not blocked.request("tools/call", CONVERT)["result"].get("isError")
+    assert blocked.close() == 0
+    spans = call_spans(blocked.spans)
+    assert [(s["toolguard.decision"], s.get("toolguard.check")) for s in spans] == [
+        ("blocked", "schema.pin"),
+        ("allowed", None),
+    ]
+
+
+@pytest.mark.anyio
+async def test_http_needs_the_bearer_token_and_spans_name_the_host(
+    tmp_path: Path, time_server: list[str]
+) -> None:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    secret = "s3cret-token-for-the-test"
+    env = {"TG_TEST_TOKEN": secret}
+    options = ("--auth-token-env", "TG_TEST_TOKEN")
+    async with http_proxied(tmp_path, time_server, *options, env=env) as (url, run, _):
+        async with httpx2.AsyncClient() as plain:
+            assert (await plain.post(url, json={})).status_code == 401
+            wrong = {"Authorization": "Bearer nope"}
+            assert (await plain.post(url, json={}, headers=wrong)).status_code == 401
+        headers = {"Authorization": f"Bearer {secret}"}
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+        ):
+            result = await client.call_tool(NOW["name"], NOW["arguments"])
+            assert not result.is_error
+    assert secret not in run.log.read_text() if run.log.exists() else True
+    spans = [s for s in call_spans(run.spans) if s.get("gen_ai.tool.name") == "get_current_time"]
+    (span,) = spans
+    assert span["toolguard.mcp.client"].startswith("mcp")
+
+
+def text(result: dict) -> str:
+    return result["content"][0]["text"]
