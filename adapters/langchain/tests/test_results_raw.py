@@ -96,10 +96,7 @@ def test_produces_read_from_the_raw_result(kind: str, mode: str, spans: Spans) -
     )
     agent = create_agent(model, [search, remove_contact], middleware=[ToolGuardMiddleware(guard)])
     inputs = {"messages": [("user", f"Remove the contact with phone {PHONE}")]}
-    if mode == "async":
-        out = asyncio.run(agent.ainvoke(inputs))
-    else:
-        out = agent.invoke(inputs)
+    out = asyncio.run(agent.ainvoke(inputs)) if mode == "async" else agent.invoke(inputs)
 
     answers = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert [m.status for m in answers] == ["success", "success"], answers[1].content
