@@ -18,7 +18,7 @@ from typing import Any
 
 import toolguard as tg
 
-from ._sdk import FunctionTool, Tool, ToolContext
+from ._sdk import FunctionTool, ModelBehaviorError, Tool, ToolContext
 
 Contract = tg.ToolSpec | Mapping[str, Any]
 Body = Callable[[ToolContext[Any], str], Awaitable[Any]]
@@ -106,7 +106,12 @@ def _guarded_body(guard: tg.Guard, name: str, body: Body, *, keep_markers: bool)
         token = inside_tool.set(True)
         try:
             with pending:  # span current while the body runs; an exception is fail()
-                result = await body(ctx, input)
+                try:
+                    result = await body(ctx, input)
+                except ModelBehaviorError as exc:
+                    if keep_markers and _refused_arguments(exc, name):
+                        pending.reject(_sdk_validation_failure(name))
+                    raise  # the SDK's failure handler answers the model, as without the guard
                 pending.finish(result)
         finally:
             inside_tool.reset(token)
@@ -117,6 +122,19 @@ def _guarded_body(guard: tg.Guard, name: str, body: Body, *, keep_markers: bool)
         # FunctionTool.__wrapped__, argument preparation for approvals): keep it visible.
         guarded.__dict__.update(getattr(body, "__dict__", {}))
     return guarded
+
+
+def _refused_arguments(exc: ModelBehaviorError, name: str) -> bool:
+    """The SDK's own argument validation refused the call before the tool's function ran
+    (a pydantic validator the JSON schema the guard checks cannot express): its message
+    starts so, with or without the validation details (``DONT_LOG_TOOL_DATA``)."""
+    return str(exc).startswith(f"Invalid JSON input for tool {name}")
+
+
+def _sdk_validation_failure(name: str) -> tg.Failure:
+    # No argument value in any text: the SDK's own message (with them) goes to the model.
+    text = f"the SDK's argument validation rejected the call to {name!r}; the tool did not run"
+    return tg.Failure("schema", "schema.args", text, text, telemetry_message=text)
 
 
 def _declare(guard: tg.Guard, tool: FunctionTool, contract: Contract | None) -> None:
