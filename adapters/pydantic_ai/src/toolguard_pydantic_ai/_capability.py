@@ -32,7 +32,7 @@ _DELIVERIES = ("failed", "return", "retry")
 @dataclass(slots=True)
 class _Run:
     """One agent run in progress: its trajectory, the calls of its running turn, and the call
-    ids a hook has recorded."""
+    ids of that turn a hook has recorded."""
 
     traj: tg.Trajectory
     settled: set[str] = field(default_factory=set)
@@ -139,6 +139,9 @@ class ToolGuard(AbstractCapability[Any]):
         self, ctx: RunContext[Any], *, node: AgentNode[Any]
     ) -> AgentNode[Any]:
         if isinstance(node, CallToolsNode) and (run := self._run(ctx)) is not None:
+            # Call ids are unique within a turn only (some OpenAI-compatible servers send
+            # call_0, call_1, ... every turn): what a hook recorded is per turn.
+            run.settled = set()
             run.turn = _turns.turn_calls(ctx, node)
             if len(run.turn) > 1:
                 # Steps by call id in emission order, whatever order the tasks run in (a lone
