@@ -20,8 +20,9 @@ from opentelemetry import trace
 
 from ._contracts import KnownTools
 from ._framework import BaseTool, Command, GraphBubbleUp, GraphInterrupt, ToolCallRequest
+from ._history import RawResults
 from ._raw import capture, capturing_copy, release
-from ._results import is_error, outcome, rejection_message
+from ._results import is_error, message_content, outcome, rejection_message
 from ._turns import TurnLedger
 
 logger = logging.getLogger("toolguard")
@@ -48,6 +49,7 @@ class GuardedCalls:
         self.guard = guard
         self.known = known
         self.ledger = ledger
+        self.raw = RawResults()  # for the next runs of a conversation (_history.py)
         self._warned: set[str] = set()
         self._unwrapped: dict[int, tuple[BaseTool | None, BaseTool | None]] = {}
 
@@ -81,6 +83,8 @@ class GuardedCalls:
                     _inside.reset(inside)
                 result, error = outcome(answer, call_id, raw, request.tool)
                 pending.finish(result, error=error)
+                if raw and call_id:
+                    self.raw.keep(call_id, name, raw[-1], message_content(answer, call_id))
             return answer
 
     async def arun(
@@ -115,6 +119,8 @@ class GuardedCalls:
                     _inside.reset(inside)
                 result, error = outcome(answer, call_id, raw, request.tool)
                 pending.finish(result, error=error)
+                if raw and call_id:
+                    self.raw.keep(call_id, name, raw[-1], message_content(answer, call_id))
             return answer
 
     def _framework_answered(

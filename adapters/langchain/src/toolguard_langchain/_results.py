@@ -41,7 +41,12 @@ def outcome(
         value = raw[-1]  # the last attempt's, when a retry middleware ran the tool again
         if not isinstance(value, ToolMessage | Command):
             return value, error
-    return _parsed(message.content), error
+    return parsed(message.content), error
+
+
+def message_content(answer: Any, call_id: str | None) -> Any:
+    message = _tool_message(answer, call_id)
+    return None if message is None else message.content
 
 
 def is_error(answer: Any, call_id: str | None) -> bool:
@@ -73,7 +78,7 @@ def _find(messages: list[Any], call_id: str | None) -> ToolMessage | None:
     return None
 
 
-def _parsed(content: Any) -> Any:
+def parsed(content: Any) -> Any:
     # LangChain turns a dict or list result into JSON text; `produces` and `error_result`
     # read the structure, so it is parsed back (text that is no JSON stays text).
     if isinstance(content, str) and content[:1] in ("{", "["):
