@@ -15,10 +15,11 @@ import logging
 import threading
 from collections.abc import Callable, Collection, Coroutine
 from typing import Any
-from weakref import WeakKeyDictionary
+from weakref import WeakKeyDictionary, WeakSet
 
 import toolguard as tg
 
+from ._history import bind_history
 from ._sdk import (
     Agent,
     AgentHooks,
@@ -41,6 +42,17 @@ class GuardHooks(AgentHooks[Any]):
         self.guard = guard
         self.inner = inner
 
+    async def on_llm_start(
+        self, context: Any, agent: Agent[Any], system_prompt: str | None, input_items: Any
+    ) -> None:
+        if not inside_tool.get():
+            traj = tg.current_trajectory()
+            if traj is not None and _first_model_call(traj):
+                # The conversation's earlier turns, in the input: their outputs are context.
+                bind_history(self.guard, traj, input_items)
+        if self.inner is not None:
+            await self.inner.on_llm_start(context, agent, system_prompt, input_items)
+
     async def on_llm_end(self, context: Any, agent: Agent[Any], response: ModelResponse) -> None:
         if not inside_tool.get():
             disabled = await disabled_tools(context, agent, response)
@@ -59,7 +71,11 @@ def _forward(name: str) -> Callable[..., Coroutine[Any, Any, None]]:
 
 
 # Every other event goes straight to the user's hooks, also events a later SDK adds.
-for _name in [n for n in vars(AgentHooksBase) if n.startswith("on_") and n != "on_llm_end"]:
+for _name in [
+    n
+    for n in vars(AgentHooksBase)
+    if n.startswith("on_") and n not in ("on_llm_start", "on_llm_end")
+]:
     setattr(GuardHooks, _name, _forward(_name))
 
 
@@ -91,6 +107,18 @@ async def disabled_tools(context: Any, agent: Agent[Any], response: ModelRespons
         if not enabled:
             disabled.add(tool.name)
     return disabled
+
+
+# The trajectories whose first model call has been seen (their history bound once).
+_primed: WeakSet[tg.Trajectory] = WeakSet()
+
+
+def _first_model_call(traj: tg.Trajectory) -> bool:
+    with _numbered_lock:
+        if traj in _primed:
+            return False
+        _primed.add(traj)
+        return True
 
 
 def reserve_turn(

@@ -18,6 +18,7 @@ from typing import Any
 
 import toolguard as tg
 
+from ._history import RAW
 from ._sdk import FunctionTool, ModelBehaviorError, Tool, ToolContext
 
 Contract = tg.ToolSpec | Mapping[str, Any]
@@ -98,7 +99,8 @@ def _guarded_body(guard: tg.Guard, name: str, body: Body, *, keep_markers: bool)
     # Annotated with ToolContext on purpose: the SDK reads the invoker's first annotation to
     # decide whether it receives the full ToolContext (with tool_call_id) or a narrower one.
     async def guarded(ctx: ToolContext[Any], input: str) -> Any:
-        pending = guard.check(name, input, call_id=getattr(ctx, "tool_call_id", None))
+        call_id = getattr(ctx, "tool_call_id", None)
+        pending = guard.check(name, input, call_id=call_id)
         if pending.rejection is not None:
             # The model reads a tool's return value: the guard's message is the answer. It is
             # no exception, so no failure handler, retry or run error is involved.
@@ -113,6 +115,7 @@ def _guarded_body(guard: tg.Guard, name: str, body: Body, *, keep_markers: bool)
                         pending.reject(_sdk_validation_failure(name))
                     raise  # the SDK's failure handler answers the model, as without the guard
                 pending.finish(result)
+                RAW.keep(call_id, name, result)  # for the next runs of a conversation
         finally:
             inside_tool.reset(token)
         return result
