@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import pytest
 from agents import Agent, ModelBehaviorError, RunConfig, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 from oa_support import Episode, Telemetry, tool_outputs
 from pydantic import AfterValidator
 
-from toolguard_openai_agents import guard_agent
+from toolguard_openai_agents import guard_agent, run_sync
 
 SDK_DEFAULT_ERROR = "An error occurred while running the tool. Please try again."
 
@@ -121,3 +122,28 @@ def test_the_sdks_own_argument_validation_is_a_schema_rejection(
     span = next(s for s in otel.call_spans() if s.attributes["gen_ai.tool.call.id"] == "p1")
     assert span.attributes["error.type"] == "toolguard.schema"
     assert "3" not in str(span.attributes["toolguard.message"])  # no argument value
+
+
+def test_a_run_that_raises_ends_its_trajectory_with_labels_and_no_outcome(
+    otel: Telemetry,
+) -> None:
+    """Issue 23, defect 5, for this adapter: ``run_sync`` ends the run's trajectory when the
+    run raises (a ``with`` block), so the failing run stays in its cohort."""
+    guard = otel.guard()
+    agent, _, _ = _switchable(False)  # the SDK's default for the disabled tool: the run stops
+    with pytest.raises(ModelBehaviorError):
+        run_sync(
+            guard,
+            guard_agent(agent, guard),
+            "wipe",
+            labels={"model": "m"},
+            success=lambda result: True,
+            run_config=RunConfig(tracing_disabled=True),
+        )
+    summary = otel.summary()
+    attributes = summary.attributes or {}
+    assert attributes["toolguard.label.model"] == "m"
+    assert "toolguard.trajectory.success" not in attributes
+    assert attributes["toolguard.trajectory.length"] == 2
+    assert not summary.status.is_ok
+    assert len(guard.trajectories) == 0
