@@ -18,7 +18,7 @@ from typing import Annotated, Any, NotRequired
 
 import toolguard as tg
 
-from . import _ending
+from . import _ending, _instrumentation
 from ._calls import AsyncHandler, GuardedCalls, Handler, active, inside_guarded_call
 from ._contracts import KnownTools
 from ._framework import (
@@ -267,7 +267,8 @@ class ToolGuardMiddleware(ToolCallGuard):
             user_input=_human_texts(messages_of(state, self.messages_key)),
             conversation_id=thread_id(config) if config else None,
         )
-        traj.start()
+        with _instrumentation.below(_instrumentation.run_span()):
+            traj.start()  # in an instrumentation's trace, where one traces the run
         self._own[id] = traj
         _ending.opened(traj)
         # The conversation's earlier turns, in the history: their results bind as context.
