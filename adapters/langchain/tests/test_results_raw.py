@@ -104,3 +104,24 @@ def test_produces_read_from_the_raw_result(kind: str, mode: str, spans: Spans) -
     assert spans.steps()["c2"] == (2, "remove_contact", "allowed", None)
     # The model still gets LangChain's own text of the result.
     assert "id_8923" in str(answers[0].content)
+
+
+class CountingTool(BaseTool):
+    """Keeps state on itself, reassigned by each run."""
+
+    name: str = "count"
+    description: str = "Count."
+    calls: int = 0
+
+    def _run(self, **kwargs: Any) -> dict[str, int]:
+        self.calls += 1
+        return {"calls": self.calls}
+
+
+def test_a_tool_keeps_its_state_on_the_object_the_user_holds(spans: Spans) -> None:
+    counting = CountingTool()
+    guard = tg.Guard(tracer_provider=spans.provider)
+    model = scripted(turn(call("count", {}, "n1")), turn(call("count", {}, "n2")), "done")
+    agent = create_agent(model, [counting], middleware=[ToolGuardMiddleware(guard)])
+    agent.invoke({"messages": [("user", "count twice")]})
+    assert counting.calls == 2

@@ -78,9 +78,9 @@ def bind_history(
 
 def _call_names(messages: Sequence[Any]) -> dict[str, str]:
     return {
-        c["id"]: c["name"]
+        call_id: c["name"]
         for m in messages
         if isinstance(m, AIMessage)
         for c in m.tool_calls
-        if c.get("id")
+        if (call_id := c.get("id"))
     }

@@ -36,17 +36,27 @@ def release(token: Any) -> None:
 
 def capturing_copy(tool: BaseTool, update: dict[str, Any]) -> BaseTool | None:
     """A copy of ``tool`` (with ``update`` applied) that keeps its raw results, or None when
-    the tool cannot be copied (then the message text is read, as before)."""
+    the tool cannot be copied (then the message text is read, as before).
+
+    The copy is a shell the framework runs (callbacks, message formatting); its ``_run`` /
+    ``_arun`` call the original tool's, so a tool that keeps state on itself (a private
+    attribute it reassigns) keeps it on the object the user holds. Only a copy that runs the
+    plain function of a ``@guard.tool`` (``update``) runs its own methods."""
     try:
         copy = tool.model_copy(update=update)
-        for attr in ("_run", "_arun"):
-            # An instance attribute shadows the class's method for this copy only. The
-            # wrapper keeps the method's signature (functools.wraps sets __wrapped__): LangChain
-            # reads it to pass ``config`` and ``run_manager``.
-            object.__setattr__(copy, attr, _keeping(getattr(copy, attr), attr == "_arun"))
-    except Exception:  # a tool type that refuses copies or attributes: no raw value
+    except Exception:  # a tool type that refuses copies: no raw value
         logger.debug("toolguard: cannot copy tool %r; reading its message text", tool.name)
-        return tool.model_copy(update=update) if update else None
+        return None
+    owner = copy if update else tool
+    try:
+        for attr in ("_run", "_arun"):
+            # An instance attribute shadows the class's method on the copy only. The wrapper
+            # keeps the method's signature (functools.wraps sets __wrapped__): LangChain reads
+            # it to pass ``config`` and ``run_manager``.
+            object.__setattr__(copy, attr, _keeping(getattr(owner, attr), attr == "_arun"))
+    except Exception:  # attributes refused: the framework runs the tool itself
+        logger.debug("toolguard: cannot wrap tool %r; reading its message text", tool.name)
+        return copy if update else None
     return copy
 
 

@@ -244,9 +244,11 @@ class ToolGuard(AbstractCapability[Any]):
         for name in _history.returned_tools(ctx.messages):
             if name not in self._declared and manager is not None:
                 try:
-                    self._declare(name, manager.get_tool_def(name))
+                    tool_def = manager.get_tool_def(name)
                 except (ValueError, AttributeError):  # no longer one of the agent's tools
                     continue
+                if tool_def is not None:
+                    self._declare(name, tool_def)
         _history.bind_history(self.guard, traj, ctx.messages)
 
     def _run(self, ctx: RunContext[Any]) -> _Run | None:
