@@ -448,6 +448,34 @@ def test_a_tool_that_raises_is_an_error_result_not_a_crash(api: Any, otel: Any) 
 
 
 @api_param
+def test_an_error_result_is_an_error_result_on_the_wire(api: Any, otel: Any) -> None:
+    """Issue 23, defect 6: a tool that answers ``{"error": ...}`` is the environment's
+    rejection (state_consistency), and Anthropic's ``tool_result`` says so, as it does for a
+    tool that raised. A tool_result of an ordinary result carries no ``is_error``."""
+    guard = otel.guard()
+
+    @guard.tool
+    def send_sms(phone: str, text: str) -> dict[str, str]:
+        return {"error": "the SMS gateway is down"} if text == "hi" else {"sent": text}
+
+    script: list[Turn] = [
+        [("e1", "send_sms", {"phone": PHONE, "text": "hi"})],
+        [("e2", "send_sms", {"phone": PHONE, "text": "hello"})],
+        "Sent.",
+    ]
+    with guard.trajectory("error-result") as traj:
+        model = agent(api, guard, script)
+    text, is_error = model.received(1)["e1"]
+    assert json.loads(text) == {"error": "the SMS gateway is down"}
+    assert is_error is (True if api is Messages else None)
+    assert model.received(2)["e2"][1] is None
+    first, second = traj.verdicts
+    assert (first.decision, first.cause, first.check) == (
+        "allowed", "state_consistency", "state.error_result")  # fmt: skip
+    assert second.valid
+
+
+@api_param
 def test_log_mode_runs_the_call_and_returns_its_result(api: Any, otel: Any) -> None:
     contacts, guard = contacts_guard(otel.provider, mode="log")
     # The id was never produced by a search: invalid (dependency), yet it runs in log mode.

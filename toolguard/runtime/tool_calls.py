@@ -169,9 +169,9 @@ def run_anthropic_tool_uses(
     """Run the ``tool_use`` blocks of an Anthropic ``Message`` (or of its ``content``, or
     their JSON) and return the messages to append: ``[]`` when there is none, else one
     ``{"role": "user", "content": [{"type": "tool_result", ...}, ...]}`` whose results
-    carry ``is_error: True`` for a rejected call or a tool that raised."""
+    carry ``is_error: True`` for a rejected call, a tool that raised, or an error result."""
     calls = _anthropic_calls(message)
-    return _anthropic_reply(calls, _run(guard, calls, trajectory), serialize)
+    return _anthropic_reply(guard, calls, _run(guard, calls, trajectory), serialize)
 
 
 async def arun_anthropic_tool_uses(
@@ -183,7 +183,7 @@ async def arun_anthropic_tool_uses(
 ) -> list[dict[str, Any]]:
     """:func:`run_anthropic_tool_uses` running the turn's calls concurrently."""
     calls = _anthropic_calls(message)
-    return _anthropic_reply(calls, await _arun(guard, calls, trajectory), serialize)
+    return _anthropic_reply(guard, calls, await _arun(guard, calls, trajectory), serialize)
 
 
 def _anthropic_calls(message: Any) -> list[_Call]:
@@ -201,7 +201,7 @@ def _anthropic_calls(message: Any) -> list[_Call]:
 
 
 def _anthropic_reply(
-    calls: list[_Call], results: list[Any], serialize: Serializer | None
+    guard: Guard, calls: list[_Call], results: list[Any], serialize: Serializer | None
 ) -> list[dict[str, Any]]:
     if not calls:
         return []
@@ -212,10 +212,28 @@ def _anthropic_reply(
             "tool_use_id": call.id,
             "content": _text(result, serialize),
         }
-        if isinstance(result, Rejection):
+        if isinstance(result, Rejection) or _error_result(guard, call.name, result):
             block["is_error"] = True
         blocks.append({**block, **call.echo})
     return [{"role": "user", "content": blocks}]
+
+
+def _error_result(guard: Guard, name: str, result: Any) -> bool:
+    """The tool answered with an error result (``{"error": ...}``, or what its or the guard's
+    ``error_result`` says is one): the guard recorded the environment's rejection, and the
+    model is told so as for a tool that raised. The same predicate the guard asked."""
+    try:
+        detect = guard.get_tool(name).spec.error_result
+    except KeyError:
+        return False
+    if detect is None:  # the tool's view of INHERIT: the guard's
+        detect = guard.error_result
+    if not detect:
+        return False
+    try:
+        return bool(detect(result))
+    except Exception:  # the guard recorded the predicate's failure; the result goes as is
+        return False
 
 
 # -- running a turn -------------------------------------------------------------------------

@@ -113,12 +113,16 @@ def test_concurrent_runs_of_one_agent_keep_their_own_trajectories(otel: Telemetr
 def test_a_failed_run_still_writes_its_summary(otel: Telemetry) -> None:
     guard = otel.guard()
     model = scripted(*[[ToolCallPart("missing", {}, tool_call_id=f"m{i}")] for i in range(3)])
-    agent = Agent(model, tools=[echo], retries=1, capabilities=[ToolGuard(guard)])
+    capability = ToolGuard(guard, labels={"model": "m"}, success=lambda result: True)
+    agent = Agent(model, tools=[echo], retries=1, capabilities=[capability])
     with pytest.raises(UnexpectedModelBehavior):
         agent.run_sync("go")
     (summary,) = [s for s in otel.spans() if s.name == "toolguard.trajectory"]
     assert summary.attributes["toolguard.trajectory.length"] == 2
     assert summary.attributes["toolguard.trajectory.first_error.cause"] == "schema"
+    # Issue 23, defect 5: with its labels, the outcome unknown (not False).
+    assert summary.attributes["toolguard.label.model"] == "m"
+    assert "toolguard.trajectory.success" not in summary.attributes
     assert not summary.status.is_ok
 
 

@@ -20,7 +20,9 @@ from opentelemetry import trace
 
 from ._contracts import KnownTools
 from ._framework import BaseTool, Command, GraphBubbleUp, GraphInterrupt, ToolCallRequest
-from ._results import is_error, outcome, rejection_message
+from ._history import RawResults
+from ._raw import capture, capturing_copy, release
+from ._results import is_error, message_content, outcome, rejection_message
 from ._turns import TurnLedger
 
 logger = logging.getLogger("toolguard")
@@ -47,6 +49,7 @@ class GuardedCalls:
         self.guard = guard
         self.known = known
         self.ledger = ledger
+        self.raw = RawResults()  # for the next runs of a conversation (_history.py)
         self._warned: set[str] = set()
         self._unwrapped: dict[int, tuple[BaseTool | None, BaseTool | None]] = {}
 
@@ -69,15 +72,19 @@ class GuardedCalls:
             request = self._plain(request)
             with pending:
                 inside = _inside.set(True)
+                raw, kept = capture()
                 try:
                     answer = handler(request)
                 except GraphBubbleUp as exc:
                     _bubbled(pending, exc, traj, call_id)
                     raise
                 finally:
+                    release(kept)
                     _inside.reset(inside)
-                result, error = outcome(answer, call_id)
+                result, error = outcome(answer, call_id, raw, request.tool)
                 pending.finish(result, error=error)
+                if raw and call_id:
+                    self.raw.keep(call_id, name, raw[-1], message_content(answer, call_id))
             return answer
 
     async def arun(
@@ -101,15 +108,19 @@ class GuardedCalls:
             request = self._plain(request)
             async with pending:
                 inside = _inside.set(True)
+                raw, kept = capture()
                 try:
                     answer = await handler(request)
                 except GraphBubbleUp as exc:
                     _bubbled(pending, exc, traj, call_id)
                     raise
                 finally:
+                    release(kept)
                     _inside.reset(inside)
-                result, error = outcome(answer, call_id)
+                result, error = outcome(answer, call_id, raw, request.tool)
                 pending.finish(result, error=error)
+                if raw and call_id:
+                    self.raw.keep(call_id, name, raw[-1], message_content(answer, call_id))
             return answer
 
     def _framework_answered(
@@ -134,8 +145,9 @@ class GuardedCalls:
             )
 
     def _plain(self, request: ToolCallRequest) -> ToolCallRequest:
-        """A tool made from a ``@guard.tool`` function would be checked a second time by its
-        own wrapper: the framework runs the plain function instead (the check is here)."""
+        """The copy of the tool the framework runs: it keeps its raw result (``_raw.py``),
+        and a tool made from a ``@guard.tool`` function, which its own wrapper would check a
+        second time, runs the plain function instead (the check is here)."""
         tool = request.tool
         entry = self._unwrapped.get(id(tool))
         if entry is None or entry[0] is not tool:
@@ -146,12 +158,14 @@ class GuardedCalls:
 
 
 def _unwrapped(tool: BaseTool | None) -> BaseTool | None:
+    if tool is None:
+        return None
     update: dict[str, Any] = {}
     for attr in ("func", "coroutine"):
         fn = getattr(tool, attr, None)
         if fn is not None and _guarded(fn):
             update[attr] = fn.__wrapped__
-    return tool.model_copy(update=update) if update and tool is not None else None
+    return capturing_copy(tool, update)
 
 
 def _guarded(fn: Any) -> bool:

@@ -13,21 +13,24 @@ from __future__ import annotations
 import logging
 import uuid
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, NotRequired
 
 import toolguard as tg
 
+from . import _ending, _instrumentation
 from ._calls import AsyncHandler, GuardedCalls, Handler, active, inside_guarded_call
 from ._contracts import KnownTools
 from ._framework import (
     AgentMiddleware,
     AgentState,
+    GraphBubbleUp,
     HumanMessage,
     PrivateStateAttr,
     ToolCallRequest,
     get_config,
 )
+from ._history import bind_history
 from ._turns import TurnLedger, messages_of
 
 logger = logging.getLogger("toolguard")
@@ -149,6 +152,7 @@ class ToolGuardMiddleware(ToolCallGuard):
         # guard's registry (where they are also kept, for its bounds and idle timeout) does
         # in time proportional to the number of live trajectories.
         self._own: weakref.WeakValueDictionary[str, tg.Trajectory] = weakref.WeakValueDictionary()
+        self._flight = _ending.InFlight()
 
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         return self._open(state)
@@ -162,12 +166,83 @@ class ToolGuardMiddleware(ToolCallGuard):
     async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         return self._close(state)
 
+    # -- a failing run (_ending.py): an exception leaving these wrappers ends the run ----------
+    def wrap_tool_call(self, request: ToolCallRequest, handler: Handler) -> Any:
+        traj = self.trajectory_for(request)
+        if traj is None or not self._opened(request.state):
+            return self.calls.run(request, handler, traj)
+        self._flight.enter(traj)
+        failed: BaseException | None = None
+        try:
+            return self.calls.run(request, handler, traj)
+        except GraphBubbleUp:  # an interrupt or a command: control flow, not a failure
+            raise
+        except BaseException as exc:
+            failed = exc
+            raise
+        finally:
+            self._left(traj, failed)
+
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: AsyncHandler) -> Any:
+        traj = self.trajectory_for(request)
+        if traj is None or not self._opened(request.state):
+            return await self.calls.arun(request, handler, traj)
+        self._flight.enter(traj)
+        failed: BaseException | None = None
+        try:
+            return await self.calls.arun(request, handler, traj)
+        except GraphBubbleUp:
+            raise
+        except BaseException as exc:  # a cancelled task too: the run is going away
+            failed = exc
+            raise
+        finally:
+            self._left(traj, failed)
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        try:
+            return handler(request)
+        except GraphBubbleUp:
+            raise
+        except BaseException as exc:
+            self._model_failed(request.state, exc)
+            raise
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        try:
+            return await handler(request)
+        except GraphBubbleUp:
+            raise
+        except BaseException as exc:
+            self._model_failed(request.state, exc)
+            raise
+
+    def _opened(self, state: Any) -> bool:
+        return bool(_key_of(state))
+
+    def _left(self, traj: tg.Trajectory, failed: BaseException | None) -> None:
+        exc = self._flight.leave(traj, failed)
+        if exc is not None:
+            self._fail(traj, exc)
+
+    def _model_failed(self, state: Any, exc: BaseException) -> None:
+        key = _key_of(state)
+        traj = (self._own.get(key) or self.guard.find_trajectory(key)) if key else None
+        if traj is not None and not traj.ended:
+            self._fail(traj, exc)
+
+    def _fail(self, traj: tg.Trajectory, exc: BaseException) -> None:
+        """End a failed run's trajectory: the error on its summary, the outcome unknown."""
+        self._own.pop(traj.id, None)
+        _ending.closed(traj)
+        traj.end(exc)
+        self.ledger.forget(traj)
+
     def trajectory_for(self, request: ToolCallRequest) -> tg.Trajectory | None:
         """The run's own trajectory (by the key in its state), else the caller's."""
         if inside_guarded_call():
             return None
-        state = request.state
-        key = state.get(STATE_KEY) if type(state) is dict else getattr(state, STATE_KEY, None)
+        key = _key_of(request.state)
         if key:
             # Another instance may have opened it (an agent rebuilt on a checkpointed thread).
             traj = self._own.get(key) or self.guard.find_trajectory(key)
@@ -192,8 +267,12 @@ class ToolGuardMiddleware(ToolCallGuard):
             user_input=_human_texts(messages_of(state, self.messages_key)),
             conversation_id=thread_id(config) if config else None,
         )
-        traj.start()
+        with _instrumentation.below(_instrumentation.run_span()):
+            traj.start()  # in an instrumentation's trace, where one traces the run
         self._own[id] = traj
+        _ending.opened(traj)
+        # The conversation's earlier turns, in the history: their results bind as context.
+        bind_history(self.guard, traj, messages_of(state, self.messages_key), self.calls.raw)
         return {STATE_KEY: id}
 
     def _close(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -217,6 +296,7 @@ class ToolGuardMiddleware(ToolCallGuard):
             with active(self.guard, traj):
                 self.ledger.account_last_turn(traj, state)
             traj.success = self._outcome(state)
+        _ending.closed(traj)
         traj.end()
         self.ledger.forget(traj)
 
@@ -229,6 +309,14 @@ class ToolGuardMiddleware(ToolCallGuard):
             logger.exception("toolguard: the success callback raised; the outcome is unknown")
             return None
         return None if value is None else bool(value)
+
+
+def _key_of(state: Any) -> str | None:
+    """The key of the trajectory a middleware opened for this run, kept in its state."""
+    key = state.get(STATE_KEY) if type(state) is dict else getattr(state, STATE_KEY, None)
+    if key is None and isinstance(state, Mapping):
+        key = state.get(STATE_KEY)
+    return key if isinstance(key, str) and key else None
 
 
 def _config() -> Mapping[str, Any] | None:

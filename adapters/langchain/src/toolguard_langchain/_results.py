@@ -21,17 +21,32 @@ def rejection_message(rejection: tg.Rejection, tool_call: Mapping[str, Any]) -> 
     )
 
 
-def outcome(answer: Any, call_id: str | None) -> tuple[Any, bool | None]:
-    """``(result, error)`` for ``pending.finish``: the value the contract reads (the
-    artifact, else the content, JSON text parsed back) and ``True`` when the framework
-    answered with ``status="error"`` (``None`` lets the guard's ``error_result`` decide)."""
+def outcome(
+    answer: Any, call_id: str | None, raw: list[Any] | None = None, tool: Any = None
+) -> tuple[Any, bool | None]:
+    """``(result, error)`` for ``pending.finish``: the value the contract reads and ``True``
+    when the framework answered with ``status="error"`` (``None`` lets the guard's
+    ``error_result`` decide). The value: the artifact; else the tool's own return value
+    (``raw``: what the running copy of the tool kept, ``_raw.py``); else the message content,
+    JSON text parsed back."""
     message = _tool_message(answer, call_id)
     if message is None:
         if isinstance(answer, Command):
             return answer.update, None
         return answer, None
-    value = message.artifact if message.artifact is not None else _parsed(message.content)
-    return value, True if message.status == "error" else None
+    error = True if message.status == "error" else None
+    if message.artifact is not None:
+        return message.artifact, error
+    if raw and error is None and getattr(tool, "response_format", None) != "content_and_artifact":
+        value = raw[-1]  # the last attempt's, when a retry middleware ran the tool again
+        if not isinstance(value, ToolMessage | Command):
+            return value, error
+    return parsed(message.content), error
+
+
+def message_content(answer: Any, call_id: str | None) -> Any:
+    message = _tool_message(answer, call_id)
+    return None if message is None else message.content
 
 
 def is_error(answer: Any, call_id: str | None) -> bool:
@@ -63,7 +78,7 @@ def _find(messages: list[Any], call_id: str | None) -> ToolMessage | None:
     return None
 
 
-def _parsed(content: Any) -> Any:
+def parsed(content: Any) -> Any:
     # LangChain turns a dict or list result into JSON text; `produces` and `error_result`
     # read the structure, so it is parsed back (text that is no JSON stays text).
     if isinstance(content, str) and content[:1] in ("{", "["):

@@ -23,12 +23,19 @@ logger = logging.getLogger("toolguard")
 
 
 class TurnLedger:
-    """Per trajectory, the call ids whose steps are already fixed."""
+    """Per trajectory, the model turn last accounted and its call ids whose steps are fixed.
+
+    Per turn, not per run: call ids are unique within a turn only (some OpenAI-compatible
+    servers send ``call_0, call_1, ...`` every turn). A turn is its ``AIMessage``, by the id
+    LangGraph's message reducer gives every message (the object, for a bare ``ToolNode``
+    input without ids)."""
 
     def __init__(self, guard: tg.Guard, messages_key: str = "messages") -> None:
         self.guard = guard
         self.messages_key = messages_key
-        self._seen: weakref.WeakKeyDictionary[tg.Trajectory, set[str]] = weakref.WeakKeyDictionary()
+        self._seen: weakref.WeakKeyDictionary[tg.Trajectory, tuple[Any, set[str]]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._lock = threading.Lock()
 
     def account(self, traj: tg.Trajectory, state: Any, call_id: str) -> None:
@@ -44,15 +51,16 @@ class TurnLedger:
                 and last.tool_calls[0].get("id") == call_id
             ):
                 return
-        seen = self._seen.get(traj)
-        if seen is not None and call_id in seen:
+        message, answered = _turn_of(messages, call_id)
+        if message is None:  # tool calls handed to the node directly: no turn to read
+            return
+        key = _turn_key(message)
+        entry = self._seen.get(traj)
+        if entry is not None and entry[0] == key and call_id in entry[1]:
             return
         with self._lock:
-            seen = self._seen.setdefault(traj, set())
+            seen = self._turn_seen(traj, key)
             if call_id in seen:
-                return
-            message, answered = _turn_of(messages, call_id)
-            if message is None:  # tool calls handed to the node directly: no turn to read
                 return
             ids = [
                 i
@@ -73,11 +81,19 @@ class TurnLedger:
         if message is None or not message.invalid_tool_calls:
             return
         with self._lock:
-            seen = self._seen.setdefault(traj, set())
+            seen = self._turn_seen(traj, _turn_key(message))
             refused = _unseen_invalid(message, seen)
             traj.reserve([i for i, _ in refused])
             seen.update(i for i, _ in refused)
         self._record_refused(traj, refused)
+
+    def _turn_seen(self, traj: tg.Trajectory, key: Any) -> set[str]:
+        # Under the lock: the ids already fixed in turn ``key`` (a new turn starts empty).
+        entry = self._seen.get(traj)
+        if entry is None or entry[0] != key:
+            entry = (key, set())
+            self._seen[traj] = entry
+        return entry[1]
 
     def forget(self, traj: tg.Trajectory) -> None:
         with self._lock:
@@ -127,6 +143,10 @@ def _turn_of(messages: Sequence[Any], call_id: str) -> tuple[AIMessage | None, s
         ):
             return message, answered
     return None, answered
+
+
+def _turn_key(message: AIMessage) -> Any:
+    return message.id or id(message)
 
 
 def _unseen_invalid(message: AIMessage, seen: set[str]) -> list[tuple[str, str]]:

@@ -106,7 +106,7 @@ async def run(
     a run that raises ends the trajectory with Y unknown. A text ``input`` is what the agent
     has seen (the information check).
     """
-    with _episode(guard, input, trajectory_id, labels, trajectory) as traj:
+    with _episode(guard, input, trajectory_id, labels, trajectory, runner_options) as traj:
         result = await Runner.run(agent, input, **runner_options)
         if success is not None:
             traj.success = success(result)
@@ -125,7 +125,7 @@ def run_sync(
     **runner_options: Any,
 ) -> RunResult:
     """:func:`run` for ``Runner.run_sync``."""
-    with _episode(guard, input, trajectory_id, labels, trajectory) as traj:
+    with _episode(guard, input, trajectory_id, labels, trajectory, runner_options) as traj:
         result = Runner.run_sync(agent, input, **runner_options)
         if success is not None:
             traj.success = success(result)
@@ -138,10 +138,19 @@ def _episode(
     trajectory_id: str | None,
     labels: Mapping[str, Any] | None,
     trajectory: tg.Trajectory | None,
+    runner_options: Mapping[str, Any],
 ) -> guarded_run:
     if trajectory is not None:
         if trajectory_id is not None or labels is not None:
             raise ValueError("pass either trajectory= or trajectory_id=/labels=")
         return guarded_run(guard, trajectory=trajectory)
     user_input = input if isinstance(input, str) else None
-    return guarded_run(guard, trajectory_id, labels=labels, user_input=user_input)
+    # A Session is the conversation: its id on every run's summary (gen_ai.conversation.id).
+    session_id = getattr(runner_options.get("session"), "session_id", None)
+    return guarded_run(
+        guard,
+        trajectory_id,
+        labels=labels,
+        user_input=user_input,
+        conversation_id=session_id if isinstance(session_id, str) else None,
+    )

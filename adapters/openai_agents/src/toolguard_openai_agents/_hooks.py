@@ -10,13 +10,16 @@ message with ``tool_not_found_behavior="return_error_to_model"``), so that T cou
 
 from __future__ import annotations
 
+import inspect
+import logging
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Collection, Coroutine
 from typing import Any
-from weakref import WeakKeyDictionary
+from weakref import WeakKeyDictionary, WeakSet
 
 import toolguard as tg
 
+from ._history import bind_history
 from ._sdk import (
     Agent,
     AgentHooks,
@@ -28,6 +31,8 @@ from ._sdk import (
 )
 from ._tools import guarded_by, inside_tool
 
+logger = logging.getLogger("toolguard")
+
 
 class GuardHooks(AgentHooks[Any]):
     """The agent's hooks with the guard's turn numbering added; every event is also passed
@@ -37,9 +42,21 @@ class GuardHooks(AgentHooks[Any]):
         self.guard = guard
         self.inner = inner
 
+    async def on_llm_start(
+        self, context: Any, agent: Agent[Any], system_prompt: str | None, input_items: Any
+    ) -> None:
+        if not inside_tool.get():
+            traj = tg.current_trajectory()
+            if traj is not None and _first_model_call(traj):
+                # The conversation's earlier turns, in the input: their outputs are context.
+                bind_history(self.guard, traj, input_items)
+        if self.inner is not None:
+            await self.inner.on_llm_start(context, agent, system_prompt, input_items)
+
     async def on_llm_end(self, context: Any, agent: Agent[Any], response: ModelResponse) -> None:
         if not inside_tool.get():
-            reserve_turn(self.guard, agent, response)
+            disabled = await disabled_tools(context, agent, response)
+            reserve_turn(self.guard, agent, response, disabled=disabled)
         if self.inner is not None:
             await self.inner.on_llm_end(context, agent, response)
 
@@ -54,7 +71,11 @@ def _forward(name: str) -> Callable[..., Coroutine[Any, Any, None]]:
 
 
 # Every other event goes straight to the user's hooks, also events a later SDK adds.
-for _name in [n for n in vars(AgentHooksBase) if n.startswith("on_") and n != "on_llm_end"]:
+for _name in [
+    n
+    for n in vars(AgentHooksBase)
+    if n.startswith("on_") and n not in ("on_llm_start", "on_llm_end")
+]:
     setattr(GuardHooks, _name, _forward(_name))
 
 
@@ -64,9 +85,52 @@ _numbered: WeakKeyDictionary[tg.Trajectory, set[str]] = WeakKeyDictionary()
 _numbered_lock = threading.Lock()  # runs in several threads (run_sync) share the mapping
 
 
-def reserve_turn(guard: tg.Guard, agent: Agent[Any], response: ModelResponse) -> None:
+async def disabled_tools(context: Any, agent: Agent[Any], response: ModelResponse) -> set[str]:
+    """The names of the function tools this turn calls that ``is_enabled`` switches off for
+    the run: the SDK did not offer them, and refuses their calls as it does unknown names.
+    Only the called tools' switches are read (a callable one may cost something)."""
+    called = {i.name for i in response.output if isinstance(i, ResponseFunctionToolCall)}
+    disabled: set[str] = set()
+    for tool in agent.tools:
+        if not isinstance(tool, FunctionTool) or tool.name not in called:
+            continue
+        switch = tool.is_enabled
+        if switch is True:
+            continue
+        try:
+            enabled = switch if isinstance(switch, bool) else switch(context, agent)
+            if inspect.isawaitable(enabled):
+                enabled = await enabled
+        except Exception:  # the SDK's own reading of it decides; it raised there already
+            logger.exception("toolguard: is_enabled of tool %r raised", tool.name)
+            continue
+        if not enabled:
+            disabled.add(tool.name)
+    return disabled
+
+
+# The trajectories whose first model call has been seen (their history bound once).
+_primed: WeakSet[tg.Trajectory] = WeakSet()
+
+
+def _first_model_call(traj: tg.Trajectory) -> bool:
+    with _numbered_lock:
+        if traj in _primed:
+            return False
+        _primed.add(traj)
+        return True
+
+
+def reserve_turn(
+    guard: tg.Guard,
+    agent: Agent[Any],
+    response: ModelResponse,
+    *,
+    disabled: Collection[str] = (),
+) -> None:
     """Reserve steps for the turn's calls to ``guard``'s tools and to tools the agent lacks,
-    in emission order; record the latter as the framework's rejections."""
+    in emission order; record the latter as the framework's rejections. ``disabled``: tool
+    names switched off for this run (:func:`disabled_tools`), refused like unknown ones."""
     calls = [item for item in response.output if isinstance(item, ResponseFunctionToolCall)]
     if not calls:
         return
@@ -77,6 +141,9 @@ def reserve_turn(guard: tg.Guard, agent: Agent[Any], response: ModelResponse) ->
         with _numbered_lock:
             numbered = _numbered.setdefault(traj, set())
     guarded, known = _tool_names(guard, agent)
+    if disabled:
+        guarded.difference_update(disabled)
+        known.difference_update(disabled)
     # With MCP servers the agent's tools are only known at run time: a name missing from
     # agent.tools may be one of theirs, so nothing is called unknown.
     judge_unknown = not agent.mcp_servers
@@ -94,9 +161,14 @@ def reserve_turn(guard: tg.Guard, agent: Agent[Any], response: ModelResponse) ->
     if traj is not None and ids:
         traj.reserve(ids)
     for call in unknown:
+        if call.name in disabled:
+            why = f"agent {agent.name!r} has tool {call.name!r} disabled (is_enabled)"
+        else:
+            why = f"agent {agent.name!r} has no tool named {call.name!r}"
         guard.record_rejection(
             call.name,
-            f"agent {agent.name!r} has no tool named {call.name!r}; the SDK refused the call",
+            f"{why}; the SDK refused the call",
+            check="schema.tool",  # also for a disabled tool the guard knows (not schema.args)
             model_message=f"Tool '{call.name}' not found.",
             call_id=call.call_id,
             trajectory=traj,

@@ -4,7 +4,17 @@ Reached through the package's exports, which first run ``ADAPTER.require()``: a 
 fails there with the install command.
 """
 
-from agents import Agent, AgentHooks, FunctionTool, Handoff, ModelResponse, Runner, RunResult, Tool
+from agents import (
+    Agent,
+    AgentHooks,
+    FunctionTool,
+    Handoff,
+    ModelBehaviorError,
+    ModelResponse,
+    Runner,
+    RunResult,
+    Tool,
+)
 from agents.lifecycle import AgentHooksBase
 from agents.tool_context import ToolContext
 from openai.types.responses import ResponseFunctionToolCall
@@ -15,6 +25,7 @@ __all__ = [
     "AgentHooksBase",
     "FunctionTool",
     "Handoff",
+    "ModelBehaviorError",
     "ModelResponse",
     "ResponseFunctionToolCall",
     "RunResult",

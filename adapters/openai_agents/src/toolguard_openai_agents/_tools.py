@@ -18,7 +18,8 @@ from typing import Any
 
 import toolguard as tg
 
-from ._sdk import FunctionTool, Tool, ToolContext
+from ._history import RAW
+from ._sdk import FunctionTool, ModelBehaviorError, Tool, ToolContext
 
 Contract = tg.ToolSpec | Mapping[str, Any]
 Body = Callable[[ToolContext[Any], str], Awaitable[Any]]
@@ -98,7 +99,8 @@ def _guarded_body(guard: tg.Guard, name: str, body: Body, *, keep_markers: bool)
     # Annotated with ToolContext on purpose: the SDK reads the invoker's first annotation to
     # decide whether it receives the full ToolContext (with tool_call_id) or a narrower one.
     async def guarded(ctx: ToolContext[Any], input: str) -> Any:
-        pending = guard.check(name, input, call_id=getattr(ctx, "tool_call_id", None))
+        call_id = getattr(ctx, "tool_call_id", None)
+        pending = guard.check(name, input, call_id=call_id)
         if pending.rejection is not None:
             # The model reads a tool's return value: the guard's message is the answer. It is
             # no exception, so no failure handler, retry or run error is involved.
@@ -106,8 +108,14 @@ def _guarded_body(guard: tg.Guard, name: str, body: Body, *, keep_markers: bool)
         token = inside_tool.set(True)
         try:
             with pending:  # span current while the body runs; an exception is fail()
-                result = await body(ctx, input)
+                try:
+                    result = await body(ctx, input)
+                except ModelBehaviorError as exc:
+                    if keep_markers and _refused_arguments(exc, name):
+                        pending.reject(_sdk_validation_failure(name))
+                    raise  # the SDK's failure handler answers the model, as without the guard
                 pending.finish(result)
+                RAW.keep(call_id, name, result)  # for the next runs of a conversation
         finally:
             inside_tool.reset(token)
         return result
@@ -117,6 +125,19 @@ def _guarded_body(guard: tg.Guard, name: str, body: Body, *, keep_markers: bool)
         # FunctionTool.__wrapped__, argument preparation for approvals): keep it visible.
         guarded.__dict__.update(getattr(body, "__dict__", {}))
     return guarded
+
+
+def _refused_arguments(exc: ModelBehaviorError, name: str) -> bool:
+    """The SDK's own argument validation refused the call before the tool's function ran
+    (a pydantic validator the JSON schema the guard checks cannot express): its message
+    starts so, with or without the validation details (``DONT_LOG_TOOL_DATA``)."""
+    return str(exc).startswith(f"Invalid JSON input for tool {name}")
+
+
+def _sdk_validation_failure(name: str) -> tg.Failure:
+    # No argument value in any text: the SDK's own message (with them) goes to the model.
+    text = f"the SDK's argument validation rejected the call to {name!r}; the tool did not run"
+    return tg.Failure("schema", "schema.args", text, text, telemetry_message=text)
 
 
 def _declare(guard: tg.Guard, tool: FunctionTool, contract: Contract | None) -> None:

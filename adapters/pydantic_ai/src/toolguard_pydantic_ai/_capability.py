@@ -23,7 +23,7 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import ToolDefinition
 
-from . import _calls, _episode, _turns
+from . import _calls, _episode, _history, _turns
 from ._calls import Delivery, ToolErrors
 
 _DELIVERIES = ("failed", "return", "retry")
@@ -32,11 +32,12 @@ _DELIVERIES = ("failed", "return", "retry")
 @dataclass(slots=True)
 class _Run:
     """One agent run in progress: its trajectory, the calls of its running turn, and the call
-    ids a hook has recorded."""
+    ids of that turn a hook has recorded."""
 
     traj: tg.Trajectory
     settled: set[str] = field(default_factory=set)
     turn: list[ToolCallPart] = field(default_factory=list)  # the calls of the running turn
+    history: bool = False  # the earlier turns' tool returns are still to be bound
 
 
 class ToolGuard(AbstractCapability[Any]):
@@ -112,7 +113,10 @@ class ToolGuard(AbstractCapability[Any]):
         )
         # Per-run state by run id rather than on a for_run() copy: a copy makes Pydantic AI
         # rebuild the agent's capability chain for every run, which costs more than the guard.
-        run = _Run(traj)
+        # The conversation's earlier turns (message_history) are bound at the first turn with
+        # tool calls, where the tools are known; a trajectory the user keeps across runs has
+        # them already.
+        run = _Run(traj, history=owned and bool(ctx.messages))
         key = ctx.run_id
         if key is not None:
             self._runs[key] = run
@@ -139,6 +143,12 @@ class ToolGuard(AbstractCapability[Any]):
         self, ctx: RunContext[Any], *, node: AgentNode[Any]
     ) -> AgentNode[Any]:
         if isinstance(node, CallToolsNode) and (run := self._run(ctx)) is not None:
+            if run.history:
+                run.history = False
+                self._bind_history(ctx, run.traj)
+            # Call ids are unique within a turn only (some OpenAI-compatible servers send
+            # call_0, call_1, ... every turn): what a hook recorded is per turn.
+            run.settled = set()
             run.turn = _turns.turn_calls(ctx, node)
             if len(run.turn) > 1:
                 # Steps by call id in emission order, whatever order the tasks run in (a lone
@@ -228,6 +238,18 @@ class ToolGuard(AbstractCapability[Any]):
         return await _calls.run_checked(
             pending, lambda: handler(args), self.rejection, self.tool_errors
         )
+
+    def _bind_history(self, ctx: RunContext[Any], traj: tg.Trajectory) -> None:
+        manager = ctx.tool_manager
+        for name in _history.returned_tools(ctx.messages):
+            if name not in self._declared and manager is not None:
+                try:
+                    tool_def = manager.get_tool_def(name)
+                except (ValueError, AttributeError):  # no longer one of the agent's tools
+                    continue
+                if tool_def is not None:
+                    self._declare(name, tool_def)
+        _history.bind_history(self.guard, traj, ctx.messages)
 
     def _run(self, ctx: RunContext[Any]) -> _Run | None:
         return self._runs.get(ctx.run_id) if ctx.run_id is not None else None

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from pydantic_ai import CallToolsNode, RunContext
-from pydantic_ai.messages import ModelRequest, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 from pydantic_ai.tools import ToolDefinition
 
 # Why Pydantic AI answered a call without running it (ToolReturnPart.retry.cause), as the
@@ -84,14 +84,20 @@ def _tool_def(ctx: RunContext[Any], name: str) -> ToolDefinition | None:
 def _tool_returns(ctx: RunContext[Any], node_result: Any) -> dict[str, ToolReturnPart]:
     # The answers are on the next request (a ModelRequestNode), or already in the history
     # when the run ended with this turn or was interrupted in it.
+    # Only answers after this turn's response: call ids are unique within a turn only, and
+    # an earlier turn's answer to the same id (call_0 again) is not this call's.
     requests: list[ModelRequest] = []
     request = getattr(node_result, "request", None)
     if isinstance(request, ModelRequest):
         requests.append(request)
-    requests.extend(m for m in ctx.messages[-2:] if isinstance(m, ModelRequest))
-    return {
-        part.tool_call_id: part
-        for request in requests
-        for part in request.parts
-        if isinstance(part, ToolReturnPart)
-    }
+    for message in reversed(ctx.messages[-2:]):
+        if isinstance(message, ModelResponse):
+            break
+        if isinstance(message, ModelRequest):
+            requests.append(message)
+    out: dict[str, ToolReturnPart] = {}
+    for request in requests:
+        for part in request.parts:
+            if isinstance(part, ToolReturnPart):
+                out.setdefault(part.tool_call_id, part)
+    return out

@@ -1,0 +1,86 @@
+"""Earlier turns of a conversation: what their tool results bound, bound again for a new run.
+
+Each ``invoke`` is its own trajectory; the message history (from a checkpointer's thread or
+sent back by the caller) holds the earlier turns' ``ToolMessage``s. Before the run's first
+call, each result of a tool the guard knows is bound as context (``Trajectory.bind_result``:
+its ``produces``, and seen by the information check), so an id the agent was shown in an
+earlier turn is a bound value, not a ``dependency`` failure.
+
+The value read: the tool's own return value when this process ran the call (kept by call
+id, bounded, and only while the message text is still the one LangChain made of it); else
+the message's artifact; else its content, JSON text parsed back. What earlier turns
+invalidated is not replayed: an id removed in an earlier run is bound again if a result in
+the history shows it (a missed ``dependency`` failure, never a blocked legal call).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import toolguard as tg
+
+from ._framework import AIMessage, ToolMessage
+from ._results import parsed
+
+_KEPT = 1024  # raw results kept: the last this many calls whose text LangChain made with str()
+_SCALARS = (str, int, float, bool, type(None))
+
+
+class RawResults:
+    """The raw return values of recent calls, by call id, with the text of their message."""
+
+    def __init__(self, size: int = _KEPT) -> None:
+        self.size = size
+        self._kept: OrderedDict[str, tuple[str, Any, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def keep(self, call_id: str, name: str, raw: Any, content: Any) -> None:
+        if isinstance(raw, _SCALARS):  # its text is itself: nothing lost
+            return
+        with self._lock:
+            self._kept[call_id] = (name, raw, content)
+            self._kept.move_to_end(call_id)
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+
+    def get(self, message: ToolMessage, name: str) -> tuple[bool, Any]:
+        with self._lock:
+            kept = self._kept.get(message.tool_call_id)
+        # Call ids repeat (call_0 in every turn on some servers): only the same text counts.
+        if kept is not None and kept[0] == name and kept[2] == message.content:
+            return True, kept[1]
+        return False, None
+
+
+def bind_history(
+    guard: tg.Guard, traj: tg.Trajectory, messages: Sequence[Any], raw: RawResults
+) -> None:
+    """Bind what the tool results in ``messages`` (earlier turns) produce, before any call."""
+    names: dict[str, str] | None = None
+    for message in messages:
+        if not isinstance(message, ToolMessage) or message.status == "error":
+            continue
+        name = message.name
+        if not name:
+            if names is None:
+                names = _call_names(messages)
+            name = names.get(message.tool_call_id)
+        if not name or not guard.has_tool(name):
+            continue
+        found, value = raw.get(message, name)
+        if not found:
+            value = message.artifact if message.artifact is not None else parsed(message.content)
+        traj.bind_result(guard.get_tool(name), value)
+
+
+def _call_names(messages: Sequence[Any]) -> dict[str, str]:
+    return {
+        call_id: c["name"]
+        for m in messages
+        if isinstance(m, AIMessage)
+        for c in m.tool_calls
+        if (call_id := c.get("id"))
+    }

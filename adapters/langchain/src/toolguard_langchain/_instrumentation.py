@@ -1,0 +1,52 @@
+"""The trace of a LangChain instrumentation's run, for the trajectory's summary span.
+
+Instrumentations of LangChain (Traceloop's ``opentelemetry-instrumentation-langchain``,
+OpenInference's) open their spans from LangChain's callbacks. Traceloop's makes each run's
+span current, so the trajectory opened in ``before_agent`` is already its child, in its
+trace. OpenInference's keeps its spans by run id and never attaches them (its callbacks
+have no guaranteed end to detach in): the trajectory would start a trace of its own, apart
+from the model spans whose tokens ``toolguard report --cost`` attributes by trace. So when
+no span is current, the trajectory is opened below OpenInference's root span of the run,
+found with its public ``get_ancestor_spans()`` / ``get_current_span()``; the guard's call
+spans nest below the trajectory, so the whole run is one trace.
+
+Looked up only in ``sys.modules``: the adapter never imports an instrumentation itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from typing import Any
+
+from opentelemetry import trace
+
+logger = logging.getLogger("toolguard")
+
+_OPENINFERENCE = "openinference.instrumentation.langchain"
+
+
+def run_span() -> Any:
+    """The instrumentation's span to open the trajectory below, or None (a span is current
+    already, or no instrumentation that needs this is loaded)."""
+    if trace.get_current_span().get_span_context().is_valid:
+        return None
+    module = sys.modules.get(_OPENINFERENCE)
+    if module is None:
+        return None
+    try:
+        ancestors = module.get_ancestor_spans()
+        span = ancestors[-1] if ancestors else module.get_current_span()
+    except Exception:  # telemetry trouble never breaks the run
+        logger.debug("toolguard: could not read OpenInference's current span", exc_info=True)
+        return None
+    if span is None or not span.get_span_context().is_valid:
+        return None
+    return span
+
+
+def below(span: Any) -> contextlib.AbstractContextManager[Any]:
+    if span is None:
+        return contextlib.nullcontext()
+    return trace.use_span(span, end_on_exit=False)

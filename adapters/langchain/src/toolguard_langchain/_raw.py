@@ -1,0 +1,86 @@
+"""The tool's own return value, before LangChain turns it into message text.
+
+A ``ToolMessage`` holds ``json.dumps(value)`` when that works and ``str(value)`` when it does
+not (pydantic models, dataclasses, a ``datetime`` inside a dict), and ``produces`` cannot be
+read back from ``str(value)``. So the framework runs a copy of the tool whose ``_run`` /
+``_arun`` keep what they return in the call's cell: the value the other adapters read.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any
+
+from ._framework import BaseTool
+
+logger = logging.getLogger("toolguard")
+
+# The running call's cell: the tool copy appends its raw return value. A list, not a value:
+# LangChain runs ``_run`` in a copied context (and ``_arun`` may run it in an executor), where
+# setting a variable would not reach the caller, but appending to the same list does.
+_cell: ContextVar[list[Any] | None] = ContextVar("toolguard_langchain_raw", default=None)
+
+
+def capture() -> tuple[list[Any], Any]:
+    """A fresh cell for one call, current until :func:`release`."""
+    cell: list[Any] = []
+    return cell, _cell.set(cell)
+
+
+def release(token: Any) -> None:
+    _cell.reset(token)
+
+
+def capturing_copy(tool: BaseTool, update: dict[str, Any]) -> BaseTool | None:
+    """A copy of ``tool`` (with ``update`` applied) that keeps its raw results, or None when
+    the tool cannot be copied (then the message text is read, as before).
+
+    The copy is a shell the framework runs (callbacks, message formatting); its ``_run`` /
+    ``_arun`` call the original tool's, so a tool that keeps state on itself (a private
+    attribute it reassigns) keeps it on the object the user holds. Only a copy that runs the
+    plain function of a ``@guard.tool`` (``update``) runs its own methods."""
+    try:
+        copy = tool.model_copy(update=update)
+    except Exception:  # a tool type that refuses copies: no raw value
+        logger.debug("toolguard: cannot copy tool %r; reading its message text", tool.name)
+        return None
+    owner = copy if update else tool
+    try:
+        for attr in ("_run", "_arun"):
+            # An instance attribute shadows the class's method on the copy only. The wrapper
+            # keeps the method's signature (functools.wraps sets __wrapped__): LangChain reads
+            # it to pass ``config`` and ``run_manager``.
+            object.__setattr__(copy, attr, _keeping(getattr(owner, attr), attr == "_arun"))
+    except Exception:  # attributes refused: the framework runs the tool itself
+        logger.debug("toolguard: cannot wrap tool %r; reading its message text", tool.name)
+        return copy if update else None
+    return copy
+
+
+def _keeping(method: Callable[..., Any], is_async: bool) -> Callable[..., Any]:
+    if is_async:
+
+        @functools.wraps(method)
+        async def arun(*args: Any, **kwargs: Any) -> Any:
+            value = await method(*args, **kwargs)
+            _keep(value)
+            return value
+
+        return arun
+
+    @functools.wraps(method)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        value = method(*args, **kwargs)
+        _keep(value)
+        return value
+
+    return run
+
+
+def _keep(value: Any) -> None:
+    cell = _cell.get()
+    if cell is not None:
+        cell.append(value)

@@ -1,0 +1,126 @@
+"""Multi-turn chat (issue 23): each ``invoke`` is its own trajectory, and an id the agent saw
+in an earlier turn of the same conversation (a tool result in the message history) is bound
+before the run's first call, so the legal follow-up is not blocked. Whether the history comes
+from a checkpointer (thread id) or is sent back by the caller."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import toolguard as tg
+from conftest import PHONE, AddressBook, Spans, call, scripted, turn
+from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import BaseModel
+
+from toolguard_langchain import ToolGuardMiddleware, declare_tool
+
+FIRST = {"messages": [("user", f"Find the contact with phone {PHONE}")]}
+SECOND = "Yes, remove her."
+SCRIPT = (
+    turn(call("search_contacts", {"phone": PHONE}, "c1")),
+    "Found Alice. Remove her?",
+    turn(call("remove_contact", {"contact_id": "id_8923"}, "c2")),
+    "Removed.",
+)
+
+
+def statuses(out: dict[str, Any]) -> list[str]:
+    return [m.status for m in out["messages"] if isinstance(m, ToolMessage)]
+
+
+def test_two_turns_on_a_checkpointed_thread(book: AddressBook, spans: Spans) -> None:
+    guard = tg.Guard(state=book.contacts, tracer_provider=spans.provider)
+    book.declare(guard)
+    agent = create_agent(
+        scripted(*SCRIPT),
+        book.tools,
+        middleware=[ToolGuardMiddleware(guard)],
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": "chat-1"}}
+    agent.invoke(FIRST, config)
+    out = agent.invoke({"messages": [("user", SECOND)]}, config)
+
+    assert statuses(out) == ["success", "success"]
+    assert book.contacts == {}
+    first, second = (dict(s.attributes or {}) for s in spans.summaries())
+    assert first["toolguard.trajectory.id"] != second["toolguard.trajectory.id"]
+    assert second["toolguard.trajectory.length"] == 1
+    assert second["toolguard.trajectory.first_error_depth"] == 2
+    assert first["gen_ai.conversation.id"] == second["gen_ai.conversation.id"] == "chat-1"
+
+
+def test_two_turns_with_the_history_sent_back(book: AddressBook, spans: Spans) -> None:
+    guard = tg.Guard(state=book.contacts, tracer_provider=spans.provider)
+    book.declare(guard)
+    agent = create_agent(scripted(*SCRIPT), book.tools, middleware=[ToolGuardMiddleware(guard)])
+    out = agent.invoke(FIRST)
+    out = agent.invoke({"messages": [*out["messages"], HumanMessage(SECOND)]})
+
+    assert statuses(out) == ["success", "success"]
+    assert book.contacts == {}
+
+
+def test_an_id_the_history_never_showed_is_still_blocked(book: AddressBook, spans: Spans) -> None:
+    guard = tg.Guard(state=book.contacts, tracer_provider=spans.provider)
+    book.declare(guard)
+    script = (*SCRIPT[:2], turn(call("remove_contact", {"contact_id": "id_0001"}, "c2")), "No.")
+    agent = create_agent(
+        scripted(*script),
+        book.tools,
+        middleware=[ToolGuardMiddleware(guard)],
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": "chat-2"}}
+    agent.invoke(FIRST, config)
+    out = agent.invoke({"messages": [("user", SECOND)]}, config)
+
+    assert statuses(out) == ["success", "error"]
+    second = dict(spans.summaries()[1].attributes or {})
+    assert second["toolguard.trajectory.first_error.cause"] == "dependency"
+
+
+class Contact(BaseModel):
+    id: str
+    phone: str
+
+
+@pytest.mark.parametrize("checkpointed", [True, False])
+def test_objects_in_an_earlier_turn_bind_too(checkpointed: bool, spans: Spans) -> None:
+    """A result LangChain could only str() (a pydantic model) in the history."""
+    removed: list[str] = []
+
+    @tool
+    def search_contacts(phone: str) -> list[Contact]:
+        """Contacts with this phone number."""
+        return [Contact(id="id_8923", phone=phone)]
+
+    @tool
+    def remove_contact(contact_id: str) -> str:
+        """Remove a contact by its id."""
+        removed.append(contact_id)
+        return "removed"
+
+    guard = tg.Guard(tracer_provider=spans.provider)
+    declare_tool(guard, search_contacts, produces={"id": "contact_id"})
+    declare_tool(guard, remove_contact, refs={"contact_id": "contact_id"})
+    agent = create_agent(
+        scripted(*SCRIPT),
+        [search_contacts, remove_contact],
+        middleware=[ToolGuardMiddleware(guard)],
+        checkpointer=InMemorySaver() if checkpointed else None,
+    )
+    config: Any = {"configurable": {"thread_id": "chat-3"}}
+    out = agent.invoke(FIRST, config)
+    again = (
+        {"messages": [("user", SECOND)]}
+        if checkpointed
+        else {"messages": [*out["messages"], HumanMessage(SECOND)]}
+    )
+    out = agent.invoke(again, config)
+
+    assert removed == ["id_8923"], statuses(out)

@@ -1,0 +1,89 @@
+"""Earlier turns of a conversation: what their tool outputs bound, bound again for a new run.
+
+Each ``Runner.run`` is its own trajectory. The model's input holds the earlier turns
+(``result.to_input_list()`` sent back, or a ``Session``'s items, which the SDK prepends):
+``function_call`` / ``function_call_output`` items. At the trajectory's first model call
+(``on_llm_start``, before any tool runs), each output of a tool the guard knows is bound as
+context (``Trajectory.bind_result``: its ``produces``, and seen by the information check), so
+an id the agent was shown in an earlier turn is a bound value, not a ``dependency`` failure.
+
+The value read: the tool's own return value when this process ran the call (kept by call
+id, bounded, and only while the output is still ``str()`` of it, which is what the SDK sent);
+else the output text, JSON parsed back. A ``str()`` of a list or dict is Python, not JSON,
+and is never evaluated: after a restart such an output is seen (information check) but binds
+nothing. What earlier turns invalidated is not replayed: a missed ``dependency`` failure at
+worst, never a blocked legal call.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import toolguard as tg
+
+_KEPT = 1024  # the raw results of the last this many guarded calls, in this process
+_SCALARS = (str, int, float, bool, type(None))
+
+
+class RawResults:
+    def __init__(self, size: int = _KEPT) -> None:
+        self.size = size
+        self._kept: OrderedDict[str, tuple[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def keep(self, call_id: str | None, name: str, raw: Any) -> None:
+        if not call_id or isinstance(raw, _SCALARS):  # a scalar's text is itself
+            return
+        with self._lock:
+            self._kept[call_id] = (name, raw)
+            self._kept.move_to_end(call_id)
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+
+    def get(self, call_id: str, name: str, output: str) -> tuple[bool, Any]:
+        with self._lock:
+            kept = self._kept.get(call_id)
+        if kept is None or kept[0] != name:
+            return False, None
+        try:
+            # Call ids repeat (call_0 every turn on some servers): only the same text counts.
+            same = str(kept[1]) == output
+        except Exception:
+            same = False
+        return (True, kept[1]) if same else (False, None)
+
+
+RAW = RawResults()
+
+
+def bind_history(guard: tg.Guard, traj: tg.Trajectory, items: Sequence[Any]) -> None:
+    """Bind what the function call outputs among ``items`` (earlier turns) produce."""
+    names = {
+        item.get("call_id"): item.get("name")
+        for item in items
+        if isinstance(item, Mapping) and item.get("type") == "function_call"
+    }
+    for item in items:
+        if not isinstance(item, Mapping) or item.get("type") != "function_call_output":
+            continue
+        call_id, output = item.get("call_id"), item.get("output")
+        name = names.get(call_id)
+        if not isinstance(call_id, str) or not isinstance(name, str) or not guard.has_tool(name):
+            continue
+        if not isinstance(output, str):  # structured output (images, files): no values
+            continue
+        found, value = RAW.get(call_id, name, output)
+        traj.bind_result(guard.get_tool(name), value if found else _parsed(output))
+
+
+def _parsed(text: str) -> Any:
+    if text[:1] in ("{", "["):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text

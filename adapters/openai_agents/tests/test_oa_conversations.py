@@ -1,0 +1,91 @@
+"""Multi-turn chat (issue 23): each ``Runner.run`` is its own trajectory, and an id the agent
+saw in an earlier turn (a ``function_call_output`` in the input: ``to_input_list()`` sent
+back, or a ``Session``'s history) is bound before the run's first call, so the legal
+follow-up is not blocked. An id the history never showed is still blocked."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from agents import SQLiteSession
+from agents.testing import assistant_message, function_call
+from oa_contacts import CONTACT_ID, PHONE, address_book, contacts_agent
+from oa_support import NO_SDK_TRACING, Telemetry
+
+from toolguard_openai_agents import run, run_sync
+
+SCRIPT = [
+    [function_call("search_contact", {"phone": PHONE}, call_id="c1")],
+    [assistant_message("Found Alex. Remove?")],
+    [function_call("remove_contact", {"contact_id": CONTACT_ID}, call_id="c2")],
+    [assistant_message("Removed.")],
+]
+
+
+def two_turns(otel: Telemetry, how: str, mode: str, script: list[Any] = SCRIPT) -> Any:
+    contacts = address_book()
+    guard = otel.guard(state=contacts)
+    agent, _ = contacts_agent(guard, contacts, script)
+    session = SQLiteSession("chat-1") if how == "session" else None
+    options: dict[str, Any] = {"run_config": NO_SDK_TRACING}
+    if session is not None:
+        options["session"] = session
+
+    def go(input: Any) -> Any:
+        if mode == "sync":
+            return run_sync(guard, agent, input, **options)
+        return asyncio.run(run(guard, agent, input, **options))
+
+    first = go(f"Find {PHONE}")
+    if how == "session":
+        go("Yes, remove them.")
+    else:
+        go([*first.to_input_list(), {"role": "user", "content": "Yes, remove them."}])
+    return contacts
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("how", ["to_input_list", "session"])
+def test_two_turns(otel: Telemetry, how: str, mode: str) -> None:
+    contacts = two_turns(otel, how, mode)
+
+    assert contacts == {}
+    summaries = [dict(s.attributes or {}) for s in otel.spans() if s.name == "toolguard.trajectory"]
+    assert len(summaries) == 2
+    assert summaries[1]["toolguard.trajectory.length"] == 1
+    assert summaries[1]["toolguard.trajectory.first_error_depth"] == 2
+    if how == "session":
+        assert [s["gen_ai.conversation.id"] for s in summaries] == ["chat-1", "chat-1"]
+
+
+@pytest.mark.parametrize("how", ["to_input_list", "session"])
+def test_an_id_the_history_never_showed_is_still_blocked(otel: Telemetry, how: str) -> None:
+    script = [
+        *SCRIPT[:2],
+        [function_call("remove_contact", {"contact_id": "id_0001"}, call_id="c2")],
+    ]
+    script.append([assistant_message("Could not.")])
+    contacts = two_turns(otel, how, "sync", script)
+
+    assert contacts  # nothing removed
+    second = [s for s in otel.spans() if s.name == "toolguard.trajectory"][1]
+    assert (second.attributes or {})["toolguard.trajectory.first_error.cause"] == "dependency"
+
+
+def test_a_model_in_a_new_process_reads_the_history_as_text(otel: Telemetry) -> None:
+    """The raw results are gone (another process): a JSON output still binds."""
+    contacts = address_book()
+    guard = otel.guard(state=contacts)
+    agent, _ = contacts_agent(guard, contacts, SCRIPT[2:])
+    history = [
+        {"role": "user", "content": f"Find {PHONE}"},
+        {"type": "function_call", "call_id": "old1", "name": "search_contact",
+         "arguments": '{"phone": "+1-555-0199"}'},
+        {"type": "function_call_output", "call_id": "old1",
+         "output": '[{"id": "id_8923", "name": "Alex", "phone": "+1-555-0199"}]'},
+        {"role": "user", "content": "Yes, remove them."},
+    ]  # fmt: skip
+    run_sync(guard, agent, history, run_config=NO_SDK_TRACING)
+    assert contacts == {}

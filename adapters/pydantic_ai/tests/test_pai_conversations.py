@@ -1,0 +1,80 @@
+"""Multi-turn chat (issue 23): each ``agent.run`` is its own trajectory, and an id the agent
+saw in an earlier turn (a tool return in ``message_history``) is bound before the run's first
+call, so the legal follow-up is not blocked. Also with the history stored as JSON and loaded
+back, and an id the history never showed is still blocked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import toolguard as tg
+from conftest import Telemetry, scripted
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessagesTypeAdapter, TextPart, ToolCallPart
+
+from toolguard_pydantic_ai import ToolGuard
+
+PHONE = "+1-555-0199"
+CONTRACTS = {
+    "search_contacts": {"produces": {"id": "contact_id"}},
+    "remove_contact": {"refs": {"contact_id": "contact_id"}},
+}
+
+
+def chat(otel: Telemetry, remove_id: str) -> tuple[Agent[None, str], list[str], tg.Guard]:
+    removed: list[str] = []
+
+    def search_contacts(phone: str) -> list[dict[str, str]]:
+        """Contacts with this phone number."""
+        return [{"id": "id_8923", "name": "Alice", "phone": phone}]
+
+    def remove_contact(contact_id: str) -> str:
+        """Remove a contact by its id."""
+        removed.append(contact_id)
+        return "removed"
+
+    model = scripted(
+        [ToolCallPart("search_contacts", {"phone": PHONE}, tool_call_id="c1")],
+        [TextPart("Found Alice. Remove her?")],
+        [ToolCallPart("remove_contact", {"contact_id": remove_id}, tool_call_id="c2")],
+        [TextPart("Done.")],
+    )
+    guard = otel.guard()
+    agent = Agent(
+        model,
+        tools=[search_contacts, remove_contact],
+        capabilities=[ToolGuard(guard, contracts=CONTRACTS)],
+    )
+    return agent, removed, guard
+
+
+@pytest.mark.parametrize("stored", [False, True], ids=["objects", "json"])
+def test_two_turns_with_message_history(otel: Telemetry, stored: bool) -> None:
+    agent, removed, _ = chat(otel, "id_8923")
+    first = agent.run_sync(f"Find {PHONE}")
+    history: Any = first.all_messages()
+    if stored:
+        # As an app keeps a conversation between requests: stored as JSON, loaded back by a
+        # new process (a new agent and guard, which have seen no call yet).
+        history = ModelMessagesTypeAdapter.validate_json(first.all_messages_json())
+        agent, removed, _ = chat(otel, "id_8923")
+    agent.run_sync("Yes, remove her.", message_history=history)
+
+    assert removed == ["id_8923"]
+    summaries = [dict(s.attributes or {}) for s in otel.spans() if s.name == "toolguard.trajectory"]
+    assert len(summaries) == 2
+    second = summaries[1]
+    assert second["toolguard.trajectory.length"] == 1
+    assert second["toolguard.trajectory.first_error_depth"] == 2
+    assert "toolguard.trajectory.first_error.cause" not in second
+
+
+def test_an_id_the_history_never_showed_is_still_blocked(otel: Telemetry) -> None:
+    agent, removed, _ = chat(otel, "id_0001")
+    first = agent.run_sync(f"Find {PHONE}")
+    agent.run_sync("Yes, remove her.", message_history=first.all_messages())
+
+    assert removed == []
+    second = [s for s in otel.spans() if s.name == "toolguard.trajectory"][1]
+    assert (second.attributes or {})["toolguard.trajectory.first_error.cause"] == "dependency"
