@@ -30,9 +30,10 @@ Turn = Sequence[Call] | Callable[[list[types.FunctionResponse]], Sequence[Call]]
 
 
 class Scripted(BaseLlm):
-    """A model that answers turn by turn: a list of calls (name, args), or a function of the
-    tool results the last request carries; after the last turn it says "done". Turns count
-    the model's messages in the request, so a session's later invocations go on the script."""
+    """A model that answers turn by turn: a list of calls (name, args), a function of the
+    tool results the last request carries, or a text (which ends the invocation); after the
+    last turn it says "done". Turns count the model's messages in the request, so a session's
+    later invocations go on with the script."""
 
     model: str = "scripted"
     turns: list[Any] = []
@@ -44,8 +45,10 @@ class Scripted(BaseLlm):
         index = sum(1 for c in llm_request.contents if c.role == "model")
         last = llm_request.contents[-1] if llm_request.contents else None
         results = [p.function_response for p in (last.parts or []) if p.function_response] if last else []
-        if index < len(self.turns):
-            turn = self.turns[index]
+        turn = self.turns[index] if index < len(self.turns) else "done"
+        if isinstance(turn, str):  # a text answer: the end of an invocation
+            parts = [types.Part(text=turn)]
+        else:
             calls = turn(results) if callable(turn) else turn
             parts = [
                 types.Part(
@@ -55,8 +58,6 @@ class Scripted(BaseLlm):
                 )
                 for i, (name, args) in enumerate(calls)
             ]
-        else:
-            parts = [types.Part(text="done")]
         yield LlmResponse(content=types.Content(role="model", parts=parts))
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 import pydantic
 import pytest
 import toolguard as tg
 from conftest import Telemetry, answers, chat, scripted
 from google.adk.agents import LlmAgent
+from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.function_tool import FunctionTool
 
@@ -24,35 +26,40 @@ def verdicts(traj: tg.Trajectory) -> list[tuple[int, str, bool, str | None]]:
     return sorted((v.step, v.tool, v.valid, v.check) for v in traj.verdicts)
 
 
+class HoldFirst(BasePlugin):
+    """A plugin ahead of the guard whose before-tool callback awaits (an approval, a rate
+    limit): the turn's first call reaches the guard only after the third."""
+
+    def __init__(self) -> None:
+        super().__init__("hold")
+        self.third_seen = asyncio.Event()
+        self.order: list[str] = []
+
+    async def before_tool_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: Any
+    ) -> None:
+        if tool_args.get("key") == "a":
+            await self.third_seen.wait()
+        if tool_args.get("key") == "c":
+            self.third_seen.set()
+        self.order.append(tool_args["key"])
+        return None
+
+
 def test_parallel_calls_take_steps_in_emission_order(otel: Telemetry) -> None:
-    # The first call waits until the third has run: they finish in the order 2, 3, 1.
-    third_ran = asyncio.Event()
-    order: list[str] = []
-
-    async def slow(key: str) -> dict[str, str]:
-        """Waits for the third call."""
-        await third_ran.wait()
-        order.append(key)
-        return {"id": key}
-
-    async def fast(key: str) -> dict[str, str]:
-        """Returns at once."""
-        order.append(key)
-        if key == "c":
-            third_ran.set()
-        return {"id": key}
-
     guard = otel.guard()
-    model = scripted([("slow", {"key": "a"}), ("fast", {"key": "b"}), ("fast", {"key": "c"})])
-    agent = LlmAgent(name="a", model=model, tools=[slow, fast])
+    model = scripted([("lookup", {"key": "a"}), ("lookup", {"key": "b"}), ("lookup", {"key": "c"})])
+    hold = HoldFirst()
+    agent = LlmAgent(name="a", model=model, tools=[lookup])
     with guard.trajectory("parallel") as traj:
-        events = chat(agent, [ToolGuardPlugin(guard)]).send("go")
-    assert order == ["b", "c", "a"]
-    assert verdicts(traj) == [(1, "slow", True, None), (2, "fast", True, None), (3, "fast", True, None)]
-    # Each span's step is its call's place in the model's turn.
+        events = chat(agent, [hold, ToolGuardPlugin(guard)]).send("go")
+    assert hold.order == ["b", "c", "a"]  # the guard checked them in this order
+    # Each call's step is its place in the model's turn.
     calls = [c for e in events for c in e.get_function_calls()]
-    step_by_id = {s.attributes["gen_ai.tool.call.id"]: s.attributes["toolguard.step"] for s in otel.call_spans()}
+    step_by_id = {v.call_id: v.step for v in traj.verdicts}
     assert [step_by_id[c.id] for c in calls] == [1, 2, 3]
+    spans = {s.attributes["gen_ai.tool.call.id"]: s.attributes["toolguard.step"] for s in otel.call_spans()}
+    assert [spans[c.id] for c in calls] == [1, 2, 3]
 
 
 def test_an_unknown_tool_is_a_schema_step_and_adk_answers_it(otel: Telemetry, mode: str) -> None:
