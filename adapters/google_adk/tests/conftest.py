@@ -9,6 +9,7 @@ from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pydantic
 import pytest
 import toolguard as tg
 from google.adk.agents import LlmAgent
@@ -20,8 +21,7 @@ from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import InMemoryRunner
 from google.genai import types
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace import SpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -36,7 +36,7 @@ class Scripted(BaseLlm):
     later invocations go on with the script."""
 
     model: str = "scripted"
-    turns: list[Any] = []
+    turns: list[Any] = pydantic.Field(default_factory=list)
     ids: bool = False  # give the calls ids of its own (call_0, call_1, ... per turn)
 
     async def generate_content_async(
@@ -44,7 +44,9 @@ class Scripted(BaseLlm):
     ) -> AsyncGenerator[LlmResponse, None]:
         index = sum(1 for c in llm_request.contents if c.role == "model")
         last = llm_request.contents[-1] if llm_request.contents else None
-        results = [p.function_response for p in (last.parts or []) if p.function_response] if last else []
+        results = (
+            [p.function_response for p in (last.parts or []) if p.function_response] if last else []
+        )
         turn = self.turns[index] if index < len(self.turns) else "done"
         if isinstance(turn, str):  # a text answer: the end of an invocation
             parts = [types.Part(text=turn)]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
+
 import pydantic
 import pytest
 import toolguard as tg
@@ -58,7 +60,10 @@ def test_parallel_calls_take_steps_in_emission_order(otel: Telemetry) -> None:
     calls = [c for e in events for c in e.get_function_calls()]
     step_by_id = {v.call_id: v.step for v in traj.verdicts}
     assert [step_by_id[c.id] for c in calls] == [1, 2, 3]
-    spans = {s.attributes["gen_ai.tool.call.id"]: s.attributes["toolguard.step"] for s in otel.call_spans()}
+    spans = {
+        s.attributes["gen_ai.tool.call.id"]: s.attributes["toolguard.step"]
+        for s in otel.call_spans()
+    }
     assert [spans[c.id] for c in calls] == [1, 2, 3]
 
 
@@ -81,7 +86,8 @@ def test_the_unknown_tool_stand_in_is_a_bare_base_tool() -> None:
     assert type(FunctionTool(lookup)) is not BaseTool
     from google.adk.flows.llm_flows.tools import _caller
 
-    assert "BaseTool(\n        name=function_call.name" in open(_caller.__file__).read()
+    source = Path(_caller.__file__).read_text(encoding="utf-8")
+    assert "BaseTool(\n        name=function_call.name" in source
 
 
 class Booking(pydantic.BaseModel):
@@ -126,22 +132,37 @@ def test_a_missing_argument_is_refused_by_the_guard_before_adk(otel: Telemetry) 
     guard = otel.guard()
     model = scripted([("lookup", {})])
     with guard.trajectory("missing") as traj:
-        events = chat(LlmAgent(name="a", model=model, tools=[lookup]), [ToolGuardPlugin(guard)]).send("go")
+        events = chat(
+            LlmAgent(name="a", model=model, tools=[lookup]), [ToolGuardPlugin(guard)]
+        ).send("go")
     assert verdicts(traj) == [(1, "lookup", False, "schema.args")]
     answer = answers(events)[0].response
-    assert answer is not None and answer["error"].startswith("Error: the call to `lookup` was rejected (schema)")
+    assert answer is not None and answer["error"].startswith(
+        "Error: the call to `lookup` was rejected (schema)"
+    )
 
 
 def test_adks_refusal_texts_are_recognised() -> None:
     # The texts FunctionTool answers with, produced by the installed ADK itself.
     tool = FunctionTool(lookup)
     assert refusal(tool, tool._build_validation_error_response(["key: bad"])) is not None
-    assert refusal(tool, {"error": "Invoking `lookup()` failed as the following mandatory input parameters are not present:\nkey"}) is not None
+    assert (
+        refusal(
+            tool,
+            {
+                "error": "Invoking `lookup()` failed as the following mandatory input"
+                " parameters are not present:\nkey"
+            },
+        )
+        is not None
+    )
     assert refusal(tool, {"error": "the service is down"}) is None
     assert refusal(tool, {"result": 1}) is None
 
 
-def test_a_tool_that_raises_is_state_consistency_delivered_to_the_model(otel: Telemetry, mode: str) -> None:
+def test_a_tool_that_raises_is_state_consistency_delivered_to_the_model(
+    otel: Telemetry, mode: str
+) -> None:
     def explode(key: str) -> dict[str, str]:
         """Fails."""
         raise RuntimeError(f"secret {key}")
@@ -149,7 +170,9 @@ def test_a_tool_that_raises_is_state_consistency_delivered_to_the_model(otel: Te
     guard = otel.guard()
     model = scripted([("explode", {"key": "k1"})])
     with guard.trajectory("raises") as traj:
-        events = chat(LlmAgent(name="a", model=model, tools=[explode]), [ToolGuardPlugin(guard)]).send("go", mode)
+        events = chat(
+            LlmAgent(name="a", model=model, tools=[explode]), [ToolGuardPlugin(guard)]
+        ).send("go", mode)
     assert verdicts(traj) == [(1, "explode", False, "state.exception")]
     answer = answers(events)[0].response
     assert answer is not None and "(state_consistency)" in answer["error"]
@@ -167,7 +190,7 @@ def test_tool_errors_raise_keeps_adks_behaviour(otel: Telemetry) -> None:
     guard = otel.guard()
     model = scripted([("explode", {"key": "k"})])
     plugin = ToolGuardPlugin(guard, tool_errors="raise", trajectory_id=lambda ctx: "dies")
-    with pytest.raises(Exception, match="explode|boom|failed"):
+    with pytest.raises(RuntimeError, match="boom"):
         chat(LlmAgent(name="a", model=model, tools=[explode]), [plugin]).send("go")
     summary = otel.summary("dies").attributes
     assert summary["toolguard.trajectory.length"] == 1
@@ -183,7 +206,9 @@ def test_an_error_result_is_state_consistency(otel: Telemetry) -> None:
     guard = otel.guard()
     model = scripted([("flaky", {"key": "k"})])
     with guard.trajectory("error-result") as traj:
-        events = chat(LlmAgent(name="a", model=model, tools=[flaky]), [ToolGuardPlugin(guard)]).send("go")
+        events = chat(
+            LlmAgent(name="a", model=model, tools=[flaky]), [ToolGuardPlugin(guard)]
+        ).send("go")
     assert verdicts(traj) == [(1, "flaky", False, "state.error_result")]
     assert answers(events)[0].response == {"error": "the service is down"}  # the tool's own
 

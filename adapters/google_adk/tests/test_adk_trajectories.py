@@ -4,8 +4,10 @@ session's later turns; concurrent runs; runs that fail or stop half-way."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import toolguard as tg
@@ -73,7 +75,11 @@ def contacts_agent(removed: list[str]) -> LlmAgent:
         return {"removed": contact_id}
 
     # Turn 1 of the chat searches; turn 2 (a new invocation) removes the id it found.
-    model = scripted([("search_contacts", {"phone": "+1-555-0199"})], "found", [("remove_contact", {"contact_id": "id_8923"})])
+    model = scripted(
+        [("search_contacts", {"phone": "+1-555-0199"})],
+        "found",
+        [("remove_contact", {"contact_id": "id_8923"})],
+    )
     return LlmAgent(name="a", model=model, tools=[search_contacts, remove_contact])
 
 
@@ -103,7 +109,10 @@ def test_a_given_trajectory_spans_invocations_and_its_owner_ends_it(otel: Teleme
     guard = otel.guard()
     with guard.trajectory("conversation") as traj:
         plugin = ToolGuardPlugin(guard, trajectory=traj)
-        session = chat(LlmAgent(name="a", model=scripted(two_calls(), "done", two_calls()), tools=[echo]), [plugin])
+        session = chat(
+            LlmAgent(name="a", model=scripted(two_calls(), "done", two_calls()), tools=[echo]),
+            [plugin],
+        )
         session.send("first")
         assert not traj.ended
         session.send("second")
@@ -132,60 +141,50 @@ def test_concurrent_runs_keep_their_own_trajectories(otel: Telemetry) -> None:
     assert sorted(map(sorted, by_trajectory.values())) == [[1, 2], [1, 2]]
 
 
-def test_a_run_stopped_half_way_is_ended_when_the_runner_closes(otel: Telemetry) -> None:
-    guard = otel.guard()
-    plugin = ToolGuardPlugin(guard, trajectory_id=lambda ctx: "stopped")
-    session = chat(LlmAgent(name="a", model=scripted(two_calls(), two_calls()), tools=[echo]), [plugin])
+def test_a_cancelled_run_is_ended_when_the_runner_closes(otel: Telemetry) -> None:
+    # A cancelled invocation gets neither ADK's after-run nor its run-error callback.
+    started = asyncio.Event()
 
-    async def first_events_then_close() -> None:
-        stream = session.runner.run_async(
-            user_id=session.user_id, session_id=session.session_id, new_message=message("go")
-        )
-        async for event in stream:
-            if event.get_function_responses():
-                break  # the caller stops reading: ADK runs no after_run callback
-        await stream.aclose()
+    async def hang(text: str) -> dict[str, str]:
+        """Never returns."""
+        started.set()
+        await asyncio.Event().wait()
+        return {"text": text}
+
+    plugin = ToolGuardPlugin(otel.guard(), trajectory_id=lambda ctx: "cancelled")
+    model = scripted([("echo", {"text": "a"})], [("hang", {"text": "b"})])
+    session = chat(LlmAgent(name="a", model=model, tools=[echo, hang]), [plugin])
+
+    async def cancel_then_close() -> None:
+        task = asyncio.ensure_future(session.asend("go"))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert otel.summaries() == []  # still open
         await session.runner.close()
 
-    asyncio.run(first_events_then_close())
-    summary = otel.summary("stopped").attributes
+    asyncio.run(cancel_then_close())
+    summary = otel.summary("cancelled").attributes
     assert summary["toolguard.trajectory.length"] == 2
+    assert "toolguard.trajectory.success" not in summary
+    hung = [s for s in otel.call_spans() if s.attributes["gen_ai.tool.name"] == "hang"]
+    assert [s.attributes["toolguard.decision"] for s in hung] == ["cancelled"]
 
 
-def test_at_interpreter_exit_open_trajectories_write_their_summary(tmp_path: object) -> None:
-    code = (
-        "import asyncio, toolguard as tg\n"
-        "from google.adk.agents import LlmAgent\n"
-        "from google.adk.apps import App\n"
-        "from google.adk.runners import InMemoryRunner\n"
-        "from google.genai import types\n"
-        "from conftest import scripted\n"
-        "from toolguard_google_adk import ToolGuardPlugin\n"
-        "from opentelemetry.sdk.trace import TracerProvider\n"
-        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor, ConsoleSpanExporter\n"
-        "provider = TracerProvider()\n"
-        "provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(formatter=lambda s: s.name + ' ' + str(dict(s.attributes)) + '\\n')))\n"
-        "def echo(text: str) -> dict:\n"
-        "    return {'text': text}\n"
-        "plugin = ToolGuardPlugin(tg.Guard(tracer_provider=provider), trajectory_id=lambda ctx: 'left-open')\n"
-        "agent = LlmAgent(name='a', model=scripted([('echo', {'text': 'a'})], [('echo', {'text': 'b'})]), tools=[echo])\n"
-        "runner = InMemoryRunner(app=App(name='app', root_agent=agent, plugins=[plugin]))\n"
-        "async def main():\n"
-        "    s = await runner.session_service.create_session(app_name='app', user_id='u')\n"
-        "    stream = runner.run_async(user_id='u', session_id=s.id, new_message=types.Content(role='user', parts=[types.Part(text='go')]))\n"
-        "    async for event in stream:\n"
-        "        if event.get_function_responses():\n"
-        "            break\n"
-        "    globals()['kept'] = stream  # never closed\n"
-        "asyncio.run(main())\n"
-    )
-    import os
-    from pathlib import Path
-
+def test_at_interpreter_exit_open_trajectories_write_their_summary() -> None:
+    # exit_script.py cancels an invocation while a tool runs (no after-run callback) and
+    # never closes the runner. Its spans go to stdout.
     here = Path(__file__).resolve().parent
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(here), os.environ.get("PYTHONPATH", "")])
+    )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+        [sys.executable, str(here / "exit_script.py")],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
     ).stdout
     summaries = [line for line in out.splitlines() if line.startswith("toolguard.trajectory ")]
     assert len(summaries) == 1, out

@@ -17,7 +17,10 @@ _ADK_SCOPE = "gcp.vertex.agent"
 # handling refuses the call (pinned by tests/test_adk_calls.py against the installed ADK).
 _ADK_REFUSALS = (
     ("failed due to argument validation errors", "its arguments failed ADK's validation"),
-    ("failed as the following mandatory input parameters are not present", "an argument is missing"),
+    (
+        "failed as the following mandatory input parameters are not present",
+        "an argument is missing",
+    ),
 )
 
 
@@ -27,9 +30,7 @@ def is_unknown(tool: BaseTool) -> bool:
     return type(tool) is BaseTool
 
 
-def declare(
-    guard: tg.Guard, tool: BaseTool, contracts: Mapping[str, Mapping[str, Any]]
-) -> None:
+def declare(guard: tg.Guard, tool: BaseTool, contracts: Mapping[str, Mapping[str, Any]]) -> None:
     """Make ``tool`` known to the guard: the user's own declaration of that name if there is
     one, else its contract from ``contracts`` over the JSON Schema the model was shown."""
     name = tool.name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -300,7 +301,5 @@ def _watch(plugin: ToolGuardPlugin) -> None:
 
 def _end_at_exit() -> None:
     for plugin in list(_LIVE):
-        try:
+        with contextlib.suppress(Exception):  # telemetry trouble never breaks the exit
             plugin.end_open()
-        except Exception:  # never let telemetry trouble break interpreter exit
-            pass
