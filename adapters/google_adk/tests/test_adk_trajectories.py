@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import toolguard as tg
-from conftest import Telemetry, answers, chat, message, scripted
+from conftest import Telemetry, answers, chat, scripted
 from google.adk.agents import LlmAgent
 
 from toolguard_google_adk import ToolGuardPlugin
