@@ -135,10 +135,9 @@ class _Episodes:
         self.success = success
         self.observe_prompt = observe_prompt
         self.history = history
-        # What each conversation's runs returned, by the conversation's Context or memory.
-        self._conversations: weakref.WeakKeyDictionary[Any, list[tuple[str, Any]]] = (
-            weakref.WeakKeyDictionary()
-        )
+        # What each conversation's runs returned, by the id of the conversation's Context or
+        # memory (pydantic models are not hashable), dropped when that object is collected.
+        self._conversations: dict[int, list[tuple[str, Any]]] = {}
 
     def wrap(self, original: Callable[..., Any]) -> Callable[..., Any]:
         def run(*args: Any, **kwargs: Any) -> Any:
@@ -152,14 +151,11 @@ class _Episodes:
                 with state.traj.activate():
                     handler = original(*args, **kwargs)
             except BaseException as exc:
-                self._end(state, None, exc, None)
+                self._end(state, None, exc)
                 raise
             finally:
                 _run.CURRENT.reset(token)
-            conversation = _conversation(args, kwargs, ctx, handler)
-            follower = asyncio.get_running_loop().create_task(
-                self._follow(state, handler, conversation)
-            )
+            follower = asyncio.get_running_loop().create_task(self._follow(state, handler))
             _FOLLOWERS.add(follower)  # a task nothing references may be collected mid-way
             follower.add_done_callback(_FOLLOWERS.discard)
             return handler
@@ -175,12 +171,29 @@ class _Episodes:
             user_msg = kwargs.get("user_msg", args[0] if args and not isinstance(args[0], Context) else None)
             for text in _texts([user_msg, *(kwargs.get("chat_history") or ())]):
                 traj.observe(text)
-        if self.history:
-            key = _conversation(args, kwargs, ctx, None)
-            for name, result in self._conversations.get(key, ()) if key is not None else ():
-                if self.guard.has_tool(name):
-                    traj.bind_result(self.guard.get_tool(name), result)
+        conversation = _conversation(args, kwargs, ctx)
+        if conversation is not None:
+            # The conversation's own list: this run's results go there as its tools return,
+            # so a next run started the moment this one is awaited finds them.
+            earlier = self._results_of(conversation)
+            if self.history:
+                for name, result in list(earlier):
+                    if self.guard.has_tool(name):
+                        traj.bind_result(self.guard.get_tool(name), result)
+            state.results = earlier
         return state
+
+    def _results_of(self, conversation: Any) -> list[tuple[str, Any]]:
+        key = id(conversation)
+        found = self._conversations.get(key)
+        if found is None:
+            found = []
+            try:
+                weakref.finalize(conversation, self._conversations.pop, key, None)
+            except TypeError:  # no weak reference to it: its id could be reused later
+                return found
+            self._conversations[key] = found
+        return found
 
     def _choose(self) -> tuple[tg.Trajectory, bool]:
         given = self.trajectory() if callable(self.trajectory) else self.trajectory
@@ -203,29 +216,18 @@ class _Episodes:
         traj.start()
         return traj, True
 
-    async def _follow(self, state: _run.Run, handler: Any, conversation: Any) -> None:
+    async def _follow(self, state: _run.Run, handler: Any) -> None:
         """Wait for the run's end (the handler is awaitable more than once) and end it."""
         try:
             result = await handler
         except BaseException as exc:  # the run failed or was cancelled: success unknown
-            self._end(state, None, exc, conversation)
+            self._end(state, None, exc)
             if not isinstance(exc, Exception):
                 raise
             return
-        self._end(state, result, None, conversation)
+        self._end(state, result, None)
 
-    def _end(
-        self,
-        state: _run.Run,
-        result: Any,
-        error: BaseException | None,
-        conversation: Any,
-    ) -> None:
-        if conversation is not None and state.results:
-            try:
-                self._conversations.setdefault(conversation, []).extend(state.results)
-            except TypeError:  # a conversation object that takes no weak reference
-                pass
+    def _end(self, state: _run.Run, result: Any, error: BaseException | None) -> None:
         if not state.owned:
             return
         _forget(state)
@@ -235,15 +237,11 @@ class _Episodes:
         state.traj.end(error)
 
 
-def _conversation(args: tuple[Any, ...], kwargs: dict[str, Any], ctx: Any, handler: Any) -> Any:
-    """The object a conversation's runs share: the Context passed in (or the one the handler
-    ran in), else the memory."""
+def _conversation(args: tuple[Any, ...], kwargs: dict[str, Any], ctx: Any) -> Any:
+    """The object a conversation's runs share: the Context passed in, else the memory."""
     if ctx is not None:
         return ctx
-    memory = kwargs.get("memory") or (args[2] if len(args) > 2 else None)
-    if memory is not None:
-        return memory
-    return getattr(handler, "ctx", None) if handler is not None else None
+    return kwargs.get("memory") or (args[2] if len(args) > 2 else None)
 
 
 def _texts(messages: Sequence[Any]) -> list[str]:
