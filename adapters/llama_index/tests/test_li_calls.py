@@ -63,7 +63,10 @@ def test_parallel_calls_take_steps_in_emission_order(otel: Telemetry) -> None:
         (2, "fast", True, None),
         (3, "fast", True, None),
     ]
-    steps = {s.attributes["gen_ai.tool.call.id"]: s.attributes["toolguard.step"] for s in otel.call_spans()}
+    steps = {
+        s.attributes["gen_ai.tool.call.id"]: s.attributes["toolguard.step"]
+        for s in otel.call_spans()
+    }
     assert steps == {"t0-0": 1, "t0-1": 2, "t0-2": 3}
 
 
@@ -97,7 +100,9 @@ def explode(key: str) -> dict[str, str]:
 
 def test_a_tool_that_raises_is_state_consistency_delivered_to_the_model(otel: Telemetry) -> None:
     guard = otel.guard()
-    agent = guard_agent(FunctionAgent(tools=[explode], llm=scripted([("explode", {"key": "k1"})])), guard)
+    agent = guard_agent(
+        FunctionAgent(tools=[explode], llm=scripted([("explode", {"key": "k1"})])), guard
+    )
     with guard.trajectory("raises") as traj:
         results = answers_of(agent, "go")
     assert verdicts(traj) == [(1, "explode", False, "state.exception")]
@@ -128,7 +133,9 @@ def test_an_error_result_is_state_consistency(otel: Telemetry) -> None:
         return {"error": "the service is down"}
 
     guard = otel.guard()
-    agent = guard_agent(FunctionAgent(tools=[flaky], llm=scripted([("flaky", {"key": "k"})])), guard)
+    agent = guard_agent(
+        FunctionAgent(tools=[flaky], llm=scripted([("flaky", {"key": "k"})])), guard
+    )
     with guard.trajectory("error-result") as traj:
         results = answers_of(agent, "go")
     assert verdicts(traj) == [(1, "flaky", False, "state.error_result")]
@@ -185,7 +192,9 @@ def test_call_ids_reused_in_later_turns_keep_every_step(otel: Telemetry) -> None
 
 def test_a_tool_that_takes_the_context_still_gets_it(otel: Telemetry) -> None:
     guard = otel.guard()
-    agent = guard_agent(FunctionAgent(tools=[remember], llm=scripted([("remember", {"note": "x"})])), guard)
+    agent = guard_agent(
+        FunctionAgent(tools=[remember], llm=scripted([("remember", {"note": "x"})])), guard
+    )
     ctx = Context(agent)
     with guard.trajectory("context") as traj:
         run(agent, "go", ctx=ctx)

@@ -150,7 +150,9 @@ def test_a_failed_run_still_writes_its_summary(otel: Telemetry) -> None:
     guard = otel.guard()
     model = scripted()
     model.response_generator = broken
-    agent = guard_agent(FunctionAgent(tools=[echo], llm=model), guard, trajectory_id=lambda: "failed")
+    agent = guard_agent(
+        FunctionAgent(tools=[echo], llm=model), guard, trajectory_id=lambda: "failed"
+    )
     with pytest.raises(Exception, match="the model went away"):
         run(agent, "go")
     (summary,) = otel.summaries()

@@ -14,6 +14,7 @@ from typing import Any, TypeAlias, TypeVar
 import toolguard as tg
 from llama_index.core.agent.workflow import AgentWorkflow
 from llama_index.core.agent.workflow.base_agent import BaseWorkflowAgent
+from llama_index.core.base.llms.types import TextBlock
 from llama_index.core.llms import ChatMessage
 from llama_index.core.workflow import Context
 
@@ -69,7 +70,9 @@ def guard_agent(
         return agent
     for one in agents:
         if one.tools:
-            one.tools = guard_tools(one.tools, guard, contracts=contracts, tool_errors=tool_errors)
+            one.tools = list(
+                guard_tools(one.tools, guard, contracts=contracts, tool_errors=tool_errors)
+            )
         _patch(one, "take_step", _take_step(one.take_step, guard))
     episodes = _Episodes(guard, trajectory, trajectory_id, labels, success, observe_prompt, history)
     _patch(agent, "run", episodes.wrap(agent.run))
@@ -102,7 +105,9 @@ def _turn(run: _run.Run, guard: tg.Guard, calls: Sequence[Any], offered: Mapping
     counted = [c for c in calls if c.tool_name not in offered or is_guarded(offered[c.tool_name])]
     if len(counted) > 1:
         run.traj.reserve([c.tool_id for c in counted])
-    run.add_turn([(c.tool_id, c.tool_name, c.tool_kwargs) for c in counted if c.tool_name in offered])
+    run.add_turn(
+        [(c.tool_id, c.tool_name, c.tool_kwargs) for c in counted if c.tool_name in offered]
+    )
     for call in counted:
         if call.tool_name not in offered:
             shown = call.tool_name if len(call.tool_name) <= 128 else call.tool_name[:128] + "…"
@@ -168,7 +173,9 @@ class _Episodes:
         if owned:
             _watch(state)
         if self.observe_prompt:
-            user_msg = kwargs.get("user_msg", args[0] if args and not isinstance(args[0], Context) else None)
+            user_msg = kwargs.get(
+                "user_msg", args[0] if args and not isinstance(args[0], Context) else None
+            )
             for text in _texts([user_msg, *(kwargs.get("chat_history") or ())]):
                 traj.observe(text)
         conversation = _conversation(args, kwargs, ctx)
@@ -199,7 +206,9 @@ class _Episodes:
         given = self.trajectory() if callable(self.trajectory) else self.trajectory
         if given is not None:
             if not isinstance(given, tg.Trajectory):
-                raise tg.UsageError(f"trajectory must be a tg.Trajectory, got {type(given).__name__}")
+                raise tg.UsageError(
+                    f"trajectory must be a tg.Trajectory, got {type(given).__name__}"
+                )
             if given.ended:
                 raise tg.UsageError(f"trajectory {given.id!r} has already ended")
             try:
@@ -250,7 +259,7 @@ def _texts(messages: Sequence[Any]) -> list[str]:
         if isinstance(message, str):
             out.append(message)
         elif isinstance(message, ChatMessage) and str(message.role.value) == "user":
-            out.extend(block.text for block in message.blocks if getattr(block, "text", None))
+            out.extend(b.text for b in message.blocks if isinstance(b, TextBlock) and b.text)
     return out
 
 

@@ -160,7 +160,7 @@ def guard_tool(
     if tool_errors not in ("deliver", "raise"):
         raise ValueError(f"tool_errors must be 'deliver' or 'raise', not {tool_errors!r}")
     if is_guarded(tool):
-        return tool  # type: ignore[no-any-return]
+        return tool
     if not isinstance(tool, BaseTool):
         if not callable(tool):
             raise TypeError(f"a tool must be a LlamaIndex tool or a function, got {tool!r}")
@@ -201,4 +201,3 @@ def declare(
     except tg.ToolDefinitionError:
         if not guard.has_tool(name):  # not a race with another agent: the contract is wrong
             raise
-
