@@ -19,10 +19,24 @@ $(DEMO_STAMP): pyproject.toml Makefile | $(VENV)/bin/python
 
 # The framework adapters: each its own distribution (adapters/<name>/pyproject.toml), installed
 # editable beside the core, each tested in its own pytest run (their conftests stand alone).
-ADAPTERS := langchain mcp openai_agents pydantic_ai
+ADAPTERS := langchain mcp openai_agents pydantic_ai google_adk llama_index
+# google-adk caps opentelemetry-api/-sdk at 1.44, while the export extra's OTLP JSON file
+# exporter (0.66b1, its only release) needs 1.45.1: pip cannot resolve both in one install.
+# So ADK's adapter and ADK itself go in after the rest without their dependencies, and ADK's
+# own dependencies (all but that cap, as google-adk 2.13.0 declares them) with ADK_DEPS.
+# ADK runs on 1.45 (its adapter's tests do); `pip check` names the cap.
+ADK_PIP := google-adk==2.13.0
+ADK_DEPS := "aiosqlite>=0.21" "authlib>=1.9.1,<2" "click>=8.1.8,<9" "cryptography>=42" \
+	"fastapi>=0.133,<1" "google-auth[pyopenssl]>=2.47" "google-genai>=2.30,<3" \
+	"graphviz>=0.20.2,<1" "httpx>=0.27,<1" "jsonschema>=4.23,<5" "packaging>=21" \
+	"pydantic>=2.12,<3" "python-dotenv>=1,<2" "python-multipart>=0.0.9,<1" "pyyaml>=6.0.2,<7" \
+	"requests>=2.32.4,<3" "starlette>=1.3.1,<2" "tenacity>=9,<10" "typing-extensions>=4.5,<5" \
+	"uvicorn>=0.34,<1" "watchdog>=6,<7" "websockets>=15.0.1,<16"
+RESOLVED := $(filter-out google_adk,$(ADAPTERS))
 
 $(STAMP): pyproject.toml Makefile $(ADAPTERS:%=adapters/%/pyproject.toml) | $(VENV)/bin/python
-	$(PY) -m pip install -q -e ".[export,report,plot,dev,bench]" $(ADAPTERS:%=-e adapters/%[test])
+	$(PY) -m pip install -q -e ".[export,report,plot,dev,bench]" $(RESOLVED:%=-e adapters/%[test]) $(ADK_DEPS)
+	$(PY) -m pip install -q --no-deps $(ADK_PIP) -e adapters/google_adk
 	$(PY) -m pip install -q --no-deps bfcl-eval==2026.3.23 mpmath==1.4.1
 	$(PY) -m pip install -q --no-deps $(TAU2_PIP)
 	touch $(STAMP) $(DEMO_STAMP)

@@ -1,0 +1,107 @@
+"""One ADK tool as the guard knows it: its declaration, ADK's own span of a call, and the
+answers ADK gives without running the tool (an unknown name, arguments it refused)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import toolguard as tg
+from google.adk.tools.base_tool import BaseTool
+from opentelemetry import trace
+from opentelemetry.trace import Span
+
+# ADK's tracer (google.adk.telemetry.tracing): the scope of its `execute_tool` spans.
+_ADK_SCOPE = "gcp.vertex.agent"
+# What FunctionTool.run_async answers, without calling the function, when its own argument
+# handling refuses the call (pinned by tests/test_adk_calls.py against the installed ADK).
+_ADK_REFUSALS = (
+    ("failed due to argument validation errors", "its arguments failed ADK's validation"),
+    (
+        "failed as the following mandatory input parameters are not present",
+        "an argument is missing",
+    ),
+)
+
+
+def is_unknown(tool: BaseTool) -> bool:
+    """The stand-in ADK passes to the before-tool callbacks for a name no tool has: a bare
+    ``BaseTool`` (every real tool is a subclass; the base cannot run)."""
+    return type(tool) is BaseTool
+
+
+def declare(guard: tg.Guard, tool: BaseTool, contracts: Mapping[str, Mapping[str, Any]]) -> None:
+    """Make ``tool`` known to the guard: the user's own declaration of that name if there is
+    one, else its contract from ``contracts`` over the JSON Schema the model was shown."""
+    name = tool.name
+    if guard.has_tool(name):
+        return
+    contract = dict(contracts.get(name, {}))
+    if "json_schema" not in contract and "args_model" not in contract:
+        contract["json_schema"] = _parameters(tool)
+    if tool.description:
+        contract.setdefault("description", tool.description)
+    try:
+        guard.declare(name, **contract)
+    except tg.ToolDefinitionError:
+        # Another runner sharing this guard declared it in the meantime; otherwise the
+        # contract itself is wrong, and the error says how.
+        if not guard.has_tool(name):
+            raise
+
+
+def _parameters(tool: BaseTool) -> dict[str, Any]:
+    """The arguments' JSON Schema from the tool's function declaration (what ADK sends to the
+    model): ``parameters_json_schema``, or the ``parameters`` Schema converted."""
+    try:
+        declaration = tool._get_declaration()  # ADK's own hook for a tool's declaration
+    except Exception:
+        declaration = None
+    if declaration is not None:
+        if isinstance(declaration.parameters_json_schema, Mapping):
+            return dict(declaration.parameters_json_schema)
+        if declaration.parameters is not None:
+            try:
+                schema = declaration.parameters.json_schema.model_dump(
+                    mode="json", exclude_none=True
+                )
+            except Exception:
+                schema = None
+            if isinstance(schema, dict):
+                return schema
+        else:
+            return {"type": "object", "properties": {}}  # declared without arguments
+    return {"type": "object"}  # nothing declared: ADK checks the arguments itself
+
+
+def framework_span(guard: tg.Guard, tool: BaseTool) -> Span | None:
+    """ADK's own span of this call (``execute_tool {name}``, current while the before-tool
+    callbacks run): the guard's attributes go on it instead of on a second span."""
+    if not guard.reuse_framework_spans:
+        return None
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return None  # no tracer provider behind ADK's tracer: the guard opens its own
+    scope = getattr(span, "instrumentation_scope", None)
+    if getattr(span, "name", None) == f"execute_tool {tool.name}" and (
+        scope is None or scope.name == _ADK_SCOPE
+    ):
+        return span
+    return None
+
+
+def refusal(tool: BaseTool, result: Any) -> str | None:
+    """Why ADK answered the call without running the tool's function, or None."""
+    if not isinstance(result, Mapping):
+        return None
+    error = result.get("error")
+    if not isinstance(error, str) or not error.startswith(f"Invoking `{tool.name}()` "):
+        return None
+    for marker, why in _ADK_REFUSALS:
+        if marker in error:
+            return f"ADK refused the call to {shorten(tool.name)!r}: {why}"
+    return None
+
+
+def shorten(name: str) -> str:
+    return name if len(name) <= 128 else name[:128] + "…"

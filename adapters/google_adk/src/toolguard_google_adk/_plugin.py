@@ -1,0 +1,305 @@
+"""ToolGuardPlugin: the ADK plugin that puts a toolguard Guard in front of every tool call."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import toolguard as tg
+from google.adk.agents.invocation_context import InvocationContext
+from google.adk.agents.llm_agent import LlmAgent
+from google.adk.agents.readonly_context import ReadonlyContext
+from google.adk.events.event import Event
+from google.adk.plugins.base_plugin import BasePlugin
+from google.adk.tools.base_tool import BaseTool
+from google.adk.tools.tool_context import ToolContext
+
+from . import _calls, _episode
+
+ToolErrors = Literal["deliver", "raise"]
+
+
+@dataclass(slots=True)
+class _Run:
+    """One invocation in progress: its trajectory, whether the plugin ends it, and the calls
+    admitted and still running, by call id."""
+
+    traj: tg.Trajectory
+    owned: bool
+    pending: dict[str, tg.PendingCall] = field(default_factory=dict)
+
+
+class ToolGuardPlugin(BasePlugin):
+    """Checks every tool call of a Runner's agents with ``guard``, one trajectory per
+    invocation (one ``run_async`` / ``run`` with a new message).
+
+    ``InMemoryRunner(agent=agent, plugins=[ToolGuardPlugin(guard)])`` (or ``App(plugins=...)``).
+    Each tool is declared to the guard on its first call, by the JSON Schema ADK shows the
+    model plus its contract from ``contracts`` (tool name -> ``guard.declare`` options:
+    ``refs``, ``produces``, ``invalidates``, ``preconditions``, ...), unless the guard already
+    knows a tool of that name.
+
+    A blocked call is answered ``{"error": message}`` (ADK's own shape for a failed call,
+    as for an unknown tool) and the tool does not run. ``tool_errors``: a tool that raises is
+    recorded (``state_consistency``) and answered the same way so the agent can recover
+    (``"deliver"``, default), or its exception fails the run as ADK would (``"raise"``).
+
+    Trajectories: ``trajectory`` (a :class:`toolguard.Trajectory`, or ``ctx -> Trajectory``)
+    is used as given, started and ended by the plugin only if it was not started; else the
+    trajectory current where the run starts; else a new one per invocation, with id
+    ``trajectory_id(ctx)`` (default the invocation id), ``labels`` (a mapping or ``ctx ->
+    mapping``), the session id as conversation id and ``success(ctx)`` as its outcome. The
+    user's message is observed for the information check, and the tool results of the
+    session's earlier invocations are bound (``history=False`` to turn that off), so a
+    multi-turn chat can use an id an earlier turn found.
+    """
+
+    def __init__(
+        self,
+        guard: tg.Guard,
+        *,
+        name: str = "toolguard",
+        contracts: Mapping[str, Mapping[str, Any]] | None = None,
+        tool_errors: ToolErrors = "deliver",
+        trajectory: _episode.TrajectorySource = None,
+        trajectory_id: _episode.TrajectoryId = None,
+        labels: _episode.Labels = None,
+        success: Callable[[InvocationContext], bool | None] | None = None,
+        observe_prompt: bool = True,
+        history: bool = True,
+    ) -> None:
+        if not isinstance(guard, tg.Guard):
+            raise TypeError(f"ToolGuardPlugin needs a toolguard.Guard, got {type(guard).__name__}")
+        if tool_errors not in ("deliver", "raise"):
+            raise ValueError(f"tool_errors must be 'deliver' or 'raise', not {tool_errors!r}")
+        super().__init__(name)
+        self.guard = guard
+        self.contracts: Mapping[str, Mapping[str, Any]] = dict(contracts or {})
+        self.tool_errors: ToolErrors = tool_errors
+        self.trajectory = trajectory
+        self.trajectory_id = trajectory_id
+        self.labels = labels
+        self.success = success
+        self.observe_prompt = observe_prompt
+        self.history = history
+        self._declared: set[str] = set()
+        self._runs: dict[str, _Run] = {}  # the invocations in progress, by invocation id
+        self._watched = False
+        # Calls outside any invocation this plugin saw start (its before_run_callback did not
+        # run for them): kept apart by their ToolContext.
+        self._orphans: dict[int, tg.PendingCall] = {}
+
+    def __repr__(self) -> str:
+        return f"ToolGuardPlugin({self.guard!r}, name={self.name!r})"
+
+    # -- the invocation ------------------------------------------------------------------------
+    async def before_run_callback(self, *, invocation_context: InvocationContext) -> None:
+        ctx = invocation_context
+        if not self._watched:
+            _watch(self)
+            self._watched = True
+        traj, owned = _episode.choose(
+            self.guard, ctx, self.trajectory, self.trajectory_id, self.labels
+        )
+        self._runs[ctx.invocation_id] = _Run(traj, owned)
+        if self.observe_prompt:
+            for text in _episode.texts(ctx.user_content):
+                traj.observe(text)
+        if self.history and ctx.session.events:
+            await self._bind_history(ctx, traj)
+
+    async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
+        run = self._runs.pop(invocation_context.invocation_id, None)
+        if run is not None and run.owned:
+            if self.success is not None:
+                run.traj.success = self.success(invocation_context)
+            run.traj.end()
+
+    async def on_run_error_callback(
+        self, *, invocation_context: InvocationContext, error: Exception
+    ) -> None:
+        run = self._runs.pop(invocation_context.invocation_id, None)
+        if run is not None:
+            _settle(run, error)
+            if run.owned:
+                run.traj.end(error)  # the summary, success unknown, the error's type on it
+
+    async def close(self) -> None:
+        self.end_open()
+
+    def end_open(self) -> None:
+        """End the trajectories of invocations that never finished (a run cancelled, the
+        caller stopped iterating its events): at runner close and at interpreter exit."""
+        for key in list(self._runs):
+            run = self._runs.pop(key, None)
+            if run is not None:
+                _settle(run, None)
+                if run.owned:
+                    run.traj.end()
+
+    # -- a model turn --------------------------------------------------------------------------
+    async def on_event_callback(
+        self, *, invocation_context: InvocationContext, event: Event
+    ) -> None:
+        # The model's event reaches the runner, with ADK's call ids, before any of its calls
+        # runs: steps by call id in emission order, whatever order the calls finish in.
+        calls = event.get_function_calls() if event.content is not None else ()
+        if len(calls) > 1 and (run := self._runs.get(invocation_context.invocation_id)):
+            run.traj.reserve([c.id for c in calls if c.id])
+        return None
+
+    # -- one call ------------------------------------------------------------------------------
+    async def before_tool_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
+    ) -> dict[str, Any] | None:
+        guard = self.guard
+        run = self._runs.get(tool_context.invocation_id)
+        traj = run.traj if run is not None else None
+        call_id = tool_context.function_call_id
+        if _calls.is_unknown(tool):
+            # ADK answers it itself (the tools the model can call); the step is counted here.
+            guard.record_rejection(
+                tool.name,
+                f"ADK has no tool named {_calls.shorten(tool.name)!r}",
+                check="schema.tool",
+                call_id=call_id,
+                trajectory=traj,
+            )
+            return None
+        if tool.name not in self._declared:
+            _calls.declare(guard, tool, self.contracts)
+            self._declared.add(tool.name)
+        pending = guard.check(
+            tool.name,
+            tool_args,
+            call_id=call_id,
+            trajectory=traj,
+            span=_calls.framework_span(guard, tool),
+        )
+        if pending.rejection is not None:
+            return {"error": str(pending.rejection)}
+        if run is not None and call_id is not None:
+            run.pending[call_id] = pending
+        else:
+            self._orphans[id(tool_context)] = pending
+        return None
+
+    async def after_tool_callback(
+        self,
+        *,
+        tool: BaseTool,
+        tool_args: dict[str, Any],
+        tool_context: ToolContext,
+        result: Any,
+    ) -> dict[str, Any] | None:
+        pending = self._take(tool_context)
+        if pending is None:  # blocked, or not checked by this plugin
+            return None
+        why = _calls.refusal(tool, result)
+        if why is not None:
+            # FunctionTool refused the arguments and the function never ran: schema, as in
+            # every adapter; the model gets ADK's own message.
+            pending.reject(tg.Failure("schema", "schema.args", why, why))
+        elif (
+            tool_context.actions.requested_tool_confirmations
+            or tool_context.actions.requested_auth_configs
+        ):
+            pending.cancel()  # paused for a confirmation or credentials: resumed as a new call
+        else:
+            pending.finish(result)
+        return None
+
+    async def on_tool_error_callback(
+        self,
+        *,
+        tool: BaseTool,
+        tool_args: dict[str, Any],
+        tool_context: ToolContext,
+        error: Exception,
+    ) -> dict[str, Any] | None:
+        pending = self._take(tool_context)
+        if pending is None:  # an unknown name (counted already), or not checked here
+            return None
+        rejection = pending.fail(error)  # a cancellation is recorded as cancelled
+        if self.tool_errors == "deliver" and not isinstance(error, asyncio.CancelledError):
+            return {"error": str(rejection)}
+        return None
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _take(self, tool_context: ToolContext) -> tg.PendingCall | None:
+        run = self._runs.get(tool_context.invocation_id)
+        call_id = tool_context.function_call_id
+        if run is not None and call_id is not None:
+            return run.pending.pop(call_id, None)
+        return self._orphans.pop(id(tool_context), None)
+
+    async def _bind_history(self, ctx: InvocationContext, traj: tg.Trajectory) -> None:
+        results = list(_episode.earlier_results(ctx))
+        if not results:
+            if self.observe_prompt:
+                for text in _episode.earlier_texts(ctx):
+                    traj.observe(text)
+            return
+        if any(not self.guard.has_tool(name) for name, _ in results):
+            await self._declare_agent_tools(ctx)
+        error_result = self.guard.error_result
+        for name, result in results:
+            if not self.guard.has_tool(name):
+                continue  # a tool this agent no longer has
+            if error_result and error_result(result):
+                continue  # a refused call's answer binds nothing
+            traj.bind_result(self.guard.get_tool(name), result)
+        if self.observe_prompt:
+            for text in _episode.earlier_texts(ctx):
+                traj.observe(text)
+
+    async def _declare_agent_tools(self, ctx: InvocationContext) -> None:
+        agent = ctx.agent
+        if not isinstance(agent, LlmAgent):
+            return
+        try:
+            tools = await agent.canonical_tools(ReadonlyContext(ctx))
+        except Exception:  # a toolset that cannot list its tools now: bind what is known
+            return
+        for tool in tools:
+            if tool.name not in self._declared:
+                _calls.declare(self.guard, tool, self.contracts)
+                self._declared.add(tool.name)
+
+
+def _settle(run: _Run, error: BaseException | None) -> None:
+    # Calls still open when the invocation ends never got an answer: cancelled.
+    for pending in list(run.pending.values()):
+        if not pending.done:
+            pending.cancel()
+    run.pending.clear()
+
+
+# Every plugin alive, to end its open trajectories at interpreter exit (a run cancelled or
+# dropped mid-way still writes its summary).
+_LIVE: weakref.WeakSet[ToolGuardPlugin] = weakref.WeakSet()
+_EXIT_LOCK = threading.Lock()
+_exit_hook: list[bool] = []
+
+
+def _watch(plugin: ToolGuardPlugin) -> None:
+    # Registered at the first run rather than at import: atexit runs last-registered first,
+    # so this runs before the exit hooks of the tracer providers and span files set up at
+    # start-up, which then still export the summaries it writes.
+    with _EXIT_LOCK:
+        _LIVE.add(plugin)
+        if not _exit_hook:
+            atexit.register(_end_at_exit)
+            _exit_hook.append(True)
+
+
+def _end_at_exit() -> None:
+    for plugin in list(_LIVE):
+        with contextlib.suppress(Exception):  # telemetry trouble never breaks the exit
+            plugin.end_open()

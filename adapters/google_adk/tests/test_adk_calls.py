@@ -1,0 +1,261 @@
+"""One call at a time and a turn's parallel calls: steps, causes, what the model gets."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import pytest
+import toolguard as tg
+from conftest import Telemetry, answers, chat, scripted
+from google.adk.agents import LlmAgent
+from google.adk.plugins.base_plugin import BasePlugin
+from google.adk.tools.base_tool import BaseTool
+from google.adk.tools.function_tool import FunctionTool
+
+from toolguard_google_adk import ToolGuardPlugin
+from toolguard_google_adk._calls import refusal
+
+
+def lookup(key: str) -> dict[str, str]:
+    """Look a key up."""
+    return {"id": f"item-{key}"}
+
+
+def verdicts(traj: tg.Trajectory) -> list[tuple[int, str, bool, str | None]]:
+    return sorted((v.step, v.tool, v.valid, v.check) for v in traj.verdicts)
+
+
+class HoldFirst(BasePlugin):
+    """A plugin ahead of the guard whose before-tool callback awaits (an approval, a rate
+    limit): the turn's first call reaches the guard only after the third."""
+
+    def __init__(self) -> None:
+        super().__init__("hold")
+        self.third_seen = asyncio.Event()
+        self.order: list[str] = []
+
+    async def before_tool_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: Any
+    ) -> None:
+        if tool_args.get("key") == "a":
+            await self.third_seen.wait()
+        if tool_args.get("key") == "c":
+            self.third_seen.set()
+        self.order.append(tool_args["key"])
+        return None
+
+
+def test_parallel_calls_take_steps_in_emission_order(otel: Telemetry) -> None:
+    guard = otel.guard()
+    model = scripted([("lookup", {"key": "a"}), ("lookup", {"key": "b"}), ("lookup", {"key": "c"})])
+    hold = HoldFirst()
+    agent = LlmAgent(name="a", model=model, tools=[lookup])
+    with guard.trajectory("parallel") as traj:
+        events = chat(agent, [hold, ToolGuardPlugin(guard)]).send("go")
+    assert hold.order == ["b", "c", "a"]  # the guard checked them in this order
+    # Each call's step is its place in the model's turn.
+    calls = [c for e in events for c in e.get_function_calls()]
+    step_by_id = {v.call_id: v.step for v in traj.verdicts}
+    assert [step_by_id[c.id] for c in calls] == [1, 2, 3]
+    spans = {
+        s.attributes["gen_ai.tool.call.id"]: s.attributes["toolguard.step"]
+        for s in otel.call_spans()
+    }
+    assert [spans[c.id] for c in calls] == [1, 2, 3]
+
+
+def test_an_unknown_tool_is_a_schema_step_and_adk_answers_it(otel: Telemetry, mode: str) -> None:
+    guard = otel.guard()
+    model = scripted([("lookup", {"key": "k"}), ("lokup", {"key": "k"})])
+    agent = LlmAgent(name="a", model=model, tools=[lookup])
+    with guard.trajectory("unknown") as traj:
+        events = chat(agent, [ToolGuardPlugin(guard)]).send("go", mode)
+    assert verdicts(traj) == [(1, "lookup", True, None), (2, "lokup", False, "schema.tool")]
+    assert traj.first_error_cause == "schema"
+    # The run goes on: ADK's own answer lists the tools the model can call.
+    unknown = answers(events)[1].response
+    assert unknown is not None and "The tools you can call are: lookup" in unknown["error"]
+    assert events[-1].content is not None and events[-1].content.parts[0].text == "done"
+
+
+def test_the_unknown_tool_stand_in_is_a_bare_base_tool() -> None:
+    # The plugin recognises ADK's stand-in for an unknown name by its type: pinned here.
+    assert type(FunctionTool(lookup)) is not BaseTool
+    from google.adk.flows.llm_flows.tools import _caller
+
+    source = Path(_caller.__file__).read_text(encoding="utf-8")
+    assert "BaseTool(\n        name=function_call.name" in source
+
+
+class Booking(pydantic.BaseModel):
+    nights: int
+
+    @pydantic.field_validator("nights")
+    @classmethod
+    def positive(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("at least one night")
+        return value
+
+
+def test_arguments_adk_refuses_are_a_schema_step(
+    otel: Telemetry, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ADK's own argument validation (experimental in 2.13, off by default).
+    monkeypatch.setenv("ADK_ENABLE_FUNCTION_TOOL_ARG_VALIDATION", "1")
+    ran: list[int] = []
+
+    def book(booking: Booking) -> dict[str, int]:
+        """Book some nights."""
+        ran.append(booking.nights)
+        return {"nights": booking.nights}
+
+    guard = otel.guard()
+    # The JSON Schema cannot say "at least one": ADK's own validation refuses the first call.
+    model = scripted([("book", {"booking": {"nights": 0}})], [("book", {"booking": {"nights": 2}})])
+    agent = LlmAgent(name="a", model=model, tools=[book])
+    with guard.trajectory("refused") as traj:
+        events = chat(agent, [ToolGuardPlugin(guard)]).send("book", mode)
+    assert ran == [2]
+    assert verdicts(traj) == [(1, "book", False, "schema.args"), (2, "book", True, None)]
+    first = answers(events)[0].response
+    assert first is not None and "failed due to argument validation errors" in first["error"]
+    (span,) = [s for s in otel.call_spans() if s.attributes["toolguard.step"] == 1]
+    assert span.attributes["toolguard.cause"] == "schema"
+    assert "nights" not in str(span.attributes["toolguard.message"])  # no values, no names
+
+
+def test_a_missing_argument_is_refused_by_the_guard_before_adk(otel: Telemetry) -> None:
+    guard = otel.guard()
+    model = scripted([("lookup", {})])
+    with guard.trajectory("missing") as traj:
+        events = chat(
+            LlmAgent(name="a", model=model, tools=[lookup]), [ToolGuardPlugin(guard)]
+        ).send("go")
+    assert verdicts(traj) == [(1, "lookup", False, "schema.args")]
+    answer = answers(events)[0].response
+    assert answer is not None and answer["error"].startswith(
+        "Error: the call to `lookup` was rejected (schema)"
+    )
+
+
+def test_adks_refusal_texts_are_recognised() -> None:
+    # The texts FunctionTool answers with, produced by the installed ADK itself.
+    tool = FunctionTool(lookup)
+    assert refusal(tool, tool._build_validation_error_response(["key: bad"])) is not None
+    assert (
+        refusal(
+            tool,
+            {
+                "error": "Invoking `lookup()` failed as the following mandatory input"
+                " parameters are not present:\nkey"
+            },
+        )
+        is not None
+    )
+    assert refusal(tool, {"error": "the service is down"}) is None
+    assert refusal(tool, {"result": 1}) is None
+
+
+def test_a_tool_that_raises_is_state_consistency_delivered_to_the_model(
+    otel: Telemetry, mode: str
+) -> None:
+    def explode(key: str) -> dict[str, str]:
+        """Fails."""
+        raise RuntimeError(f"secret {key}")
+
+    guard = otel.guard()
+    model = scripted([("explode", {"key": "k1"})])
+    with guard.trajectory("raises") as traj:
+        events = chat(
+            LlmAgent(name="a", model=model, tools=[explode]), [ToolGuardPlugin(guard)]
+        ).send("go", mode)
+    assert verdicts(traj) == [(1, "explode", False, "state.exception")]
+    answer = answers(events)[0].response
+    assert answer is not None and "(state_consistency)" in answer["error"]
+    assert events[-1].content is not None and events[-1].content.parts[0].text == "done"
+    (span,) = otel.call_spans()
+    assert span.attributes["toolguard.decision"] == "allowed"
+    assert "k1" not in str(span.attributes)  # the exception's text is not recorded
+
+
+def test_tool_errors_raise_keeps_adks_behaviour(otel: Telemetry) -> None:
+    def explode(key: str) -> dict[str, str]:
+        """Fails."""
+        raise RuntimeError("boom")
+
+    guard = otel.guard()
+    model = scripted([("explode", {"key": "k"})])
+    plugin = ToolGuardPlugin(guard, tool_errors="raise", trajectory_id=lambda ctx: "dies")
+    with pytest.raises(RuntimeError, match="boom"):
+        chat(LlmAgent(name="a", model=model, tools=[explode]), [plugin]).send("go")
+    summary = otel.summary("dies").attributes
+    assert summary["toolguard.trajectory.length"] == 1
+    assert summary["toolguard.trajectory.first_error.cause"] == "state_consistency"
+    assert "toolguard.trajectory.success" not in summary
+
+
+def test_an_error_result_is_state_consistency(otel: Telemetry) -> None:
+    def flaky(key: str) -> dict[str, str]:
+        """Reports an error."""
+        return {"error": "the service is down"}
+
+    guard = otel.guard()
+    model = scripted([("flaky", {"key": "k"})])
+    with guard.trajectory("error-result") as traj:
+        events = chat(
+            LlmAgent(name="a", model=model, tools=[flaky]), [ToolGuardPlugin(guard)]
+        ).send("go")
+    assert verdicts(traj) == [(1, "flaky", False, "state.error_result")]
+    assert answers(events)[0].response == {"error": "the service is down"}  # the tool's own
+
+
+def test_log_mode_runs_the_invalid_call_and_records_it(otel: Telemetry, mode: str) -> None:
+    removed: list[str] = []
+
+    async def remove(contact_id: str) -> dict[str, str]:
+        """Remove a contact (async tool)."""
+        removed.append(contact_id)
+        return {"removed": contact_id}
+
+    guard = otel.guard(mode="log")
+    model = scripted([("remove", {"contact_id": "made-up"})])
+    plugin = ToolGuardPlugin(guard, contracts={"remove": {"refs": {"contact_id": "contact_id"}}})
+    with guard.trajectory("logged") as traj:
+        chat(LlmAgent(name="a", model=model, tools=[remove]), [plugin]).send("go", mode)
+    assert removed == ["made-up"]
+    (verdict,) = traj.verdicts
+    assert (verdict.valid, verdict.cause, verdict.decision) == (False, "dependency", "logged")
+    (span,) = otel.call_spans()
+    assert span.attributes["toolguard.decision"] == "logged"
+
+
+def test_call_ids_reused_in_later_turns_keep_every_step(otel: Telemetry) -> None:
+    # Some OpenAI-compatible servers number calls per turn (call_0, call_1, ...).
+    guard = otel.guard()
+    model = scripted(
+        [("lookup", {"key": "a"}), ("missing", {})],
+        [("lookup", {"key": "b"}), ("lookup", {})],
+        ids=True,
+    )
+    with guard.trajectory("reused") as traj:
+        chat(LlmAgent(name="a", model=model, tools=[lookup]), [ToolGuardPlugin(guard)]).send("go")
+    assert verdicts(traj) == [
+        (1, "lookup", True, None),
+        (2, "missing", False, "schema.tool"),
+        (3, "lookup", True, None),
+        (4, "lookup", False, "schema.args"),
+    ]
+    assert traj.length == 4
+
+
+def test_a_tool_declared_on_the_guard_is_used_as_declared(otel: Telemetry) -> None:
+    guard = otel.guard()
+    guard.declare("lookup", json_schema={"type": "object", "properties": {"key": {"enum": ["ok"]}}})
+    model = scripted([("lookup", {"key": "nope"})])
+    with guard.trajectory("declared") as traj:
+        chat(LlmAgent(name="a", model=model, tools=[lookup]), [ToolGuardPlugin(guard)]).send("go")
+    assert verdicts(traj) == [(1, "lookup", False, "schema.args")]

@@ -1,0 +1,225 @@
+"""The episode boundary: one trajectory per invocation, or the one the user gives; a
+session's later turns; concurrent runs; runs that fail or stop half-way."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import toolguard as tg
+from conftest import Telemetry, answers, chat, scripted
+from google.adk.agents import LlmAgent
+
+from toolguard_google_adk import ToolGuardPlugin
+
+
+def echo(text: str) -> dict[str, str]:
+    """Echo a text."""
+    return {"text": text}
+
+
+def two_calls() -> list[tuple[str, dict[str, str]]]:
+    return [("echo", {"text": "a"}), ("echo", {"text": "b"})]
+
+
+def test_each_invocation_is_a_trajectory_with_labels_and_outcome(otel: Telemetry) -> None:
+    guard = otel.guard()
+    plugin = ToolGuardPlugin(
+        guard,
+        labels=lambda ctx: {"agent": ctx.agent.name, "method": "react"},
+        success=lambda ctx: True,
+    )
+    session = chat(LlmAgent(name="helper", model=scripted(two_calls()), tools=[echo]), [plugin])
+    events = session.send("say a and b")
+    (summary,) = otel.summaries()
+    attributes = summary.attributes or {}
+    assert attributes["toolguard.trajectory.id"] == events[0].invocation_id  # by default
+    assert attributes["toolguard.trajectory.length"] == 2
+    assert attributes["toolguard.trajectory.first_error_depth"] == 3
+    assert attributes["toolguard.trajectory.success"] is True
+    assert attributes["toolguard.label.agent"] == "helper"
+    assert attributes["gen_ai.conversation.id"] == session.session_id
+    assert len(guard.trajectories) == 0 and plugin._runs == {}  # nothing kept once it ended
+
+
+def test_the_users_message_is_seen_by_the_information_check(otel: Telemetry) -> None:
+    guard = otel.guard()
+    model = scripted([("echo", {"text": "ticket-42"}), ("echo", {"text": "ticket-99"})])
+    plugin = ToolGuardPlugin(guard, contracts={"echo": {"grounded": ["text"]}})
+    with guard.trajectory("grounded") as traj:
+        chat(LlmAgent(name="a", model=model, tools=[echo]), [plugin]).send("Close ticket-42")
+    assert [(v.step, v.valid, v.cause) for v in sorted(traj.verdicts, key=lambda v: v.step)] == [
+        (1, True, None),
+        (2, False, "information"),
+    ]
+
+
+CONTRACTS = {
+    "search_contacts": {"produces": {"id": "contact_id"}},
+    "remove_contact": {"refs": {"contact_id": "contact_id"}},
+}
+
+
+def contacts_agent(removed: list[str]) -> LlmAgent:
+    def search_contacts(phone: str) -> list[dict[str, str]]:
+        """Contacts with this phone number."""
+        return [{"id": "id_8923", "phone": phone}]
+
+    def remove_contact(contact_id: str) -> dict[str, str]:
+        """Remove a contact by id."""
+        removed.append(contact_id)
+        return {"removed": contact_id}
+
+    # Turn 1 of the chat searches; turn 2 (a new invocation) removes the id it found.
+    model = scripted(
+        [("search_contacts", {"phone": "+1-555-0199"})],
+        "found",
+        [("remove_contact", {"contact_id": "id_8923"})],
+    )
+    return LlmAgent(name="a", model=model, tools=[search_contacts, remove_contact])
+
+
+@pytest.mark.parametrize("history", [True, False])
+def test_a_later_turn_of_the_session_can_use_an_id_an_earlier_turn_found(
+    otel: Telemetry, history: bool
+) -> None:
+    removed: list[str] = []
+    plugin = ToolGuardPlugin(otel.guard(), contracts=CONTRACTS, history=history)
+    session = chat(contacts_agent(removed), [plugin])
+    session.send("Find +1-555-0199")
+    events = session.send("Now delete that contact")
+    first, second = sorted(otel.summaries(), key=lambda s: s.start_time or 0)
+    assert first.attributes["toolguard.trajectory.length"] == 1
+    assert second.attributes["toolguard.trajectory.length"] == 1
+    if history:
+        assert removed == ["id_8923"]
+        assert second.attributes["toolguard.trajectory.first_error_depth"] == 2
+    else:  # what the earlier turn showed is not known: the legal call is blocked
+        assert removed == []
+        assert second.attributes["toolguard.trajectory.first_error.cause"] == "dependency"
+        answer = answers(events)[0].response
+        assert answer is not None and "(dependency)" in answer["error"]
+
+
+def test_a_given_trajectory_spans_invocations_and_its_owner_ends_it(otel: Telemetry) -> None:
+    guard = otel.guard()
+    with guard.trajectory("conversation") as traj:
+        plugin = ToolGuardPlugin(guard, trajectory=traj)
+        session = chat(
+            LlmAgent(name="a", model=scripted(two_calls(), "done", two_calls()), tools=[echo]),
+            [plugin],
+        )
+        session.send("first")
+        assert not traj.ended
+        session.send("second")
+        assert traj.length == 4
+    assert traj.ended
+    (summary,) = otel.summaries()
+    assert summary.attributes["toolguard.trajectory.id"] == "conversation"
+
+
+def test_concurrent_runs_keep_their_own_trajectories(otel: Telemetry) -> None:
+    guard = otel.guard()
+    plugin = ToolGuardPlugin(guard)
+    agent = LlmAgent(name="a", model=scripted(two_calls()), tools=[echo])
+    one, two = chat(agent, [plugin]), chat(agent, [plugin])
+
+    async def both() -> None:
+        await asyncio.gather(one.asend("one"), two.asend("two"))
+
+    asyncio.run(both())
+    summaries = otel.summaries()
+    assert sorted(s.attributes["toolguard.trajectory.length"] for s in summaries) == [2, 2]
+    by_trajectory: dict[str, list[int]] = {}
+    for span in otel.call_spans():
+        trajectory_id = str(span.attributes["toolguard.trajectory.id"])
+        by_trajectory.setdefault(trajectory_id, []).append(int(span.attributes["toolguard.step"]))
+    assert sorted(map(sorted, by_trajectory.values())) == [[1, 2], [1, 2]]
+
+
+def test_a_cancelled_run_is_ended_when_the_runner_closes(otel: Telemetry) -> None:
+    # A cancelled invocation gets neither ADK's after-run nor its run-error callback.
+    started = asyncio.Event()
+
+    async def hang(text: str) -> dict[str, str]:
+        """Never returns."""
+        started.set()
+        await asyncio.Event().wait()
+        return {"text": text}
+
+    plugin = ToolGuardPlugin(otel.guard(), trajectory_id=lambda ctx: "cancelled")
+    model = scripted([("echo", {"text": "a"})], [("hang", {"text": "b"})])
+    session = chat(LlmAgent(name="a", model=model, tools=[echo, hang]), [plugin])
+
+    async def cancel_then_close() -> None:
+        task = asyncio.ensure_future(session.asend("go"))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert otel.summaries() == []  # still open
+        await session.runner.close()
+
+    asyncio.run(cancel_then_close())
+    summary = otel.summary("cancelled").attributes
+    assert summary["toolguard.trajectory.length"] == 2
+    assert "toolguard.trajectory.success" not in summary
+    hung = [s for s in otel.call_spans() if s.attributes["gen_ai.tool.name"] == "hang"]
+    assert [s.attributes["toolguard.decision"] for s in hung] == ["cancelled"]
+
+
+def test_at_interpreter_exit_open_trajectories_write_their_summary() -> None:
+    # exit_script.py cancels an invocation while a tool runs (no after-run callback) and
+    # never closes the runner. Its spans go to stdout.
+    here = Path(__file__).resolve().parent
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(here), os.environ.get("PYTHONPATH", "")])
+    )
+    out = subprocess.run(
+        [sys.executable, str(here / "exit_script.py")],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout
+    summaries = [line for line in out.splitlines() if line.startswith("toolguard.trajectory ")]
+    assert len(summaries) == 1, out
+    assert "'toolguard.trajectory.id': 'left-open'" in summaries[0]
+    assert "'toolguard.trajectory.length': 1" in summaries[0]
+
+
+def test_options_are_checked() -> None:
+    guard = tg.Guard()
+    with pytest.raises(ValueError, match="tool_errors"):
+        ToolGuardPlugin(guard, tool_errors="swallow")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"toolguard\.Guard"):
+        ToolGuardPlugin(object())  # type: ignore[arg-type]
+
+
+def test_a_contract_naming_no_argument_fails_loudly(otel: Telemetry) -> None:
+    plugin = ToolGuardPlugin(otel.guard(), contracts={"echo": {"refs": {"txt": "kind"}}})
+    session = chat(LlmAgent(name="a", model=scripted(two_calls()), tools=[echo]), [plugin])
+    with pytest.raises(Exception) as raised:
+        session.send("go")
+    chain = [raised.value, *getattr(raised.value, "exceptions", ()), raised.value.__cause__]
+    assert any(isinstance(e, tg.ToolDefinitionError) and "txt" in str(e) for e in chain if e), chain
+
+
+def test_without_adk_the_error_names_the_install_command() -> None:
+    code = (
+        "import sys; sys.modules['google.adk'] = None\n"
+        "import toolguard_google_adk\n"
+        "try:\n"
+        "    toolguard_google_adk.ToolGuardPlugin\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert "google-adk>=2.13,<3" in out
+    assert "pip install -e . -e adapters/google_adk" in out

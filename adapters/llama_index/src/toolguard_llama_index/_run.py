@@ -1,0 +1,56 @@
+"""One agent run in progress: its trajectory, the calls of its model turns, what its tools
+returned. Current in the run's context (the workflow's tasks copy it when the run starts)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+import toolguard as tg
+
+
+@dataclass(slots=True)
+class _Call:
+    call_id: str
+    name: str
+    kwargs: Mapping[str, Any]
+
+
+@dataclass(slots=True, eq=False)  # by identity: kept in a set until it ends
+class Run:
+    """``turn``: the model's calls not yet checked, in emission order; ``results``: (tool
+    name, raw value) of every call that ran, for the conversation's later runs."""
+
+    traj: tg.Trajectory
+    owned: bool
+    turn: list[_Call] = field(default_factory=list)
+    results: list[tuple[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add_turn(self, calls: list[tuple[str, str, Mapping[str, Any]]]) -> None:
+        with self.lock:
+            self.turn.extend(_Call(call_id, name, kwargs) for call_id, name, kwargs in calls)
+
+    def claim(self, name: str, kwargs: Mapping[str, Any]) -> str | None:
+        """The id of the model's call that this tool call is: the first unchecked call of that
+        name with those arguments (LlamaIndex hands a tool the arguments, not the call id;
+        two calls alike in both are interchangeable)."""
+        with self.lock:
+            for index, call in enumerate(self.turn):
+                if call.name == name and _same(call.kwargs, kwargs):
+                    del self.turn[index]
+                    return call.call_id
+        return None
+
+
+def _same(expected: Mapping[str, Any], given: Mapping[str, Any]) -> bool:
+    try:
+        return dict(expected) == dict(given)
+    except Exception:  # values that refuse to compare: not this call
+        return False
+
+
+CURRENT: ContextVar[Run | None] = ContextVar("toolguard_llama_index_run", default=None)
