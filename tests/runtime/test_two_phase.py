@@ -552,3 +552,24 @@ def test_declare_uses_its_name_and_leaves_the_callers_spec_alone(otel) -> None:
     spec = tg.ToolSpec(name="other", json_schema={"type": "object"})
     tool = guard.declare("mine", spec)
     assert (tool.name, spec.name) == ("mine", "other") and guard.has_tool("mine")
+
+
+def test_a_framework_refusing_an_admitted_call_rejects_it() -> None:
+    """An adapter whose framework refuses the arguments after the guard admitted them (its
+    own validation) closes the call as blocked: a step with that cause, nothing ran."""
+    guard = tg.Guard()
+    guard.declare("book", json_schema={"type": "object", "properties": {"nights": {}}})
+    with guard.trajectory() as traj:
+        pending = guard.check("book", {"nights": 0})
+        assert pending.rejection is None
+        why = "the framework's validator refused nights=0"
+        rejection = pending.reject(tg.Failure("schema", "schema.args", why, why))
+        assert pending.rejection is rejection and pending.done
+        assert (rejection.decision, rejection.cause, rejection.check) == (
+            "blocked",
+            "schema",
+            "schema.args",
+        )
+        with pytest.raises(tg.UsageError, match="blocked and must not run"):
+            pending.reject(tg.Failure("schema", "schema.args", why, why))
+    assert traj.length == 1 and traj.first_error_depth == 1

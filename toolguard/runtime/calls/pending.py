@@ -2,7 +2,7 @@
 
 Public (what an adapter running the tool itself needs): ``name``, ``call_id``, ``step``,
 ``arguments``, ``rejection``, ``done``, ``verdict``, ``call_parts()``, ``finish`` / ``fail``
-/ ``cancel`` and the ``with`` / ``async with`` block. The state and the closing are
+/ ``cancel`` / ``reject`` and the ``with`` / ``async with`` block. The state and the closing are
 ``call.py``'s; everything with a leading underscore is the pipeline's.
 """
 
@@ -12,6 +12,7 @@ import logging
 from types import TracebackType
 
 from ..trajectories.nesting import shown
+from ..verdict import Failure, Rejection
 from .call import _Call
 
 logger = logging.getLogger("toolguard")
@@ -29,6 +30,17 @@ class PendingCall(_Call):
     """
 
     __slots__ = ("__weakref__",)
+
+    def reject(self, failure: Failure) -> Rejection:
+        """The framework refused the admitted call before it ran (its own argument
+        validation, say): closed as blocked with ``failure``. Returns the rejection to hand
+        to the model."""
+        if self._decision is not None or self.rejection is not None:
+            self._closed_already("reject")
+        self._leave()
+        self._reject(failure)
+        assert self.rejection is not None
+        return self.rejection
 
     def __enter__(self) -> PendingCall:
         if self.rejection is None:
