@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -115,6 +116,14 @@ def test_a_trajectory_on_another_provider_than_the_guards_is_said_once(
         with guard.trajectory("joined") as traj:
             traj.bind("contact_id", "c-1")
             remove(contact_id="c-1")
+        off = tg.Guard(tracer_provider=trace.NoOpTracerProvider())  # its calls make no spans
+
+        @off.tool
+        def ping() -> str:
+            return "pong"
+
+        with tg.trajectory("quiet", tracer_provider=other):
+            ping()
     said = [r.getMessage() for r in caplog.records if "writes its summary" in r.getMessage()]
     assert len(said) == 1 and "'split'" in said[0]
     assert "tg.trajectory(..., guard=guard)" in said[0]

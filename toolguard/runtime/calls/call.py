@@ -410,6 +410,8 @@ def _warn_providers(traj: Trajectory, guard: Guard) -> None:
     """A call whose span goes to another tracer provider than its trajectory's summary: the
     report would see one without the other. Said once per trajectory."""
     traj._provider_warned = True  # asked once per trajectory, whatever the answer
+    if tel.is_noop(guard.tracer):
+        return  # the guard's calls make no spans: nothing to split from the summary
     installed = trace.get_tracer_provider()
     if (traj._provider or installed) is (guard.tracer_provider or installed):
         return  # one of them is the global provider, which is the other: the same backend
