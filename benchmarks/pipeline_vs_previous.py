@@ -7,12 +7,16 @@ a temporary git worktree. Two worker processes, one importing ``toolguard`` from
 worktree and one from this checkout, build the same guarded workloads through the public
 API both share; the coordinator asks them in turn (one round: every case on both sides, in
 a shuffled order) to time ``n`` calls, so both see the same machine at the same moment.
-Figures are medians over rounds of the overhead per call (time minus the bare function's,
-measured in the same worker), and the ratios new / old:
+Figures are medians over rounds of the overhead per call (CPU time of the calling thread
+minus the bare function's, measured in the same worker), and the ratios new / old (the
+previous code's compiled path, which its plain tools took):
 
 - traced (the SDK's provider exporting to the span file, ``tg.setup_file_export``):
   target <= 1.05;
 - tracing off: target <= 1.3.
+
+A third worker runs the previous code's general path (``call.py``, which its dry-run and
+``tg.State`` tools, log mode and content recording took): new / general, no target.
 
 The existing targets against ``validate_call`` and the lean span are
 ``python -m benchmarks.overhead``'s (run on this checkout alone).
@@ -54,7 +58,7 @@ TARGETS = {"off": 1.3, "file": 1.05}
 # -- the worker: one side, importing toolguard from its tree -----------------------------------
 
 
-def _worker(tree: str, spans: str) -> None:
+def _worker(tree: str, spans: str, general: bool = False) -> None:
     sys.path.insert(0, tree)
     sys.path.insert(1, str(ROOT))  # benchmarks._workload: this checkout's (the same workloads)
     import asyncio
@@ -86,6 +90,10 @@ def _worker(tree: str, spans: str) -> None:
     def build(shape: str, provider: Any) -> Any:
         """The case's chunk: ``run(k)`` makes k calls."""
         g = tg.Guard(state=w.Bank(), tracer_provider=provider)
+        if general:
+            # The previous code's general path (call.py and checks.py), which its dry-run and
+            # tg.State tools, log mode and content recording always took.
+            g._compiled = False
         if shape == "search":
             fn = g.register(w.search_contacts, **w.search_options())
             return chunk(lambda: fn(**w.SEARCH_ARGS))
@@ -151,10 +159,11 @@ def _worker(tree: str, spans: str) -> None:
 
 
 class _Side:
-    def __init__(self, label: str, tree: Path, spans: Path) -> None:
+    def __init__(self, label: str, tree: Path, spans: Path, general: bool = False) -> None:
         self.label = label
+        command = [sys.executable, str(Path(__file__).resolve()), "--worker", str(tree), str(spans)]
         self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--worker", str(tree), str(spans)],
+            [*command, "--general"] if general else command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -187,6 +196,7 @@ def _bare_of(key: str) -> str:
 def measure(old_tree: Path, rounds: int, n: int, tmp: Path) -> dict[str, Any]:
     sides = {
         "old": _Side("previous", old_tree, tmp / "old.jsonl"),
+        "general": _Side("previous, general path", old_tree, tmp / "general.jsonl", True),
         "new": _Side("new", ROOT, tmp / "new.jsonl"),
     }
     keys = ["bare", "bare search", "bare async"] + [f"{c} | {t}" for c, t, _ in CASES]
@@ -225,8 +235,10 @@ def measure(old_tree: Path, rounds: int, n: int, tmp: Path) -> dict[str, Any]:
         ]
         out["cases"][key] = {
             "old_us": over["old"] * 1e6,
+            "general_us": over["general"] * 1e6,
             "new_us": over["new"] * 1e6,
             "ratio": over["new"] / over["old"],
+            "ratio_general": over["new"] / over["general"],
             "per_round": statistics.quantiles(per_round, n=4) if len(per_round) > 1 else [],
             "target": TARGETS[tracing],
         }
@@ -236,7 +248,7 @@ def measure(old_tree: Path, rounds: int, n: int, tmp: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["--worker"]:
-        _worker(args[1], args[2])
+        _worker(args[1], args[2], general="--general" in args[3:])
         return 0
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--previous", default=PREVIOUS, help="the git revision to compare with")
@@ -274,7 +286,10 @@ def main(argv: list[str] | None = None) -> int:
     result["settings"] = {"previous": opts.previous, "rounds": rounds, "calls": n}
     result["seconds"] = time.perf_counter() - started
     print(f"previous: {opts.previous}; {rounds} rounds of {n} calls per case, interleaved")
-    print(f"{'case':38} {'old us':>8} {'new us':>8} {'new/old':>8}  per round [25th-75th]")
+    print(
+        f"{'case':38} {'old us':>8} {'general':>8} {'new us':>8} {'new/old':>8}  "
+        "per round [25th-75th]   new/general"
+    )
     met_all = True
     for key, c in result["cases"].items():
         spread = f"[{c['per_round'][0]:.2f}-{c['per_round'][2]:.2f}]" if c["per_round"] else ""
@@ -282,8 +297,9 @@ def main(argv: list[str] | None = None) -> int:
         met_all &= met
         verdict = "met" if met else "MISSED"
         print(
-            f"{key:38} {c['old_us']:8.2f} {c['new_us']:8.2f} {c['ratio']:8.2f}  {spread:13} "
-            f"<= {c['target']}: {verdict}"
+            f"{key:38} {c['old_us']:8.2f} {c['general_us']:8.2f} {c['new_us']:8.2f} "
+            f"{c['ratio']:8.2f}  {spread:13} <= {c['target']}: {verdict:6}  "
+            f"{c['ratio_general']:.2f}"
         )
     print(f"\n{result['seconds']:.0f} s; every target {'met' if met_all else 'NOT met'}")
     if opts.json:
