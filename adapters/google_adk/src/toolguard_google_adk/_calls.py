@@ -30,13 +30,13 @@ def is_unknown(tool: BaseTool) -> bool:
     return type(tool) is BaseTool
 
 
-def declare(guard: tg.Guard, tool: BaseTool, contracts: Mapping[str, Mapping[str, Any]]) -> None:
+def declare(guard: tg.Guard, tool: BaseTool, contracts: Mapping[str, tg.ToolOptions]) -> None:
     """Make ``tool`` known to the guard: the user's own declaration of that name if there is
     one, else its contract from ``contracts`` over the JSON Schema the model was shown."""
     name = tool.name
     if guard.has_tool(name):
         return
-    contract = dict(contracts.get(name, {}))
+    contract: dict[str, Any] = dict(contracts.get(name, {}))
     if "json_schema" not in contract and "args_model" not in contract:
         contract["json_schema"] = _parameters(tool)
     if tool.description:

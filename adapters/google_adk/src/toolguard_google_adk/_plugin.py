@@ -65,7 +65,7 @@ class ToolGuardPlugin(BasePlugin):
         guard: tg.Guard,
         *,
         name: str = "toolguard",
-        contracts: Mapping[str, Mapping[str, Any]] | None = None,
+        contracts: Mapping[str, tg.ToolOptions] | None = None,
         tool_errors: ToolErrors = "deliver",
         trajectory: _episode.TrajectorySource = None,
         trajectory_id: _episode.TrajectoryId = None,
@@ -80,7 +80,7 @@ class ToolGuardPlugin(BasePlugin):
             raise ValueError(f"tool_errors must be 'deliver' or 'raise', not {tool_errors!r}")
         super().__init__(name)
         self.guard = guard
-        self.contracts: Mapping[str, Mapping[str, Any]] = dict(contracts or {})
+        self.contracts: Mapping[str, tg.ToolOptions] = dict(contracts or {})
         self.tool_errors: ToolErrors = tool_errors
         self.trajectory = trajectory
         self.trajectory_id = trajectory_id

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Unpack
 
 import toolguard as tg
 
@@ -11,13 +11,14 @@ from ._framework import BaseTool
 
 
 def declare_tool(
-    guard: tg.Guard, tool: BaseTool, *, replace: bool = False, **contract: Any
+    guard: tg.Guard, tool: BaseTool, *, replace: bool = False, **options: Unpack[tg.ToolOptions]
 ) -> tg.Tool:
     """Declare a LangChain tool on ``guard`` under its name, with the argument schema the
     model is shown (``tool.tool_call_schema``: injected arguments left out) and the given
     contract (``refs=``, ``produces=``, ``invalidates=``, ``preconditions=``, ...).
 
     The framework keeps running the tool; the guard judges its calls."""
+    contract: dict[str, Any] = dict(options)
     if not isinstance(tool, BaseTool):
         raise TypeError(f"declare_tool() needs a LangChain BaseTool, got {type(tool).__name__}")
     if "json_schema" in contract or "args_model" in contract:

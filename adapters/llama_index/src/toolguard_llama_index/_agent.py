@@ -31,7 +31,7 @@ def guard_agent(
     agent: A,
     guard: tg.Guard,
     *,
-    contracts: Mapping[str, Mapping[str, Any]] | None = None,
+    contracts: Mapping[str, tg.ToolOptions] | None = None,
     tool_errors: ToolErrors = "deliver",
     trajectory: TrajectorySource = None,
     trajectory_id: Callable[[], str | None] | None = None,

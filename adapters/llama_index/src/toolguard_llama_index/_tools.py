@@ -151,7 +151,7 @@ def guard_tool(
     tool: BaseTool | Any,
     guard: tg.Guard,
     *,
-    contracts: Mapping[str, Mapping[str, Any]] | None = None,
+    contracts: Mapping[str, tg.ToolOptions] | None = None,
     tool_errors: ToolErrors = "deliver",
 ) -> BaseTool:
     """``tool`` (a LlamaIndex tool, or a function as agents take them) checked by ``guard``,
@@ -175,7 +175,7 @@ def guard_tools(
     tools: Sequence[BaseTool | Any],
     guard: tg.Guard,
     *,
-    contracts: Mapping[str, Mapping[str, Any]] | None = None,
+    contracts: Mapping[str, tg.ToolOptions] | None = None,
     tool_errors: ToolErrors = "deliver",
 ) -> list[BaseTool]:
     return [guard_tool(t, guard, contracts=contracts, tool_errors=tool_errors) for t in tools]
@@ -186,12 +186,12 @@ def is_guarded(tool: Any) -> bool:
 
 
 def declare(
-    guard: tg.Guard, metadata: ToolMetadata, contracts: Mapping[str, Mapping[str, Any]]
+    guard: tg.Guard, metadata: ToolMetadata, contracts: Mapping[str, tg.ToolOptions]
 ) -> None:
     name = metadata.get_name()
     if guard.has_tool(name):
         return
-    contract = dict(contracts.get(name, {}))
+    contract: dict[str, Any] = dict(contracts.get(name, {}))
     if "json_schema" not in contract and "args_model" not in contract:
         contract["json_schema"] = metadata.get_parameters_dict()
     if metadata.description:

@@ -21,7 +21,7 @@ import toolguard as tg
 from ._history import RAW
 from ._sdk import FunctionTool, ModelBehaviorError, Tool, ToolContext
 
-Contract = tg.ToolSpec | Mapping[str, Any]
+Contract = tg.ToolSpec | tg.ToolOptions
 Body = Callable[[ToolContext[Any], str], Awaitable[Any]]
 
 # True while a guarded tool's body runs. An agent used as a tool runs a whole nested agent
@@ -162,7 +162,7 @@ def _declare(guard: tg.Guard, tool: FunctionTool, contract: Contract | None) -> 
         )
         guard.declare(tool.name, spec, replace=True)
         return
-    options = dict(contract)
+    options: dict[str, Any] = dict(contract)
     if "json_schema" not in options and "args_model" not in options:
         options["json_schema"] = tool.params_json_schema
     options.setdefault("description", tool.description or None)

@@ -51,13 +51,13 @@ def declare(
     guard: tg.Guard,
     name: str,
     tool_def: ToolDefinition,
-    contracts: Mapping[str, Mapping[str, Any]],
+    contracts: Mapping[str, tg.ToolOptions],
 ) -> None:
     """Make the tool known to the guard: the user's own declaration of that name if there is
     one, else its contract from ``contracts`` over the tool's argument names."""
     if guard.has_tool(name):
         return
-    contract = dict(contracts.get(name, {}))
+    contract: dict[str, Any] = dict(contracts.get(name, {}))
     if "json_schema" not in contract and "args_model" not in contract:
         # Pydantic AI has already validated the arguments with the tool's own pydantic schema
         # (and reports failures itself, recorded by on_tool_validate_error): the guard gets the

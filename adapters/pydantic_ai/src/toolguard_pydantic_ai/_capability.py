@@ -67,7 +67,7 @@ class ToolGuard(AbstractCapability[Any]):
         self,
         guard: tg.Guard,
         *,
-        contracts: Mapping[str, Mapping[str, Any]] | None = None,
+        contracts: Mapping[str, tg.ToolOptions] | None = None,
         rejection: Delivery = "failed",
         tool_errors: ToolErrors = "deliver",
         trajectory: _episode.TrajectorySource = None,
@@ -83,7 +83,7 @@ class ToolGuard(AbstractCapability[Any]):
         if tool_errors not in ("deliver", "raise"):
             raise ValueError(f"tool_errors must be 'deliver' or 'raise', not {tool_errors!r}")
         self.guard = guard
-        self.contracts: Mapping[str, Mapping[str, Any]] = dict(contracts or {})
+        self.contracts: Mapping[str, tg.ToolOptions] = dict(contracts or {})
         self.rejection: Delivery = rejection
         self.tool_errors: ToolErrors = tool_errors
         self.trajectory = trajectory
