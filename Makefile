@@ -2,7 +2,8 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
-# The demo writes spans and reports them: the export and report extras (plot for its curves).
+# The demo writes spans and reports them: the export and report extras (plot for its curves,
+# html for its page).
 # The tests need every extra as well (dev names them).
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
@@ -14,7 +15,7 @@ $(VENV)/bin/python:
 	$(PY) -m pip install -q --upgrade pip
 
 $(DEMO_STAMP): pyproject.toml Makefile | $(VENV)/bin/python
-	$(PY) -m pip install -q -e ".[export,report,plot]"
+	$(PY) -m pip install -q -e ".[export,report,plot,html]"
 	touch $(DEMO_STAMP)
 
 # The framework adapters: each its own distribution (adapters/<name>/pyproject.toml), installed

@@ -21,6 +21,7 @@ from .report.build import Report, build_report, outcome_warnings, read_warnings
 from .report.collect import DEFAULT_MAX_LENGTH, read_phoenix, read_records
 from .report.compare import DEFAULT_TASK_LABEL, compare, render_compare
 from .report.escape import printable
+from .report.html import HTML_EXTRA_HINT
 from .report.inputs import INPUT_FORMATS
 from .report.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, TrajectoryRecord
 from .report.outcomes import join_outcomes, load_outcomes
@@ -55,6 +56,7 @@ class _Args(argparse.Namespace):
     where: str | None
     cost: bool
     format: str
+    out: str | None
     plot: str | None
     depths: int
     a: str
@@ -159,8 +161,12 @@ def _parser() -> argparse.ArgumentParser:
         "--by", type=_keys, default=[], metavar="KEY,...", help="group on toolguard.label.KEY"
     )
     rep.add_argument(
-        "--format", choices=("table", "json", "csv", "markdown"), default="table", help="output"
+        "--format",
+        choices=("table", "json", "csv", "markdown", "html"),
+        default="table",
+        help="output (html: one self-contained page, needs the html extra)",
     )
+    _out_arg(rep)
     rep.add_argument(
         "--cost",
         action="store_true",
@@ -206,8 +212,23 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY",
         help="label that names the task (%(default)s)",
     )
-    cmp_.add_argument("--format", choices=("table", "json"), default="table", help="output")
+    cmp_.add_argument(
+        "--format",
+        choices=("table", "json", "html"),
+        default="table",
+        help="output (html: one self-contained page, needs the html extra)",
+    )
+    _out_arg(cmp_)
     return parser
+
+
+def _out_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--out",
+        metavar="FILE",
+        help="write the output to FILE instead of standard output (its path is printed on "
+        "standard error)",
+    )
 
 
 def _check_source(args: _Args) -> None:
@@ -355,10 +376,13 @@ def _pairs(keys: list[str], values: str, flag: str) -> dict[str, str]:
 
 
 def _run(args: _Args) -> str:
+    if args.format == "html" and importlib.util.find_spec("plotly") is None:
+        raise ToolGuardError(HTML_EXTRA_HINT)  # before a long read, as for --plot
     if args.command == "report":
         if args.plot and importlib.util.find_spec("matplotlib") is None:
             # Before reading: a long read should not end in "could not plot".
             raise ToolGuardError(PLOT_EXTRA_HINT)
+        records: list[TrajectoryRecord] | None = None
         if args.clickhouse is not None:
             report = _clickhouse_report(args)
         else:
@@ -377,6 +401,10 @@ def _run(args: _Args) -> str:
             from .report.plot import plot_report
 
             plot_report(report, args.plot)
+        if args.format == "html":
+            from .report.html import render_html
+
+            return render_html(report, records, by=args.by, title=_title(args))
         return _format(report, args.format, args.depths)
     a, b = _pairs(args.by, args.a, "--a"), _pairs(args.by, args.b, "--b")
     records, warnings = _read(args)
@@ -384,9 +412,25 @@ def _run(args: _Args) -> str:
         records, a, b, task_label=args.task_label, seed=args.seed, resamples=args.resamples
     )
     result["warnings"] = warnings + result["warnings"]
+    if args.format == "html":
+        from .report.html import render_html
+
+        # The two sides' own report beside the paired differences, on their trajectories.
+        chosen = [r for r in records if _is(r, a) or _is(r, b)]
+        side_report = build_report(chosen, by=args.by, seed=args.seed, resamples=args.resamples)
+        return render_html(side_report, chosen, by=args.by, title=_title(args), comparison=result)
     if args.format == "json":
         return json.dumps(result, indent=2) + "\n"
     return render_compare(result)
+
+
+def _is(record: TrajectoryRecord, want: dict[str, str]) -> bool:
+    return all(record.labels.get(k) == v for k, v in want.items())
+
+
+def _title(args: _Args) -> str:
+    source = args.phoenix or getattr(args, "clickhouse", None) or ", ".join(args.files)
+    return f"toolguard {args.command}: {source}"
 
 
 def _format(report: Report, fmt: str, depths: int) -> str:
@@ -397,6 +441,15 @@ def _format(report: Report, fmt: str, depths: int) -> str:
     if fmt == "markdown":
         return render_markdown(report, depths)
     return render_text(report, depths)
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise ToolGuardError(f"--out {path}: cannot write: {exc.strerror or exc}") from None
+    print(f"toolguard: wrote {path}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -411,8 +464,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     try:
         out = _run(args)
-        sys.stdout.write(out)
-        sys.stdout.flush()
+        if args.out:
+            _write(args.out, out)
+        else:
+            sys.stdout.write(out)
+            sys.stdout.flush()
     except ToolGuardError as exc:
         # Messages may quote what the input held: no control character reaches the terminal.
         print(f"toolguard: error: {printable(str(exc))}", file=sys.stderr)
