@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean browser test-html
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,24 @@ test: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q
 	set -e; for a in $(ADAPTERS); do (cd adapters/$$a && ../../$(PY) -m pytest -q); done
+
+# Headless Chromium and its driver for the HTML report's browser tests (Debian packages;
+# Selenium drives them and downloads no browser). Installed when run as root with apt-get;
+# otherwise says how, and the browser tests skip saying so too.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			chromium chromium-driver >/dev/null) \
+		|| echo "make browser: could not install chromium: the browser tests will skip"; \
+	else \
+		echo "make browser: no chromium: run 'apt-get install -y chromium chromium-driver' as root" \
+			"(the HTML report's browser tests skip without it)"; \
+	fi
+
+# The HTML report alone, in the browser too (about 15 s): the pages, their screenshots in out/.
+test-html: $(STAMP) browser
+	$(PY) -m pytest -q tests/report/test_html.py tests/report/test_html_browser.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

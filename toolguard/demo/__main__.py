@@ -138,6 +138,17 @@ def _report(out: Path) -> int:
         print(f"PEC plot written to {plot}")
     elif "--plot" not in args:
         print("(no PEC plot: pip install 'toolguard-otel[plot]')")
+    if code:
+        return code
+    # The same report as one page (figures, sortable tables, every trajectory), offline.
+    page = out.with_name("demo-report.html")
+    if importlib.util.find_spec("plotly") is None:
+        print("(no HTML report: pip install 'toolguard-otel[html]')")
+        return 0
+    page_args = ["report", str(out), "--by", "method", "--format", "html", "--quiet"]
+    code = toolguard([*page_args, "--out", str(page)])
+    if code == 0:
+        print(f"HTML report written to {page} (open it in a browser: {page.resolve().as_uri()})")
     return code
 
 

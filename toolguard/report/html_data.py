@@ -29,7 +29,7 @@ DEFAULT_MAX_ROWS = 20_000
 """Most trajectories listed in the page's table (the figures always count every one): 10,000
 trajectories make about 1 MB of table data; a larger cohort lists its first ones by id and the
 page says how many were left out."""
-_NAME_CUT = 60  # legend entries and tick labels: the table shows a label in full
+_NAME_CUT = 80  # legend entries and tick labels: the table shows a label in full
 EXECUTABLE = "(executable)"  # the cause filter's word for FED = T + 1
 Json = dict[str, Any]
 
