@@ -429,7 +429,9 @@ def _is(record: TrajectoryRecord, want: dict[str, str]) -> bool:
 
 
 def _title(args: _Args) -> str:
-    source = args.phoenix or getattr(args, "clickhouse", None) or ", ".join(args.files)
+    # File names, not their paths: a page is shared, where the reader's paths mean nothing.
+    names = ", ".join(os.path.basename(f) or f for f in args.files)
+    source = args.phoenix or getattr(args, "clickhouse", None) or names
     return f"toolguard {args.command}: {source}"
 
 

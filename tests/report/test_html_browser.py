@@ -266,3 +266,39 @@ def test_the_compare_page_opens_clean(browser: Any, demo_page: tuple[Path, int])
 
 def rows_of(driver: Any, table: str) -> int:
     return int(js(driver, f"return document.querySelectorAll('{table} tbody tr').length"))
+
+
+def test_a_real_recorded_set_tau2_airline(
+    browser: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """tau2's own airline domain through the guard (benchmarks/tau2, two tasks: ground truth
+    and seeded wrong ids), reported as a page: it opens clean and lists every trajectory."""
+    gate = pytest.importorskip("benchmarks.tau2._tau2")
+    if (why := gate.tau2_import_error()) is not None:
+        pytest.skip(why)
+    import toolguard as tg
+
+    tmp = tmp_path_factory.mktemp("tau2")
+    subprocess.run(
+        [sys.executable, "-m", "benchmarks.tau2.run", "--out", str(tmp), "--domains", "airline",
+         "--limit", "2", "--jobs", "1"],
+        check=True, capture_output=True, cwd=ROOT,
+    )  # fmt: skip
+    [spans] = tmp.glob("spans-*.jsonl")
+    records, _ = tg.read_records([str(spans)])
+    failing = sum(not r.executable for r in records)
+    page = tmp / "tau2-airline.html"
+    assert main(["report", str(spans), "--by", "variant,context", "--format", "html",
+                 "--quiet", "--out", str(page)]) == 0  # fmt: skip
+    open_page(browser, page)
+    no_errors(browser)
+    assert rows(browser) == len(records)
+    select(browser, "cause", "dependency")
+    dependency = sum(r.first_error_cause == "dependency" for r in records)
+    assert dependency > 0 and rows(browser) == dependency
+    select(browser, "cause", "")
+    # The seeded wrong ids fail on a named tool, with the guard's check id and message.
+    tools = js(browser, "return Array.from(document.querySelectorAll("
+                        "'#trajectories tbody td:nth-child(7)')).filter(function (t) {"
+                        " return t.textContent; }).length")  # fmt: skip
+    assert tools == failing > 0

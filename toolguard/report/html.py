@@ -122,8 +122,8 @@ th[aria-sort=ascending]::after { content: " \\25B2"; }
 th[aria-sort=descending]::after { content: " \\25BC"; }
 tr.overall { font-weight: 600; border-top: 2px solid #999; }
 .figures { display: flex; flex-wrap: wrap; gap: 1em; }
-.figure { width: 560px; height: 400px; }
-#fig-pec { width: 100%; max-width: 1140px; height: 460px; }
+.figure { flex: 1 1 520px; min-width: 420px; height: 460px; }
+#fig-pec { flex-basis: 100%; height: 500px; }
 .note { color: #555; font-size: 0.92em; }
 #trajectory-controls { margin: 0.5em 0; display: flex; gap: 1em; flex-wrap: wrap; }
 #warnings li { white-space: pre-wrap; overflow-wrap: anywhere; }

@@ -30,7 +30,7 @@ DEFAULT_MAX_ROWS = 20_000
 trajectories make about 1 MB of table data; a larger cohort lists its first ones by id and the
 page says how many were left out."""
 _NAME_CUT = 80  # legend entries and tick labels: the table shows a label in full
-EXECUTABLE = "(executable)"  # the cause filter's word for FED = T + 1
+_ANNOTATED_BARS = 6  # more bars than this leave no room for a note above each
 Json = dict[str, Any]
 
 
@@ -119,6 +119,8 @@ def _axis(names: Sequence[str]) -> Json:
         "tickvals": list(range(len(names))),
         "ticktext": [plotly_text(n) for n in names],
         "type": "linear",
+        "automargin": True,
+        "tickangle": 0 if len(names) <= 3 else -30,
     }
 
 
@@ -198,7 +200,8 @@ def _decomposition_figure(groups: Sequence[tuple[str, GroupMetrics]]) -> Json:
         "layout": {
             "title": {"text": "Pr(Y=1) = TER x S + (1 - TER) x RR", "x": 0.02},
             "barmode": "stack",
-            # RR beside RR-eligible above each bar: a rate with its denominator, always.
+            # RR beside RR-eligible above each bar: a rate with its denominator (in every
+            # hover too, and side by side in the groups table; above the bars while they fit).
             "annotations": [
                 {
                     "x": i,
@@ -209,7 +212,9 @@ def _decomposition_figure(groups: Sequence[tuple[str, GroupMetrics]]) -> Json:
                     "font": {"size": 10},
                 }
                 for i, short in enumerate(notes)
-            ],
+            ]
+            if len(notes) <= _ANNOTATED_BARS
+            else [],
             "xaxis": _axis([n for n, _ in groups]),
             "yaxis": {"title": {"text": "share of trajectories"}, "range": [0, 1.15]},
             "margin": {"t": 40},
