@@ -190,3 +190,14 @@ def test_build_report_stays_the_report_dict(cohort_file: Path) -> None:
     report = tg.build_report(records, by=["model"])
     assert json.loads(json.dumps(report)) == dict(report)
     assert report == dict(report) and "to_html" not in report
+
+
+def test_a_report_without_its_records_has_the_figures_only(cohort_file: Path) -> None:
+    """As a report computed in SQL (--clickhouse) is: nothing to list, and the page says so."""
+    records, _ = tg.read_records([str(cohort_file)])
+    report = dict(tg.build_report(records, by=["model"]))  # a plain dict: no records kept
+    page = render_html(report, None, by=["model"])  # type: ignore[arg-type]
+    data = page_json(page)
+    assert data["trajectories"] is None
+    assert len(data["figures"]["pec"]["data"]) == 6
+    assert "No trajectory table" in page  # the script's note
