@@ -61,7 +61,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 
 clean:
-	rm -rf $(VENV) $(BACKENDS_VENV) out
+	rm -rf $(VENV) $(BACKENDS_VENV) $(MLFLOW_VENV) out
 
 # BFCL multi-turn harness (benchmarks/README.md, section BFCL): ground truth + seeded mutations
 # + generated BFCL result files through the guard; writes out/bfcl/report.{md,json}. Then the
@@ -125,8 +125,24 @@ $(BACKENDS_STAMP): pyproject.toml Makefile | $(BACKENDS_VENV)/bin/python
 	$(BACKENDS_PY) -m pip install -q -e ".[report]" $(BACKENDS_PIP)
 	touch $(BACKENDS_STAMP)
 
-test-backends: $(BACKENDS_STAMP)
+# MLflow's tracking server (`mlflow server`) gets a venv of its own too: its pins and
+# Phoenix's are not one set. The report reads it with MLflow's client (the mlflow extra).
+MLFLOW_VENV := .venv-mlflow
+MLFLOW_PY := $(MLFLOW_VENV)/bin/python
+MLFLOW_STAMP := $(MLFLOW_VENV)/.installed
+MLFLOW_PIP := mlflow==3.17.2 "pytest>=8"
+
+$(MLFLOW_VENV)/bin/python:
+	$(PYTHON) -m venv $(MLFLOW_VENV)
+	$(MLFLOW_PY) -m pip install -q --upgrade pip
+
+$(MLFLOW_STAMP): pyproject.toml Makefile | $(MLFLOW_VENV)/bin/python
+	$(MLFLOW_PY) -m pip install -q -e ".[report,otlp,mlflow]" $(MLFLOW_PIP)
+	touch $(MLFLOW_STAMP)
+
+test-backends: $(BACKENDS_STAMP) $(MLFLOW_STAMP)
 	@mkdir -p out/backends
 	TOOLGUARD_BACKENDS_SUMMARY=out/backends/phoenix-roundtrip.json \
 		$(BACKENDS_PY) -m pytest -q -p no:phoenix tests/backends
+	$(MLFLOW_PY) -m pytest -q tests/backends/test_mlflow_roundtrip.py
 	@cat out/backends/phoenix-roundtrip.json

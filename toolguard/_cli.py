@@ -46,6 +46,8 @@ class _Args(argparse.Namespace):
     max_length: int
     input_format: str
     phoenix: str | None
+    mlflow: str | None
+    experiment: str | None
     project: str | None
     api_key_env: str | None
     phoenix_max_pages: str | None
@@ -92,6 +94,13 @@ def _input_args(p: argparse.ArgumentParser) -> None:
         "instead of files; needs --project",
     )
     p.add_argument("--project", metavar="NAME", help="the Phoenix project to read (--phoenix)")
+    p.add_argument(
+        "--mlflow",
+        metavar="URL",
+        help="read the spans from the MLflow tracking server at URL (e.g. http://localhost:5000) "
+        "through MLflow's client instead of files; needs --experiment and the mlflow extra",
+    )
+    p.add_argument("--experiment", metavar="ID", help="the MLflow experiment id to read (--mlflow)")
     p.add_argument(
         "--api-key-env",
         metavar="VAR",
@@ -233,11 +242,19 @@ def _out_arg(p: argparse.ArgumentParser) -> None:
 
 def _check_source(args: _Args) -> None:
     """Span files or one backend, never both: before anything is read."""
+    if args.mlflow is not None or args.experiment is not None:
+        if args.mlflow is None:
+            raise ToolGuardError("--experiment goes with --mlflow URL")
+        if args.files or args.phoenix is not None:
+            raise ToolGuardError("give span files, --phoenix or --mlflow, one of them")
+        if not args.experiment:
+            raise ToolGuardError("--mlflow needs --experiment ID (the MLflow experiment to read)")
+        return
     if args.phoenix is None:
         if not args.files:
             raise ToolGuardError(
-                "no input: give span files, or --phoenix URL --project NAME "
-                "(report: or --clickhouse URL)"
+                "no input: give span files, or --phoenix URL --project NAME, or --mlflow URL "
+                "--experiment ID (report: or --clickhouse URL)"
             )
         if args.project is not None or args.api_key_env is not None:
             raise ToolGuardError("--project and --api-key-env go with --phoenix URL")
@@ -303,7 +320,17 @@ def _read(args: _Args) -> tuple[list[TrajectoryRecord], list[str]]:
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        if args.phoenix is not None:
+        if args.mlflow is not None:
+            from .report.collect import read_mlflow
+
+            records, stats = read_mlflow(
+                args.mlflow,
+                args.experiment or "",
+                max_length=args.max_length,
+                cost=cost,
+                skip_invalid=args.skip_invalid,
+            )
+        elif args.phoenix is not None:
             max_pages, deadline = _phoenix_bounds(args)
             records, stats = read_phoenix(
                 args.phoenix,
@@ -339,8 +366,8 @@ def _read(args: _Args) -> tuple[list[TrajectoryRecord], list[str]]:
 def _clickhouse_report(args: _Args) -> Report:
     """The report computed by ClickHouse (report/clickhouse.py): one query, nothing read
     span by span here."""
-    if args.files or args.phoenix is not None:
-        raise ToolGuardError("give span files, --phoenix or --clickhouse, one of them")
+    if args.files or args.phoenix is not None or args.mlflow is not None:
+        raise ToolGuardError("give span files, --phoenix, --mlflow or --clickhouse, one of them")
     if args.outcomes:
         raise ToolGuardError(
             "--outcomes is not joined with --clickhouse: the outcomes come from the summary "
@@ -431,7 +458,7 @@ def _is(record: TrajectoryRecord, want: dict[str, str]) -> bool:
 def _title(args: _Args) -> str:
     # File names, not their paths: a page is shared, where the reader's paths mean nothing.
     names = ", ".join(os.path.basename(f) or f for f in args.files)
-    source = args.phoenix or getattr(args, "clickhouse", None) or names
+    source = args.phoenix or args.mlflow or getattr(args, "clickhouse", None) or names
     return f"toolguard {args.command}: {source}"
 
 

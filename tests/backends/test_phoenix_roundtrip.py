@@ -24,7 +24,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,14 +34,10 @@ from backend_workload import run_workload
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    SimpleSpanProcessor,
-    SpanExporter,
-    SpanExportResult,
-)
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from otlp_retry import EXPORT_TIMEOUT_S, FLUSH_TIMEOUT_MS, Retrying
 from phoenix_server import PHOENIX_MISSING, SKIP_REASON, PhoenixServer, running_phoenix
 
 from toolguard import _contract as A
@@ -67,33 +63,6 @@ _KIND_NAMES = {
     SpanKind.CONSUMER: "SPAN_KIND_CONSUMER",
 }
 _STATUS_CODES = {StatusCode.UNSET: 0, StatusCode.OK: 1, StatusCode.ERROR: 2}
-
-
-EXPORT_TIMEOUT_S = 60
-FLUSH_TIMEOUT_MS = 600_000
-
-
-class Retrying(SpanExporter):
-    """The OTLP exporter, each batch tried again (up to ``attempts`` times) when it fails."""
-
-    def __init__(self, inner: SpanExporter, attempts: int = 4) -> None:
-        self.inner, self.attempts = inner, attempts
-        self.retries = self.dropped = 0
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        for attempt in range(self.attempts):
-            if self.inner.export(spans) is SpanExportResult.SUCCESS:
-                return SpanExportResult.SUCCESS
-            self.retries += 1
-            time.sleep(min(2**attempt, 8))
-        self.dropped += len(spans)
-        return SpanExportResult.FAILURE
-
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return self.inner.force_flush(timeout_millis)
 
 
 @dataclass
@@ -164,9 +133,7 @@ def round_trip(phoenix: PhoenixServer, tmp_path_factory: pytest.TempPathFactory)
         env.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={PROJECT}")
         provider = TracerProvider(resource=Resource.create())
         provider.add_span_processor(SimpleSpanProcessor(memory))
-        # A loaded machine made the exporter's default 10 s request timeout drop a batch (72
-        # of 132 spans once): each request may take a minute here, and a failed one is sent
-        # again (Phoenix keeps one row per span id, so a batch sent twice is no duplicate).
+        # Each request may take a minute, and a failed batch is sent again (otlp_retry.py).
         exporter = Retrying(OTLPSpanExporter(timeout=EXPORT_TIMEOUT_S))
         provider.add_span_processor(
             BatchSpanProcessor(exporter, export_timeout_millis=EXPORT_TIMEOUT_S * 1000 * 4)

@@ -146,7 +146,7 @@ def test_a_missing_table(tmp_path: Path) -> None:
         (["--clickhouse", "nonsense"], "not a ClickHouse URL"),
         (["--clickhouse", "http://x", "--table", "a;drop"], "--table table name 'a;drop'"),
         (["spans.jsonl", "--where", "1"], "--table and --where go with --clickhouse URL"),
-        (["spans.jsonl", "--clickhouse", "http://x"], "give span files, --phoenix or --clickhouse"),
+        (["spans.jsonl", "--clickhouse", "http://x"], "give span files, --phoenix, --mlflow or"),
         (["--clickhouse", "http://x", "--outcomes", "o.csv"], "--outcomes is not joined"),
     ],
 )
