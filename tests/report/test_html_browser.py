@@ -302,3 +302,22 @@ def test_a_real_recorded_set_tau2_airline(
                         "'#trajectories tbody td:nth-child(7)')).filter(function (t) {"
                         " return t.textContent; }).length")  # fmt: skip
     assert tools == failing > 0
+
+
+def test_a_page_without_trajectories_opens_clean(
+    browser: Any, cohort_page: Path, tmp_path: Path
+) -> None:
+    """A report computed in SQL (--clickhouse) has no records: the figures, and a note."""
+    import toolguard as tg
+    from toolguard.report.html import render_html
+
+    records, _ = tg.read_records([str(cohort_page.with_name("cohort.jsonl"))])
+    report = dict(tg.build_report(records, by=["model"]))
+    page = tmp_path / "figures-only.html"
+    page.write_text(render_html(report, None, by=["model"]), encoding="utf-8")  # type: ignore[arg-type]
+    open_page(browser, page)
+    no_errors(browser)
+    assert rows(browser) == 0
+    assert len(traces(browser, "fig-pec")) == 6
+    note = js(browser, "return document.getElementById('trajectories-section').textContent")
+    assert "No trajectory table" in note
