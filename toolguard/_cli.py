@@ -321,7 +321,7 @@ def _read(args: _Args) -> tuple[list[TrajectoryRecord], list[str]]:
     gc.disable()
     try:
         if args.mlflow is not None:
-            from .report.collect import read_mlflow
+            from .report.mlflow import read_mlflow
 
             records, stats = read_mlflow(
                 args.mlflow,

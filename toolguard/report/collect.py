@@ -536,28 +536,6 @@ def read_phoenix(
     )
 
 
-def read_mlflow(
-    url: str,
-    experiment_id: str,
-    *,
-    max_length: int = DEFAULT_MAX_LENGTH,
-    cost: bool = False,
-    skip_invalid: bool = False,
-    filter_string: str | None = None,
-) -> tuple[list[TrajectoryRecord], ReadStats]:
-    """Every span of MLflow experiment ``experiment_id`` on the tracking server at ``url``
-    (MLflow's client, ``MlflowClient.search_traces``, page by page) into trajectory records,
-    with the same reading rules as the files (report/mlflow.py). Raises BackendError when the
-    client is missing or the server cannot be read, ReportInputError as read_records does."""
-    from .mlflow import iter_mlflow_requests
-
-    stats = ReadStats()
-    requests = iter_mlflow_requests(url, experiment_id, stats, filter_string=filter_string)
-    return collect_requests(
-        requests, stats, skip_invalid=skip_invalid, max_length=max_length, cost=cost
-    )
-
-
 def collect_requests(
     requests: Iterable[tuple[ExportRequest, str]],
     stats: ReadStats,

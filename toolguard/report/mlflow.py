@@ -19,7 +19,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from .collect import DEFAULT_MAX_LENGTH, collect_requests
 from .escape import short_id
+from .metrics import TrajectoryRecord
 from .reader import BackendError, ExportRequest, ReadStats
 
 MLFLOW_EXTRA_HINT = "reading MLflow needs its client: pip install 'toolguard-otel[mlflow]'"
@@ -118,3 +120,23 @@ def iter_mlflow_requests(
         if not token:
             return
     raise BackendError(f"{where}: more than {max_pages} pages of traces; giving up")
+
+
+def read_mlflow(
+    url: str,
+    experiment_id: str,
+    *,
+    max_length: int = DEFAULT_MAX_LENGTH,
+    cost: bool = False,
+    skip_invalid: bool = False,
+    filter_string: str | None = None,
+) -> tuple[list[TrajectoryRecord], ReadStats]:
+    """Every span of MLflow experiment ``experiment_id`` on the tracking server at ``url``
+    (MLflow's client, ``MlflowClient.search_traces``, page by page) into trajectory records,
+    with the same reading rules as the files (report/mlflow.py). Raises BackendError when the
+    client is missing or the server cannot be read, ReportInputError as read_records does."""
+    stats = ReadStats()
+    requests = iter_mlflow_requests(url, experiment_id, stats, filter_string=filter_string)
+    return collect_requests(
+        requests, stats, skip_invalid=skip_invalid, max_length=max_length, cost=cost
+    )
