@@ -2,19 +2,20 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
-# The demo writes spans and reports them: the export and report extras (plot for its curves).
+# The demo writes spans and reports them: the export and report extras (plot for its curves,
+# html for its page).
 # The tests need every extra as well (dev names them).
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean browser test-html
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
 $(DEMO_STAMP): pyproject.toml Makefile | $(VENV)/bin/python
-	$(PY) -m pip install -q -e ".[export,report,plot]"
+	$(PY) -m pip install -q -e ".[export,report,plot,html]"
 	touch $(DEMO_STAMP)
 
 # The framework adapters: each its own distribution (adapters/<name>/pyproject.toml), installed
@@ -51,12 +52,30 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 	set -e; for a in $(ADAPTERS); do (cd adapters/$$a && ../../$(PY) -m pytest -q); done
 
+# Headless Chromium and its driver for the HTML report's browser tests (Debian packages;
+# Selenium drives them and downloads no browser). Installed when run as root with apt-get;
+# otherwise says how, and the browser tests skip saying so too.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			chromium chromium-driver >/dev/null) \
+		|| echo "make browser: could not install chromium: the browser tests will skip"; \
+	else \
+		echo "make browser: no chromium: run 'apt-get install -y chromium chromium-driver' as root" \
+			"(the HTML report's browser tests skip without it)"; \
+	fi
+
+# The HTML report alone, in the browser too (about 15 s): the pages, their screenshots in out/.
+test-html: $(STAMP) browser
+	$(PY) -m pytest -q tests/report/test_html.py tests/report/test_html_browser.py
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
 clean:
-	rm -rf $(VENV) $(BACKENDS_VENV) out
+	rm -rf $(VENV) $(BACKENDS_VENV) $(MLFLOW_VENV) out
 
 # BFCL multi-turn harness (benchmarks/README.md, section BFCL): ground truth + seeded mutations
 # + generated BFCL result files through the guard; writes out/bfcl/report.{md,json}. Then the
@@ -128,8 +147,24 @@ $(BACKENDS_STAMP): pyproject.toml Makefile | $(BACKENDS_VENV)/bin/python
 	$(BACKENDS_PY) -m pip install -q -e ".[report]" $(BACKENDS_PIP)
 	touch $(BACKENDS_STAMP)
 
-test-backends: $(BACKENDS_STAMP)
+# MLflow's tracking server (`mlflow server`) gets a venv of its own too: its pins and
+# Phoenix's are not one set. The report reads it with MLflow's client (the mlflow extra).
+MLFLOW_VENV := .venv-mlflow
+MLFLOW_PY := $(MLFLOW_VENV)/bin/python
+MLFLOW_STAMP := $(MLFLOW_VENV)/.installed
+MLFLOW_PIP := mlflow==3.17.2 "pytest>=8"
+
+$(MLFLOW_VENV)/bin/python:
+	$(PYTHON) -m venv $(MLFLOW_VENV)
+	$(MLFLOW_PY) -m pip install -q --upgrade pip
+
+$(MLFLOW_STAMP): pyproject.toml Makefile | $(MLFLOW_VENV)/bin/python
+	$(MLFLOW_PY) -m pip install -q -e ".[report,otlp,mlflow]" $(MLFLOW_PIP)
+	touch $(MLFLOW_STAMP)
+
+test-backends: $(BACKENDS_STAMP) $(MLFLOW_STAMP)
 	@mkdir -p out/backends
 	TOOLGUARD_BACKENDS_SUMMARY=out/backends/phoenix-roundtrip.json \
 		$(BACKENDS_PY) -m pytest -q -p no:phoenix tests/backends
+	$(MLFLOW_PY) -m pytest -q tests/backends/test_mlflow_roundtrip.py
 	@cat out/backends/phoenix-roundtrip.json

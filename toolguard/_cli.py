@@ -21,6 +21,7 @@ from .report.build import Report, build_report, outcome_warnings, read_warnings
 from .report.collect import DEFAULT_MAX_LENGTH, read_phoenix, read_records
 from .report.compare import DEFAULT_TASK_LABEL, compare, render_compare
 from .report.escape import printable
+from .report.html import HTML_EXTRA_HINT
 from .report.inputs import INPUT_FORMATS
 from .report.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, TrajectoryRecord
 from .report.outcomes import join_outcomes, load_outcomes
@@ -45,6 +46,8 @@ class _Args(argparse.Namespace):
     max_length: int
     input_format: str
     phoenix: str | None
+    mlflow: str | None
+    experiment: str | None
     project: str | None
     api_key_env: str | None
     phoenix_max_pages: str | None
@@ -55,6 +58,7 @@ class _Args(argparse.Namespace):
     where: str | None
     cost: bool
     format: str
+    out: str | None
     plot: str | None
     depths: int
     a: str
@@ -90,6 +94,13 @@ def _input_args(p: argparse.ArgumentParser) -> None:
         "instead of files; needs --project",
     )
     p.add_argument("--project", metavar="NAME", help="the Phoenix project to read (--phoenix)")
+    p.add_argument(
+        "--mlflow",
+        metavar="URL",
+        help="read the spans from the MLflow tracking server at URL (e.g. http://localhost:5000) "
+        "through MLflow's client instead of files; needs --experiment and the mlflow extra",
+    )
+    p.add_argument("--experiment", metavar="ID", help="the MLflow experiment id to read (--mlflow)")
     p.add_argument(
         "--api-key-env",
         metavar="VAR",
@@ -159,8 +170,12 @@ def _parser() -> argparse.ArgumentParser:
         "--by", type=_keys, default=[], metavar="KEY,...", help="group on toolguard.label.KEY"
     )
     rep.add_argument(
-        "--format", choices=("table", "json", "csv", "markdown"), default="table", help="output"
+        "--format",
+        choices=("table", "json", "csv", "markdown", "html"),
+        default="table",
+        help="output (html: one self-contained page, needs the html extra)",
     )
+    _out_arg(rep)
     rep.add_argument(
         "--cost",
         action="store_true",
@@ -206,17 +221,40 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY",
         help="label that names the task (%(default)s)",
     )
-    cmp_.add_argument("--format", choices=("table", "json"), default="table", help="output")
+    cmp_.add_argument(
+        "--format",
+        choices=("table", "json", "html"),
+        default="table",
+        help="output (html: one self-contained page, needs the html extra)",
+    )
+    _out_arg(cmp_)
     return parser
+
+
+def _out_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--out",
+        metavar="FILE",
+        help="write the output to FILE instead of standard output (its path is printed on "
+        "standard error)",
+    )
 
 
 def _check_source(args: _Args) -> None:
     """Span files or one backend, never both: before anything is read."""
+    if args.mlflow is not None or args.experiment is not None:
+        if args.mlflow is None:
+            raise ToolGuardError("--experiment goes with --mlflow URL")
+        if args.files or args.phoenix is not None:
+            raise ToolGuardError("give span files, --phoenix or --mlflow, one of them")
+        if not args.experiment:
+            raise ToolGuardError("--mlflow needs --experiment ID (the MLflow experiment to read)")
+        return
     if args.phoenix is None:
         if not args.files:
             raise ToolGuardError(
-                "no input: give span files, or --phoenix URL --project NAME "
-                "(report: or --clickhouse URL)"
+                "no input: give span files, or --phoenix URL --project NAME, or --mlflow URL "
+                "--experiment ID (report: or --clickhouse URL)"
             )
         if args.project is not None or args.api_key_env is not None:
             raise ToolGuardError("--project and --api-key-env go with --phoenix URL")
@@ -282,7 +320,17 @@ def _read(args: _Args) -> tuple[list[TrajectoryRecord], list[str]]:
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        if args.phoenix is not None:
+        if args.mlflow is not None:
+            from .report.mlflow import read_mlflow
+
+            records, stats = read_mlflow(
+                args.mlflow,
+                args.experiment or "",
+                max_length=args.max_length,
+                cost=cost,
+                skip_invalid=args.skip_invalid,
+            )
+        elif args.phoenix is not None:
             max_pages, deadline = _phoenix_bounds(args)
             records, stats = read_phoenix(
                 args.phoenix,
@@ -318,8 +366,8 @@ def _read(args: _Args) -> tuple[list[TrajectoryRecord], list[str]]:
 def _clickhouse_report(args: _Args) -> Report:
     """The report computed by ClickHouse (report/clickhouse.py): one query, nothing read
     span by span here."""
-    if args.files or args.phoenix is not None:
-        raise ToolGuardError("give span files, --phoenix or --clickhouse, one of them")
+    if args.files or args.phoenix is not None or args.mlflow is not None:
+        raise ToolGuardError("give span files, --phoenix, --mlflow or --clickhouse, one of them")
     if args.outcomes:
         raise ToolGuardError(
             "--outcomes is not joined with --clickhouse: the outcomes come from the summary "
@@ -355,10 +403,13 @@ def _pairs(keys: list[str], values: str, flag: str) -> dict[str, str]:
 
 
 def _run(args: _Args) -> str:
+    if args.format == "html" and importlib.util.find_spec("plotly") is None:
+        raise ToolGuardError(HTML_EXTRA_HINT)  # before a long read, as for --plot
     if args.command == "report":
         if args.plot and importlib.util.find_spec("matplotlib") is None:
             # Before reading: a long read should not end in "could not plot".
             raise ToolGuardError(PLOT_EXTRA_HINT)
+        records: list[TrajectoryRecord] | None = None
         if args.clickhouse is not None:
             report = _clickhouse_report(args)
         else:
@@ -377,6 +428,10 @@ def _run(args: _Args) -> str:
             from .report.plot import plot_report
 
             plot_report(report, args.plot)
+        if args.format == "html":
+            from .report.html import render_html
+
+            return render_html(report, records, by=args.by, title=_title(args))
         return _format(report, args.format, args.depths)
     a, b = _pairs(args.by, args.a, "--a"), _pairs(args.by, args.b, "--b")
     records, warnings = _read(args)
@@ -384,9 +439,27 @@ def _run(args: _Args) -> str:
         records, a, b, task_label=args.task_label, seed=args.seed, resamples=args.resamples
     )
     result["warnings"] = warnings + result["warnings"]
+    if args.format == "html":
+        from .report.html import render_html
+
+        # The two sides' own report beside the paired differences, on their trajectories.
+        chosen = [r for r in records if _is(r, a) or _is(r, b)]
+        side_report = build_report(chosen, by=args.by, seed=args.seed, resamples=args.resamples)
+        return render_html(side_report, chosen, by=args.by, title=_title(args), comparison=result)
     if args.format == "json":
         return json.dumps(result, indent=2) + "\n"
     return render_compare(result)
+
+
+def _is(record: TrajectoryRecord, want: dict[str, str]) -> bool:
+    return all(record.labels.get(k) == v for k, v in want.items())
+
+
+def _title(args: _Args) -> str:
+    # File names, not their paths: a page is shared, where the reader's paths mean nothing.
+    names = ", ".join(os.path.basename(f) or f for f in args.files)
+    source = args.phoenix or args.mlflow or getattr(args, "clickhouse", None) or names
+    return f"toolguard {args.command}: {source}"
 
 
 def _format(report: Report, fmt: str, depths: int) -> str:
@@ -397,6 +470,15 @@ def _format(report: Report, fmt: str, depths: int) -> str:
     if fmt == "markdown":
         return render_markdown(report, depths)
     return render_text(report, depths)
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise ToolGuardError(f"--out {path}: cannot write: {exc.strerror or exc}") from None
+    print(f"toolguard: wrote {path}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -411,8 +493,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     try:
         out = _run(args)
-        sys.stdout.write(out)
-        sys.stdout.flush()
+        if args.out:
+            _write(args.out, out)
+        else:
+            sys.stdout.write(out)
+            sys.stdout.flush()
     except ToolGuardError as exc:
         # Messages may quote what the input held: no control character reaches the terminal.
         print(f"toolguard: error: {printable(str(exc))}", file=sys.stderr)

@@ -37,6 +37,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from otlp_retry import EXPORT_TIMEOUT_S, FLUSH_TIMEOUT_MS, Retrying
 from phoenix_server import PHOENIX_MISSING, SKIP_REASON, PhoenixServer, running_phoenix
 
 from toolguard import _contract as A
@@ -132,11 +133,18 @@ def round_trip(phoenix: PhoenixServer, tmp_path_factory: pytest.TempPathFactory)
         env.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={PROJECT}")
         provider = TracerProvider(resource=Resource.create())
         provider.add_span_processor(SimpleSpanProcessor(memory))
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        # Each request may take a minute, and a failed batch is sent again (otlp_retry.py).
+        exporter = Retrying(OTLPSpanExporter(timeout=EXPORT_TIMEOUT_S))
+        provider.add_span_processor(
+            BatchSpanProcessor(exporter, export_timeout_millis=EXPORT_TIMEOUT_S * 1000 * 4)
+        )
         started = time.monotonic()
         run_workload(provider)
-        assert provider.force_flush(30_000), "the OTLP exporter did not flush within 30 s"
+        assert provider.force_flush(FLUSH_TIMEOUT_MS), (
+            f"the OTLP exporter did not flush within {FLUSH_TIMEOUT_MS / 1000:g} s"
+        )
         provider.shutdown()
+    assert exporter.dropped == 0, f"{exporter.dropped} spans not accepted after retries"
     sent = list(memory.get_finished_spans())
     answered = _wait_for(phoenix.url, PROJECT, len(sent))
     _TIMINGS["export_and_ingest_s"] = time.monotonic() - started

@@ -146,10 +146,30 @@ def test_a_missing_table(tmp_path: Path) -> None:
         (["--clickhouse", "nonsense"], "not a ClickHouse URL"),
         (["--clickhouse", "http://x", "--table", "a;drop"], "--table table name 'a;drop'"),
         (["spans.jsonl", "--where", "1"], "--table and --where go with --clickhouse URL"),
-        (["spans.jsonl", "--clickhouse", "http://x"], "give span files, --phoenix or --clickhouse"),
+        (["spans.jsonl", "--clickhouse", "http://x"], "give span files, --phoenix, --mlflow or"),
         (["--clickhouse", "http://x", "--outcomes", "o.csv"], "--outcomes is not joined"),
     ],
 )
 def test_bad_options(argv: list[str], message: str) -> None:
     code, out, err = cli(*argv)
     assert code == 2 and out == "" and message in err and "Traceback" not in err
+
+
+def test_the_exporters_json_mode_is_refused_in_one_line() -> None:
+    """The exporter's JSON mode (SpanAttributes JSON) used to end in an engine error about
+    Map functions; it is named instead, before any query runs."""
+    sess = engine()[1]
+    sess.query(
+        "CREATE TABLE json_attrs (TraceId String, SpanId String, SpanAttributes JSON, "
+        "Duration UInt64) ENGINE = Memory"
+    )
+    sess.query(
+        "INSERT INTO json_attrs VALUES ('t', 's', '{\"toolguard.trajectory.id\": \"a\", "
+        '"toolguard.trajectory.length": "0", "toolguard.trajectory.first_error_depth": '
+        '"1"}\', 1)'
+    )
+    code, _, err = cli("--clickhouse", f"chdb://{engine()[0]}", "--table", "json_attrs")
+    assert code == 2 and "Traceback" not in err
+    assert err.count("\n") == 1
+    assert "table json_attrs stores SpanAttributes as JSON (the Collector ClickHouse " in err
+    assert "exporter's JSON mode), which the report does not read" in err

@@ -142,3 +142,48 @@ def test_cost_the_same_from_rows_and_in_sql(write_lines: Writer, tmp_path: Path)
     assert json.dumps(python_report([rows], ["model"], cost=True)) == json.dumps(want)
     got = sql_report(RUN, load([path], tmp_path), by=["model"], cost=True)
     assert json.dumps(got) == json.dumps(want)
+
+
+def _many(trajectories: int, calls: int, *, copies: int = 1) -> list[dict[str, Any]]:
+    lines = []
+    for t in range(trajectories):
+        trace = f"{t + 1:032x}"
+        spans = [
+            timed(call(f"t{t}", k, trace=trace, span_id=f"{t * 1000 + k:016x}"), 0, 1000 * k)
+            for k in range(1, calls + 1)
+        ]
+        spans.append(summary(f"t{t}", calls, calls + 1, None, True, trace=trace))
+        lines += [export(*spans)] * copies
+    return lines
+
+
+def test_cost_memory_grows_by_words_per_call_span_not_dict_entries() -> None:
+    """--cost keeps each call span as two 64-bit words of its trajectory (span id, duration),
+    not a dict entry of three strings (about 370 bytes each: a million call spans took the
+    report from about 220 to 580 MiB, now about 300)."""
+    import tracemalloc
+
+    from toolguard.report.cost import CostCollector
+
+    lines = _many(200, 50)  # 10,000 call spans
+    collector = CostCollector()
+    tracemalloc.start()
+    try:
+        for line in lines:
+            collector.feed(line)
+        kept, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    per_span = kept / 10_000
+    assert per_span < 40, f"{per_span:.0f} bytes kept per call span"
+
+
+def test_cost_counts_a_span_read_twice_once(write_lines: Writer) -> None:
+    once = write_lines(_many(3, 4), "once.jsonl")
+    twice = write_lines(_many(3, 4, copies=2), "twice.jsonl")
+    figures = [
+        build_report(read_records([str(p)], cost=True)[0], cost=True)["overall"]["cost"]
+        for p in (once, twice)
+    ]
+    assert figures[0] == figures[1]
+    assert figures[0]["mean_tool_ms"] == (1 + 2 + 3 + 4) / 1000

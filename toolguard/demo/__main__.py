@@ -11,6 +11,7 @@ python -m toolguard.demo --out out/demo-spans.jsonl
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import time
@@ -117,10 +118,29 @@ def main(argv: list[str] | None = None) -> int:
                 f"{traj.success!s:<7}  {checks}"
             )
     provider.force_flush()
+    if not out.exists():
+        # OTEL_TRACES_EXPORTER chose other exporters (setup_file_export honours it): the spans
+        # went there, and there is no file to report from here.
+        _sent_elsewhere(out)
+        return 0
     print(f"\nspans written to {out}")
     if args.no_report:
         return 0
     return _report(out) or _compare(out, episodes)
+
+
+def _sent_elsewhere(out: Path) -> None:
+    exporters = os.environ.get("OTEL_TRACES_EXPORTER", "")
+    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT", "the OTLP default endpoint"
+    )
+    print(
+        f"\nspans sent to the exporters OTEL_TRACES_EXPORTER={exporters!r} names "
+        f"(OTLP endpoint: {endpoint}), not written to {out}: no local report. Report them "
+        "from the backend, e.g. for Phoenix:\n"
+        "  toolguard report --phoenix http://localhost:6006 --project <project> --by method\n"
+        f"or unset OTEL_TRACES_EXPORTER to write {out} and report it here (docs/backends.md)."
+    )
 
 
 def _report(out: Path) -> int:
@@ -138,6 +158,17 @@ def _report(out: Path) -> int:
         print(f"PEC plot written to {plot}")
     elif "--plot" not in args:
         print("(no PEC plot: pip install 'toolguard-otel[plot]')")
+    if code:
+        return code
+    # The same report as one page (figures, sortable tables, every trajectory), offline.
+    page = out.with_name("demo-report.html")
+    if importlib.util.find_spec("plotly") is None:
+        print("(no HTML report: pip install 'toolguard-otel[html]')")
+        return 0
+    page_args = ["report", str(out), "--by", "method", "--format", "html", "--quiet"]
+    code = toolguard([*page_args, "--out", str(page)])
+    if code == 0:
+        print(f"HTML report written to {page} (open it in a browser: {page.resolve().as_uri()})")
     return code
 
 

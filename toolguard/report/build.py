@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import NotRequired, TypedDict, cast
+from typing import Any, NotRequired, TypedDict, cast
 
 from .cost import Cost, cost_from_counts, cost_warnings, count_cost
 from .findings import facts_from_records, render_findings
@@ -35,6 +35,36 @@ class Report(TypedDict):
     warnings: list[str]
 
 
+class BuiltReport(dict[str, Any]):
+    """What ``build_report`` returns: the report dict itself (``json.dumps`` it, compare it
+    with a dict, index it as a ``Report``), which also remembers the records and grouping it
+    was built from, so that ``to_html()`` can list the trajectories. (Typed code that wants
+    the method's signature checked calls ``render_html(report, records, by=...)``.)"""
+
+    __slots__ = ("_by", "_records")
+
+    def __init__(
+        self, report: Report, records: Sequence[TrajectoryRecord], by: Sequence[str]
+    ) -> None:
+        super().__init__(report)
+        self._records = records
+        self._by = tuple(by)
+
+    def to_html(self, *, title: str = "toolguard report", max_rows: int | None = None) -> str:
+        """The report as one self-contained HTML page (needs the ``html`` extra: plotly);
+        see ``render_html``."""
+        from .html import render_html
+        from .html_data import DEFAULT_MAX_ROWS
+
+        return render_html(
+            cast(Report, self),
+            self._records,
+            by=self._by,
+            title=title,
+            max_rows=DEFAULT_MAX_ROWS if max_rows is None else max_rows,
+        )
+
+
 def _sort_key(key: tuple[str | None, ...]) -> tuple[tuple[bool, str], ...]:
     return tuple((v is None, v or "") for v in key)  # unlabelled groups last
 
@@ -63,7 +93,10 @@ def build_report(
     """``{"groups": [...], "overall": {...}, "warnings": [...]}`` as docs/protocol.md section 7.
 
     With ``cost``, each group and ``overall`` gain a ``cost`` object (report/cost.py) from the
-    records' cost fields (``read_records(..., cost=True)`` fills them)."""
+    records' cost fields (``read_records(..., cost=True)`` fills them).
+
+    The dict returned also has ``to_html()``: the same report as one HTML page, with the
+    trajectory table of ``records`` (BuiltReport)."""
 
     def group(labels: Labels, recs: Sequence[TrajectoryRecord]) -> GroupMetrics:
         # A GroupMetrics without its optional cost, which is added below when asked for.
@@ -81,11 +114,13 @@ def build_report(
     groups = [group(labels, recs) for labels, recs in group_records(records, by)]
     # Without groups, the one group is the whole cohort: no need to compute it twice.
     overall = group({}, records) if by else groups[0].copy()
-    return {
+    report: Report = {
         "groups": groups,
         "overall": overall,
         "warnings": [*warnings, *record_warnings(records, by)],
     }
+    # The dict, with to_html() (BuiltReport): still exactly the Report a caller indexes.
+    return cast(Report, BuiltReport(report, records, by))
 
 
 def record_warnings(records: Sequence[TrajectoryRecord], by: Sequence[str] = ()) -> list[str]:

@@ -62,7 +62,8 @@ class ClickHouseError(BackendError):
 def check_columns(run: Run, table: str, *, cost: bool = False) -> None:
     """Raise ClickHouseError naming the first column the report needs that ``table`` lacks."""
     rows = run(f"DESCRIBE TABLE {quote_table(table)}")
-    have = {str(r.get("name")) for r in rows}
+    types = {str(r.get("name")): str(r.get("type", "")) for r in rows}
+    have = set(types)
     for column in NEEDED_COLUMNS + (COST_COLUMNS if cost else ()):
         if column not in have:
             raise ClickHouseError(
@@ -71,6 +72,19 @@ def check_columns(run: Run, table: str, *, cost: bool = False) -> None:
                 f"ClickHouse exporter writes them (otel_traces; columns found: "
                 f"{', '.join(sorted(have)[:12]) or 'none'})"
             )
+    attrs = types["SpanAttributes"]
+    if not attrs.startswith("Map("):
+        # The exporter's JSON mode (ClickHouse's JSON type for attributes) splits keys on their
+        # dots into nested paths: the Map lookups of the query would fail with an engine
+        # error that names none of this.
+        json_mode = attrs.startswith(("JSON", "Object"))
+        mode = "the Collector ClickHouse exporter's JSON mode" if json_mode else "not its default"
+        raise ClickHouseError(
+            f"table {table} stores SpanAttributes as {printable(attrs)[:60]} ({mode}), which "
+            "the report does not read: it reads the exporter's default schema, SpanAttributes "
+            "Map(LowCardinality(String), String); send toolguard's spans to a table made "
+            "without the JSON mode (docs/clickhouse.md)"
+        )
 
 
 def _int(v: Any) -> int:

@@ -31,7 +31,7 @@ from .findings import (
     TWO_SUMMARIES,
 )
 from .inputs import chooser
-from .metrics import TrajectoryRecord
+from .metrics import CONTENT_CUT, FirstError, TrajectoryRecord
 from .phoenix import (
     DEFAULT_DEADLINE_S,
     DEFAULT_MAX_PAGES,
@@ -74,6 +74,34 @@ _AnyValue = dict[str, Any]
 # A summary span as kept per trajectory: (T, FED, cause, success, sorted label pairs).
 _Summary = tuple[int, int, str | None, bool | None, tuple[tuple[str, str], ...]]
 _SpanId = tuple[str, str]  # (trace id, span id)
+# The first failing call's description (tool, check, message, arguments, result), read only
+# from invalid call spans: a valid call costs nothing more.
+_Detail = tuple[str | None, str | None, str | None, str | None, str | None]
+_DETAIL_KEYS = (A.GEN_AI_TOOL_NAME, A.CHECK, A.MESSAGE)
+_CONTENT_KEYS = (A.GEN_AI_TOOL_CALL_ARGUMENTS, A.GEN_AI_TOOL_CALL_RESULT)
+_DETAIL_CUT = 1000  # a message or id longer than this is cut (the page stays small)
+
+
+def _text(value: _AnyValue | None, cut: int) -> str | None:
+    """A string attribute for display, cut to ``cut`` characters; anything else is None (a
+    description, not a figure: a wrong type here is no input error)."""
+    if value is None:
+        return None
+    raw = value.get("stringValue") if value.__class__ is dict else None
+    if raw.__class__ is not str:
+        return None
+    text = str(raw)
+    return text if len(text) <= cut else text[: cut - 3] + "..."
+
+
+def _detail(d: dict[str, _AnyValue]) -> _Detail:
+    tool, check, message = (_text(d.get(k), _DETAIL_CUT) for k in _DETAIL_KEYS)
+    arguments, result = (_text(d.get(k), CONTENT_CUT) for k in _CONTENT_KEYS)
+    return (tool, check, message, arguments, result)
+
+
+def _detail_key(detail: _Detail | None) -> tuple[str, ...]:
+    return () if detail is None else tuple(x or "" for x in detail)
 
 
 def _rank(cause: str | None) -> tuple[int, str]:
@@ -99,6 +127,7 @@ class _Malformed(Exception):
 class _Traj:
     __slots__ = (
         "bad_cause",
+        "bad_detail",
         "bad_step",
         "calls",
         "max_step",
@@ -112,6 +141,7 @@ class _Traj:
         self.max_step = 0
         self.bad_step = _NO_STEP
         self.bad_cause: str | None = None
+        self.bad_detail: _Detail | None = None
         self.calls = 0  # call spans read (not de-duplicated: see docs/report-limits.md)
         self.summary: _Summary | None = None
         self.summary_id: _SpanId = ("", "")
@@ -238,7 +268,7 @@ class Collector:
         # anything else goes through the checked readers above.
         tid_key, step_key, valid_key, cause_key, len_key = _TID, _STEP, _VALID, _CAUSE, _LEN
         max_length = self.max_length
-        calls: list[tuple[str, int, bool, str | None]] = []
+        calls: list[tuple[str, int, bool, str | None, _Detail | None]] = []
         summaries: list[tuple[str, _Summary, _SpanId]] = []
         spans_seen = 0
         try:
@@ -284,18 +314,18 @@ class Collector:
                         if valid is not True and valid is not False:
                             valid = _bool(vv, valid_key)
                         if valid:
-                            calls.append((tid, step, True, None))
+                            calls.append((tid, step, True, None, None))
                             continue
                         cv = d.get(cause_key)
                         cause = None if cv is None else _str(cv, cause_key)
-                        calls.append((tid, step, False, cause))
+                        calls.append((tid, step, False, cause, _detail(d)))
         except (AttributeError, KeyError, TypeError) as exc:
             raise _Malformed(
                 f"not a well-formed trace export ({type(exc).__name__}: {short_id(str(exc))})"
             ) from None
         self.spans += spans_seen
-        for tid, step, valid, cause in calls:
-            self._call(tid, step, valid, cause)
+        for tid, step, valid, cause, detail in calls:
+            self._call(tid, step, valid, cause, detail)
         for tid, summary, ident in summaries:
             self._summary(tid, summary, ident)
 
@@ -305,7 +335,9 @@ class Collector:
             t = self.trajs[tid] = _Traj()
         return t
 
-    def _call(self, tid: str, step: int, valid: bool, cause: str | None) -> None:
+    def _call(
+        self, tid: str, step: int, valid: bool, cause: str | None, detail: _Detail | None = None
+    ) -> None:
         t = self.trajs.get(tid) or self._traj(tid)
         t.calls += 1
         if step > t.max_step:
@@ -314,7 +346,9 @@ class Collector:
             return
         if step < t.bad_step or _rank(cause) < _rank(t.bad_cause):
             # Ties (one step, two causes) resolve by precedence: independent of order.
-            t.bad_step, t.bad_cause = step, cause
+            t.bad_step, t.bad_cause, t.bad_detail = step, cause, detail
+        elif cause == t.bad_cause and _detail_key(detail) < _detail_key(t.bad_detail):
+            t.bad_detail = detail  # two descriptions of one failure: the same one kept
 
     def _summary(self, tid: str, summary: _Summary, ident: _SpanId) -> None:
         t = self._traj(tid)
@@ -367,6 +401,7 @@ def _record(tid: str, t: _Traj) -> TrajectoryRecord:
             tuple(sorted(problems)),
             call_spans=t.calls,
             summary_spans=0,
+            first_error=_first_error(t) if bad else None,
         )
     length, fed, cause, success, labels = t.summary
     if not 1 <= fed <= length + 1:
@@ -394,7 +429,13 @@ def _record(tid: str, t: _Traj) -> TrajectoryRecord:
         tuple(sorted(problems)),
         call_spans=t.calls,
         summary_spans=1 if t.summary_ids is None else len(t.summary_ids),
+        # The call span's description belongs to its step: shown only where it is the FED.
+        first_error=_first_error(t) if bad is not None and bad == fed <= length else None,
     )
+
+
+def _first_error(t: _Traj) -> FirstError | None:
+    return None if t.bad_detail is None else FirstError(*t.bad_detail)
 
 
 def read_records(

@@ -64,6 +64,23 @@ class Metrics(TypedDict):
 
 
 @dataclass(frozen=True, slots=True)
+class FirstError:
+    """The first failing call of a trajectory as its call span described it: the tool, the
+    failed check's id, the developer message, and the arguments and result only where the
+    guard recorded them (``record_content=True``), cut to ``CONTENT_CUT`` characters."""
+
+    tool: str | None = None
+    check: str | None = None
+    message: str | None = None
+    arguments: str | None = None
+    result: str | None = None
+
+
+CONTENT_CUT = 200
+"""Longest recorded argument or result text kept per first failing call (the HTML table)."""
+
+
+@dataclass(frozen=True, slots=True)
 class TrajectoryRecord:
     """One trajectory as the metrics see it.
 
@@ -94,6 +111,11 @@ class TrajectoryRecord:
     input_tokens: int | None = field(default=None, compare=False)
     output_tokens: int | None = field(default=None, compare=False)
     tool_ns: int | None = field(default=None, compare=False)
+    # What the HTML report's trajectory table shows of the first failing call (also left out
+    # of comparisons: they describe the call, not the figures): None when the call span did
+    # not carry it. ``first_error_content`` is the call's recorded arguments and result
+    # (only present when the guard recorded content, ``record_content=True``), truncated.
+    first_error: FirstError | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.length < 0 or not 1 <= self.fed <= self.length + 1:
