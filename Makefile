@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean browser test-html
+.PHONY: demo test lint bench clean browser node test-html
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +64,20 @@ browser:
 	else \
 		echo "make browser: no chromium: run 'apt-get install -y chromium chromium-driver' as root" \
 			"(the HTML report's browser tests skip without it)"; \
+	fi
+
+# Node and npm for the MCP adapter's tests against the official Node servers (server-everything,
+# the memory server, fetched from npm by the tests): installed as browser is; the tests skip,
+# saying so, without them.
+node:
+	@if command -v node >/dev/null && command -v npm >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			nodejs npm >/dev/null) \
+		|| echo "make node: could not install nodejs and npm: the Node server tests will skip"; \
+	else \
+		echo "make node: no node: run 'apt-get install -y nodejs npm' as root" \
+			"(the MCP adapter's Node server tests skip without it)"; \
 	fi
 
 # The HTML report alone, in the browser too (about 15 s): the pages, their screenshots in out/.

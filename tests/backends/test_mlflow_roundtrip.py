@@ -83,7 +83,6 @@ def sent(mlflow_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from otlp_retry import EXPORT_TIMEOUT_S, FLUSH_TIMEOUT_MS, Retrying
-
     from toolguard.runtime.span_file import SpanFileExporter
 
     experiment = MlflowClient(tracking_uri=mlflow_server).create_experiment("toolguard")
