@@ -146,3 +146,26 @@ def test_a_declaration_that_disagrees_with_its_project_is_said_point_by_point(
     assert "pydantic<3,>=2 is declared, pyproject.toml says >=1" in problems[0]
     assert "pyproject.toml says 0.0.1" in problems[1]
     assert "pip install -e ." in problems[2]
+
+
+def test_run_trajectory_takes_the_users_then_the_current_then_a_new_one() -> None:
+    guard = tg.Guard()
+    made: list[tg.Trajectory] = []
+
+    def make() -> tg.Trajectory:
+        made.append(guard.trajectory("new"))
+        return made[-1]
+
+    mine = guard.trajectory("mine")
+    assert tg.run_trajectory(mine, make) == (mine, True)  # started here: the adapter ends it
+    started = guard.trajectory("started").start()
+    assert tg.run_trajectory(started, make) == (started, False)  # the user ends it
+    with guard.trajectory("around") as around:
+        assert tg.run_trajectory(None, make) == (around, False)
+    traj, owned = tg.run_trajectory(None, make)
+    assert owned and made == [traj] and traj.id == "new" and not traj.ended
+    mine.end()
+    with pytest.raises(tg.UsageError, match="already ended"):
+        tg.run_trajectory(mine, make)
+    with pytest.raises(tg.UsageError, match="must be a tg.Trajectory"):
+        tg.run_trajectory("t-1", make)

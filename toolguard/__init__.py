@@ -45,6 +45,7 @@ from .runtime.tools.conditions import Postcondition, Precondition
 from .runtime.tools.markers import Grounded, Ref
 from .runtime.tools.spec import ToolOptions, ToolSpec
 from .runtime.tools.tool import Tool
+from .runtime.trajectories.adopt import run_trajectory
 from .runtime.trajectories.registry import TrajectoryRegistry
 from .runtime.trajectories.trajectory import Trajectory, current_trajectory, trajectory
 from .runtime.verdict import Failure, Rejection, Verdict
@@ -198,6 +199,7 @@ __all__ = [  # noqa: RUF022
     "run_anthropic_tool_uses",
     "run_openai_response_calls",
     "run_openai_tool_calls",
+    "run_trajectory",
     "setup_file_export",
     "sql_report",
     "trajectory",

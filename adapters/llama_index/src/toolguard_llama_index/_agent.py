@@ -204,26 +204,13 @@ class _Episodes:
 
     def _choose(self) -> tuple[tg.Trajectory, bool]:
         given = self.trajectory() if callable(self.trajectory) else self.trajectory
-        if given is not None:
-            if not isinstance(given, tg.Trajectory):
-                raise tg.UsageError(
-                    f"trajectory must be a tg.Trajectory, got {type(given).__name__}"
-                )
-            if given.ended:
-                raise tg.UsageError(f"trajectory {given.id!r} has already ended")
-            try:
-                given.start()
-            except tg.UsageError:  # started by the user, who ends it
-                return given, False
-            return given, True
-        current = tg.current_trajectory()
-        if current is not None and not current.ended:
-            return current, False
-        traj = self.guard.trajectory(
-            self.trajectory_id() if self.trajectory_id is not None else None, labels=self.labels
+        return tg.run_trajectory(
+            given,
+            lambda: self.guard.trajectory(
+                self.trajectory_id() if self.trajectory_id is not None else None,
+                labels=self.labels,
+            ),
         )
-        traj.start()
-        return traj, True
 
     async def _follow(self, state: _run.Run, handler: Any) -> None:
         """Wait for the run's end (the handler is awaitable more than once) and end it."""

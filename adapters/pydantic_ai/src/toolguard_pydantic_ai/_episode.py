@@ -45,26 +45,14 @@ def _choose(
     labels: Labels,
 ) -> tuple[tg.Trajectory, bool]:
     given = source(ctx) if callable(source) else source
-    if given is not None:
-        if not isinstance(given, tg.Trajectory):
-            raise tg.UsageError(f"trajectory must be a tg.Trajectory, got {type(given).__name__}")
-        if given.ended:
-            raise tg.UsageError(f"trajectory {given.id!r} has already ended")
-        try:
-            given.start()
-        except tg.UsageError:  # started by the user, who ends it
-            return given, False
-        return given, True
-    current = tg.current_trajectory()
-    if current is not None and not current.ended:
-        return current, False
-    traj = guard.trajectory(
-        trajectory_id(ctx) if trajectory_id is not None else ctx.run_id,
-        labels=labels(ctx) if callable(labels) else labels,
-        conversation_id=ctx.conversation_id,
+    return tg.run_trajectory(
+        given,
+        lambda: guard.trajectory(
+            trajectory_id(ctx) if trajectory_id is not None else ctx.run_id,
+            labels=labels(ctx) if callable(labels) else labels,
+            conversation_id=ctx.conversation_id,
+        ),
     )
-    traj.start()
-    return traj, True
 
 
 def _texts(prompt: str | Sequence[Any] | None) -> list[str]:
