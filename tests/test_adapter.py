@@ -167,5 +167,5 @@ def test_run_trajectory_takes_the_users_then_the_current_then_a_new_one() -> Non
     mine.end()
     with pytest.raises(tg.UsageError, match="already ended"):
         tg.run_trajectory(mine, make)
-    with pytest.raises(tg.UsageError, match="must be a tg.Trajectory"):
+    with pytest.raises(tg.UsageError, match=r"must be a tg\.Trajectory"):
         tg.run_trajectory("t-1", make)
