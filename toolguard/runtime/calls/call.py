@@ -142,7 +142,13 @@ class _Call:
                 tracer,
                 name,
                 guard.reuse_framework_spans,
-                self._call_attributes(),
+                tel.call_attributes(
+                    name,
+                    traj.id if traj else None,
+                    step,
+                    call_id,
+                    traj.conversation_id if traj else None,
+                ),
                 traj._span if traj else None,
             )
             if started is not tel.REUSED:

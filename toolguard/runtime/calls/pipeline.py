@@ -255,7 +255,10 @@ class Pipeline:
             raise
         # leave: the span no longer current, the nested mark reset (_Call._leave, inline)
         if call._token is not None:
-            tel.detach(call._token)  # a rare cost: only a recording span is made current
+            try:  # tel.detach, inline
+                otel_context.detach(call._token)  # type: ignore[arg-type]
+            except Exception:
+                logger.exception("toolguard: could not restore the previous context")
             call._token = None
         if call._nested is not None:
             try:

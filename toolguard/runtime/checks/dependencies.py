@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ..calls.call import _Call
 
 _COLLECTIONS = (list, tuple, set, frozenset)
+_NONE: dict[Any, Any] = {}
 
 
 def dependency_stage(tool: Tool) -> CheckStage | None:
@@ -34,8 +35,24 @@ def dependency_stage(tool: Tool) -> CheckStage | None:
         traj = call._traj
         if traj is None:  # outside a trajectory nothing is bound: nothing to check against
             return None
-        if traj._bindings.all_live(refs, values) and not paths:
-            return None  # every reference holds a live value: most calls
+        if not paths:
+            # Every reference holds one live value (most calls): answered from the bindings
+            # directly; anything else (absent, stale, a collection) goes through ref_failure.
+            by_kind = traj._bindings.by_kind
+            for arg, kind in refs:
+                value = values.get(arg)
+                if value is None:  # an optional reference left out refers to nothing
+                    continue
+                if isinstance(value, _COLLECTIONS):
+                    break
+                try:
+                    binding = by_kind.get(kind, _NONE).get(value)
+                except TypeError:
+                    break
+                if binding is None or not binding.live:
+                    break
+            else:
+                return None
         found: list[Failure] = []
         for arg, kind in refs:
             value = values.get(arg)

@@ -4,7 +4,6 @@ bindings and for what a verified plan's steps would produce (``plans/check.py``)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +20,7 @@ class Binding:
     shown: bool = True  # the model has seen it: it may be offered in a rejection's message
 
 
-_NO_BINDINGS: dict[Any, Binding] = {}
 _HASHABLE = frozenset({str, int, float, bool, bytes})  # no hash probe needed
-_COLLECTIONS = (list, tuple, set, frozenset)
 
 
 def _key(value: Any) -> Any:
@@ -66,26 +63,6 @@ class Bindings:
             if known is None:
                 known = self.by_kind.setdefault(kind, {})
             known[value] = binding
-
-    def all_live(self, refs: tuple[tuple[str, str], ...], values: Mapping[str, Any]) -> bool:
-        """Whether every argument of ``refs`` (argument -> kind) that ``values`` gives holds
-        one live value of its kind: the dependency check's common case, in one call. False
-        also for a collection, an unhashable value or a value not bound: the check then
-        looks at each argument itself."""
-        by_kind = self.by_kind
-        for arg, kind in refs:
-            value = values.get(arg)
-            if value is None:  # an optional reference left out refers to nothing
-                continue
-            if isinstance(value, _COLLECTIONS):  # each item is checked by itself
-                return False
-            try:
-                binding = by_kind.get(kind, _NO_BINDINGS).get(value)
-            except TypeError:
-                return False
-            if binding is None or not binding.live:
-                return False
-        return True
 
     def invalidate(self, kind: str, value: Any, by: str) -> None:
         """``value`` is a stale ``kind`` from now on (``by`` says who made it so)."""
