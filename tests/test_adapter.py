@@ -7,7 +7,9 @@ it is outside of is declared, nothing is mocked.
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 import sys
 import warnings
 from importlib.metadata import version
@@ -169,3 +171,27 @@ def test_run_trajectory_takes_the_users_then_the_current_then_a_new_one() -> Non
         tg.run_trajectory(mine, make)
     with pytest.raises(tg.UsageError, match=r"must be a tg\.Trajectory"):
         tg.run_trajectory("t-1", make)
+
+
+def test_a_run_trajectory_left_open_is_ended_at_exit(tmp_path: Path) -> None:
+    """A run the process leaves mid-way (no hook ends it) still writes its summary."""
+    spans = tmp_path / "spans.jsonl"
+    script = (
+        "import toolguard as tg\n"
+        f"tg.setup_file_export({str(spans)!r})\n"
+        "guard = tg.Guard()\n"
+        "make = lambda: guard.trajectory('dies', labels={'m': 'x'})\n"
+        "traj, owned = tg.run_trajectory(None, make)\n"
+        "assert owned\n"
+        "raise SystemExit(0)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    names = [
+        (span["name"], {a["key"] for a in span["attributes"]})
+        for line in spans.read_text().splitlines()
+        for scope in json.loads(line)["resourceSpans"][0]["scopeSpans"]
+        for span in scope["spans"]
+    ]
+    assert [n for n, _ in names] == ["toolguard.trajectory"]
+    assert "toolguard.label.m" in names[0][1] and "toolguard.trajectory.success" not in names[0][1]
