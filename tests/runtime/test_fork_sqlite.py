@@ -181,10 +181,10 @@ def test_a_plan_on_a_savepoint_leaves_the_database_unchanged(
         {"tool": "withdraw", "arguments": {"account": "acc_1", "amount": 20}},  # 10 left
     ]
     verdict = guard.verify_plan(plan)
-    assert not verdict and verdict.failed == 2
+    assert not verdict.ok and verdict.failed == 2
     assert verdict.cause == "state_consistency" and verdict.check == "state.dry_run"
     assert "CHECK constraint failed" in str(verdict)
     assert [s.ran_on_fork for s in verdict.steps] == [True, True, True]
-    assert guard.verify_plan(plan[:2])
+    assert guard.verify_plan(plan[:2]).ok
     assert balances(observer) == balances(conn) == {"acc_1": 100, "acc_2": 5}
     assert audit_rows(conn) == 0 and not conn.in_transaction

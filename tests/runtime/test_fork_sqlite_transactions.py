@@ -457,7 +457,7 @@ def test_a_plan_holds_a_steps_commit_back_and_leaves_the_database_unchanged(
         seen.append(committed(path))
         return v
 
-    assert guard.verify_plan([tg.PlanStep("bump", {"v": 5}), tg.PlanStep("bump", {"v": 6})])
+    assert guard.verify_plan([tg.PlanStep("bump", {"v": 5}), tg.PlanStep("bump", {"v": 6})]).ok
     assert seen == [[(1, 1)], [(1, 1)]]  # held back: a third connection saw neither commit
     assert committed(path) == rows(conn) == [(1, 1)] and not conn.in_transaction
     assert guard.call("bump", {"v": 7}) == 7 and seen[-1] == [(1, 7)]  # one call: carried out

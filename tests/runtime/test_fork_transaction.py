@@ -314,7 +314,7 @@ def test_a_plan_verified_in_an_undo_log_leaves_the_state_as_it_was(otel: Telemet
             tg.PlanStep("withdraw", {"account": "acc_1", "amount": 20}),  # 10 left by then
         ]
     )
-    assert not verdict and verdict.failed == 2 and verdict.check == "state.dry_run"
+    assert not verdict.ok and verdict.failed == 2 and verdict.check == "state.dry_run"
     assert "balance would be -10" in verdict.message
     assert bank.accounts["acc_1"] == {"balance": 100, "log": []} and type(bank) is Bank
 

@@ -98,7 +98,7 @@ def test_a_plan_whose_third_step_fails_on_the_fork(otel: Telemetry) -> None:
         tg.PlanStep("ls"),
     ]
     verdict = guard.verify_plan(plan)
-    assert not verdict.ok and not verdict
+    assert not verdict.ok
     assert (verdict.failed, verdict.cause, verdict.check) == (
         2,
         "state_consistency",
@@ -124,7 +124,7 @@ def test_a_valid_plan_with_references_resolved_from_the_fork(otel: Telemetry) ->
         tg.PlanStep("rm", {"path": tg.StepRef(1, "entries.-1.path")}),
     ]
     verdict = guard.verify_plan(plan)
-    assert verdict.ok and bool(verdict) and verdict.failed is None
+    assert verdict.ok and verdict.failed is None
     assert str(verdict) == "The plan passed verification (4 steps)."
     assert [s.ran_on_fork for s in verdict.steps] == [True] * 4
     assert disk.files == {"/home/a.txt": "x", "/home/b.txt": "y"} and disk.runs == 0

@@ -1,6 +1,7 @@
-"""One convention for every verdict: ``ok`` (also ``bool()``), ``message`` for the developer,
-``model_message`` for the model; and one trajectory constructor whose summary goes where
-the guard's call spans go."""
+"""One convention for every verdict: ``ok``, ``message`` for the developer, ``model_message``
+for the model, and no truth value that says whether it passed (``if pending.rejection:``
+keeps meaning "there is one"); and one trajectory constructor whose summary goes where the
+guard's call spans go."""
 
 from __future__ import annotations
 
@@ -27,11 +28,28 @@ def _guard(**options: Any) -> tuple[tg.Guard, Any]:
 
 
 def _convention(verdict: Any) -> None:
-    assert bool(verdict) is verdict.ok
+    if isinstance(verdict, tg.PlanVerdict):
+        with pytest.raises(TypeError, match=r"ask verdict\.ok"):
+            bool(verdict)
+    else:
+        assert verdict  # an object that is there, passed or not
     if verdict.ok:
         assert verdict.message is None and verdict.model_message is None
     else:
         assert verdict.message and verdict.model_message
+
+
+def test_a_rejection_is_there_whatever_it_says() -> None:
+    """The pattern adapters and the docs use: a rejection present means do not run."""
+    guard, _ = _guard()
+    with guard.trajectory():
+        pending = guard.check("remove_contact", {"contact_id": "+1-555-0100"})
+        ran = False
+        if pending.rejection:
+            answer = str(pending.rejection)
+        else:
+            ran = True
+    assert not ran and answer.startswith("Error: the call to `remove_contact` was rejected")
 
 
 def test_call_verdicts_and_rejections_share_the_convention() -> None:
@@ -43,10 +61,10 @@ def test_call_verdicts_and_rejections_share_the_convention() -> None:
         verdict = ok.finish({"removed": "c-1"})
         bad = guard.call("remove_contact", {"contact_id": "+1-555-0100"})
     _convention(verdict)
-    assert verdict.ok and verdict
+    assert verdict.ok
     assert isinstance(bad, tg.Rejection)
     _convention(bad)
-    assert not bad and not bad.ok
+    assert not bad.ok
     # The developer's text shows the value that broke the check; the model's says how to fix it.
     assert bad.message != bad.model_message
     assert "+1-555-0100" in (bad.message or "")
@@ -65,10 +83,10 @@ def test_plan_verdicts_share_the_convention() -> None:
             [{"tool": "remove_contact", "arguments": {"contact_id": "+1-555-0100"}}]
         )
     _convention(passed)
-    assert passed and passed.ok
+    assert passed.ok
     for step in passed.steps:
         _convention(step)
-    assert not failed and failed.failed == 0
+    assert not failed.ok and failed.failed == 0
     assert failed.message and failed.model_message
     assert failed.message.startswith("steps[0] (`remove_contact`) would fail")
     assert failed.model_message.startswith("steps[0] (`remove_contact`) would fail")

@@ -84,10 +84,12 @@ class Verdict:
     and ``message`` describe the first.
 
     The convention of every verdict (this one, :class:`Rejection`, ``tg.PlanVerdict``,
-    ``tg.PlanStepVerdict``): ``ok`` (also ``bool(verdict)``) says nothing failed;
-    ``message`` is for the developer (it may show the values that broke a check, shortened),
-    ``model_message`` for the model (what was wrong and how to fix the call); both None
-    when ``ok``.
+    ``tg.PlanStepVerdict``): ``ok`` says nothing failed; ``message`` is for the developer
+    (it may show the values that broke a check, shortened), ``model_message`` for the model
+    (what was wrong and how to fix the call); both None when ``ok``. No verdict's truth
+    value says whether it passed: ``if pending.rejection:`` must keep meaning "there is
+    one", so a verdict is an object that is there (``tg.PlanVerdict``, which used to be
+    falsy when failing, refuses ``bool()`` and names ``ok``).
     """
 
     tool: str
@@ -103,10 +105,7 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        """Nothing failed (the same as ``valid``, and as ``bool(verdict)``)."""
-        return self.valid
-
-    def __bool__(self) -> bool:
+        """Nothing failed (the same as ``valid``)."""
         return self.valid
 
     @property
@@ -145,7 +144,7 @@ class Rejection(Verdict):
     """A failed call handed back to the agent: ``str()`` is the text for the model.
 
     ``decision`` says whether the call ran: ``blocked`` (it did not) or ``allowed`` (it ran
-    and the environment rejected it). Never ``ok``: ``bool(rejection)`` is False.
+    and the environment rejected it). Never ``ok``.
     """
 
     model_message: str = ""

@@ -80,7 +80,7 @@ class PlanStep:
 
 @dataclass(frozen=True)
 class PlanStepVerdict:
-    """What verification found for one step: ``ok`` (also ``bool()``), and when not, the
+    """What verification found for one step: ``ok``, and when not, the
     ``cause``, the check id, ``message`` for the developer and ``model_message`` for the
     planner (the verdicts' convention: ``tg.Verdict``). ``ran_on_fork``: the step ran on the
     fork. ``unchecked``: the checks that could not be made for this step, and why (a
@@ -102,13 +102,10 @@ class PlanStepVerdict:
     def ok(self) -> bool:
         return self.valid
 
-    def __bool__(self) -> bool:
-        return self.valid
-
 
 @dataclass(frozen=True)
 class PlanVerdict:
-    """The verdict on a plan. ``ok`` (also ``bool(verdict)``): no step would fail. Otherwise
+    """The verdict on a plan. ``ok``: no step would fail. Otherwise
     ``failed`` is the index of the first step that would (None when the plan as a whole is
     malformed or its fork could not be cleaned up), with ``cause``, ``check``, ``message``
     for the developer and ``model_message`` for the planner: what was wrong and how to fix
@@ -128,7 +125,11 @@ class PlanVerdict:
         return self.cause is None
 
     def __bool__(self) -> bool:
-        return self.ok
+        # It used to be falsy when a step would fail: refused rather than silently truthy,
+        # so that `if not verdict:` written for that meaning says so instead of never firing.
+        raise TypeError(
+            "a PlanVerdict has no truth value: ask verdict.ok (True when no step would fail)"
+        )
 
     def __str__(self) -> str:
         if self.model_message is not None:
