@@ -9,8 +9,9 @@ ever evaluated; recorded values appear in the output only with ``--show-values``
 
 from __future__ import annotations
 
-from .flow import CommonRule, Flow, trace_runs
+from .flow import Flow, trace_runs
 from .propose import Proposal, propose
 from .render import render
+from .values import CommonRule
 
 __all__ = ["CommonRule", "Flow", "Proposal", "propose", "render", "trace_runs"]

@@ -57,25 +57,35 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="FILE", help="contract file to write")
     p.add_argument("--format", choices=FORMATS, default="openai", help="(default: openai)")
     p.add_argument(
-        "--min-support", type=positive, default=5, metavar="N",
+        "--min-support",
+        type=positive,
+        default=5,
+        metavar="N",
         help="trajectories a rule needs evidence in (%(default)s)",
     )
     p.add_argument(
-        "--min-share", type=_share, default=0.95, metavar="P",
+        "--min-share",
+        type=_share,
+        default=0.95,
+        metavar="P",
         help="share of an argument's values a rule must pass (%(default)s)",
     )
     p.add_argument(
-        "--min-length", type=positive, default=3, metavar="N",
+        "--min-length",
+        type=positive,
+        default=3,
+        metavar="N",
         help="strings shorter than N characters are too common to be evidence (%(default)s)",
     )
     p.add_argument(
-        "--min-int", type=positive, default=100, metavar="N",
+        "--min-int",
+        type=positive,
+        default=100,
+        metavar="N",
         help="numbers with abs < N are too common to be evidence (%(default)s)",
     )
     p.add_argument("--explain", action="store_true", help="print the sources per argument")
-    p.add_argument(
-        "--show-values", action="store_true", help="put example values in the comments"
-    )
+    p.add_argument("--show-values", action="store_true", help="put example values in the comments")
     return p
 
 
@@ -87,16 +97,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     flow = Flow()
     rule = CommonRule(min_length=args.min_length, min_int=args.min_int)
+    unread = 0
     for source in args.sources:
         try:
             runs = read_runs(args.format, [source])
             trace_runs(runs, rule=rule, keep_values=args.show_values, flow=flow)
             flow.files += 1
         except (ToolGuardError, OSError) as exc:
+            unread += 1
             flow.warnings.append(f"{source}: not read as {args.format}: {exc}")
     flow.warn_empty()
     proposals = propose(flow, min_support=args.min_support, min_share=args.min_share)
-    if not proposals and flow.runs:
+    if unread:
+        # Rules from part of the input (mixed formats, say) are not the evidence asked for.
+        flow.warnings.append(
+            f"{unread} source(s) could not be read as {args.format}: no rule written "
+            "(give each format's files to their own `toolguard infer`)"
+        )
+        proposals = []
+    elif not proposals and flow.runs:
         flow.warnings.append(
             f"no rule reached min-support {args.min_support} and min-share "
             f"{args.min_share:g} (--explain shows the sources per argument)"

@@ -12,8 +12,18 @@ def explain(flow: Flow) -> str:
     of the others how many appeared first in a result (the commonest place named), as a
     value the user gave, in the user's or system's text, in an earlier call's arguments, or
     nowhere. A value may have more than one source."""
-    header = ("tool", "argument", "values", "common", "result", "top place", "user", "text",
-              "args", "nowhere")
+    header = (
+        "tool",
+        "argument",
+        "values",
+        "common",
+        "result",
+        "top place",
+        "user",
+        "text",
+        "args",
+        "nowhere",
+    )
     rows = [header]
     for (tool, path), leaves in sorted(flow.leaves.items()):
         rare = [leaf for leaf in leaves if not leaf.common]
@@ -40,7 +50,10 @@ def explain(flow: Flow) -> str:
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ) + "\n"
+    return (
+        "\n".join(
+            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            for row in rows
+        )
+        + "\n"
+    )

@@ -11,8 +11,8 @@ environment where it has one (BFCL's backends), in order, as the replay runs the
 
 from __future__ import annotations
 
+import contextlib
 import json
-
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -151,10 +151,8 @@ def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) ->
             for place, value in result_leaves(answer.result):
                 found = _lookup(produced, value)
                 if found is None:
-                    try:
+                    with contextlib.suppress(TypeError):  # an unhashable value binds nothing
                         produced[value] = {(call.name, place)}
-                    except TypeError:
-                        pass
                 else:
                     found.add((call.name, place))
             if isinstance(answer.result, str):
@@ -189,7 +187,5 @@ def _has(values: set[Any], value: Any) -> bool:
 
 
 def _add(values: set[Any], value: Any) -> None:
-    try:
+    with contextlib.suppress(TypeError):
         values.add(value)
-    except TypeError:
-        pass

@@ -72,7 +72,8 @@ def render(
             out.append(f"# grounded {rule.path}: {_evidence(rule)}")
             if show_values and rule.examples:
                 out.append(f"# values seen: {', '.join(rule.examples)}")
-        out.append(f"grounded = [{', '.join(_q(r.path) for r in sorted(items, key=lambda r: r.path))}]")
+        names = ", ".join(_q(r.path) for r in sorted(items, key=lambda r: r.path))
+        out.append(f"grounded = [{names}]")
     producers: dict[str, dict[str, tuple[str, list[str]]]] = {}
     for rule in rules:
         if rule.what != "refs":
