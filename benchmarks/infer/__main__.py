@@ -24,9 +24,10 @@ from typing import Any
 from opentelemetry.sdk.trace import TracerProvider
 
 import toolguard as tg
+from benchmarks.bfcl import CATEGORIES
 from benchmarks.bfcl.__main__ import write_mutants
 from benchmarks.bfcl.contract import write_contract
-from benchmarks.bfcl.data import CATEGORIES, load_tasks
+from benchmarks.bfcl.data import load_tasks
 from benchmarks.bfcl.mutations import MUTATION_CLASSES, mutate
 from toolguard.infer import CommonRule, propose, render, trace_runs
 from toolguard.replay.engine import ENVIRONMENT, WITH_CONTRACT, Replayer
@@ -45,7 +46,7 @@ def _runs(files: Sequence[Path], keep: set[str]) -> Iterator[RecordedRun]:
 
 
 def _steps(traj: tg.Trajectory) -> dict[int, tg.Verdict]:
-    return {v.step: v for v in traj.verdicts}
+    return {v.step: v for v in traj.verdicts if v.step is not None}
 
 
 def measure(
@@ -61,7 +62,7 @@ def measure(
     files = write_mutants(tasks, out / "results", seed)
     # The mutated step of each (task, class): an accepted call flagged there is the mutation
     # itself, which the environment let through (an invented value), not a false flag.
-    changed = {}
+    changed: dict[tuple[str | None, str], int] = {}
     for t in tasks:
         for kind in MUTATION_CLASSES:
             m = mutate(t, kind, seed)
@@ -113,7 +114,7 @@ def measure(
                 if not verdict.ok and pre["inferred"] and pre["hand rules"]:
                     row["both"] += 1
     # Out-of-sample false positives proper: the held-out tasks' ground truth never failed.
-    held_out = {"runs": 0, "accepted": 0, "flags": {}, "by_check": {}}
+    held_out: dict[str, Any] = {"runs": 0, "accepted": 0, "flags": {}, "by_check": {}}
     for run in _runs(truth, test):
         held_out["runs"] += 1
         truth_steps = _steps(env.replay(run, ENVIRONMENT))
@@ -157,7 +158,7 @@ def markdown(summary: dict[str, Any]) -> str:
         + " | accepted mutated calls flagged | flags on other accepted calls |",
         "|---|---|---|---|---|---|",
     ]  # fmt: skip
-    total = {
+    total: dict[str, Any] = {
         "calls": 0, "rejected": 0, "accepted": 0, "caught": {}, "flags": {},
         "flags_at_mutation": {},
     }  # fmt: skip

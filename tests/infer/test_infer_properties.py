@@ -20,11 +20,12 @@ def _run(draw: st.DrawFn, index: int) -> dict[str, Any]:
     nowhere), files named by the user opened and read by handle, and small numbers."""
     name = draw(st.sampled_from(["Ann", "Bob", "Carla", "Dmitri"]))
     path = draw(st.sampled_from(["notes.txt", "todo.md", "a/b.csv"]))
+    passport = "P" + draw(st.text(alphabet="0123456789", min_size=5, max_size=6))
     calls: list[tuple[str, dict[str, Any], Any]] = []
     ids: list[str] = []
     handles: list[str] = []
     for _ in range(draw(st.integers(0, 6))):
-        op = draw(st.sampled_from(["search", "get", "open", "read", "count"]))
+        op = draw(st.sampled_from(["search", "get", "open", "read", "count", "verify"]))
         if op == "search":
             found = draw(st.lists(_ID, min_size=0, max_size=3))
             ids.extend(found)
@@ -39,9 +40,17 @@ def _run(draw: st.DrawFn, index: int) -> dict[str, Any]:
             calls.append(("open", {"path": path}, {"handle": handle}))
         elif op == "read" and handles:
             calls.append(("read", {"handle": draw(st.sampled_from(handles))}, {"text": "..."}))
+        elif op == "verify":
+            # The passport the user gave, or one only a lookup's result shows.
+            shown = draw(st.booleans())
+            number = passport
+            if shown:
+                number = "Q" + draw(st.text(alphabet="0123456789", min_size=5, max_size=6))
+                calls.append(("lookup", {"who": name}, {"passport": number}))
+            calls.append(("verify", {"passport_number": number}, {"ok": True}))
         else:
             calls.append(("count", {"n": draw(st.integers(0, 500))}, {"count": 1}))
-    return run(f"run{index:03d}", f"I am {name}; open {path}", *calls)
+    return run(f"run{index:03d}", f"I am {name} ({passport}); open {path}", *calls)
 
 
 @st.composite

@@ -98,3 +98,27 @@ def test_inferred_contract_flags_an_invented_id(tmp_path: Path) -> None:
     text = infer_text(train)
     bad = write(str(tmp_path), _contacts(2, bad=1), "test.jsonl")
     assert flagged(bad, text) == [("r00", 2, "dependency.contact_id")]
+
+
+def test_a_value_only_a_result_showed_is_a_counterexample_to_grounded(tmp_path: Path) -> None:
+    # Without the run's tool list a replay declares a tool when it first sees it, so the
+    # lookup's result is not observed before `verify` is: its value is not seen there.
+    rows = [
+        run(f"r{i}", f"my passport is P1234{i}", ("verify", {"passport": f"P1234{i}"}, {}))
+        for i in range(6)
+    ]
+    rows.append(
+        run(
+            "r9",
+            "check me",
+            ("lookup", {"who": "me"}, {"passport": "Q98765"}),
+            ("verify", {"passport": "Q98765"}, {}),
+        )
+    )
+    path = write(str(tmp_path), rows)
+    strict = tomllib.loads(infer_text(path, min_share=1.0))
+    assert "grounded" not in strict.get("tools", {}).get("verify", {})
+    text = infer_text(path, min_share=0.8)
+    assert "# grounded passport: support 6 trajectories, share 0.8571 (6/7 values); " in text
+    assert "counterexamples: r9" in text
+    assert flagged(path, text) == [("r9", 2, "information.passport")]

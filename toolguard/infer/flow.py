@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..replay.given import user_values
-from ..replay.model import Answer, RecordedRun, Said
+from ..replay.model import Answer, LiveEnvironment, RecordedRun, Said
 from ..runtime.checks.information import is_placeholder
 from .values import CommonRule, argument_leaves, result_leaves, text_leaves
 
@@ -112,6 +112,11 @@ def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) ->
     seen_texts: list[str] = []
     argument_values: set[Any] = set()
     execute = run.environment() if run.environment is not None else None
+    # A replay's guard observes results (what `grounded` may find) once a grounded tool is
+    # declared: from the start where the run lists its tools or runs live (every tool is
+    # declared up front), else only from that tool's first call on. Results count as seen
+    # only in the first case, so a rule's share is never better than the replay's.
+    observed = run.tools is not None or isinstance(execute, LiveEnvironment)
     for event in run.events:
         if isinstance(event, Said):
             said.append(event.text)
@@ -155,9 +160,9 @@ def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) ->
                         produced[value] = {(call.name, place)}
                 else:
                     found.add((call.name, place))
-            if isinstance(answer.result, str):
+            if observed and isinstance(answer.result, str):
                 seen_texts.append(answer.result)
-            else:
+            elif observed:
                 seen_exact.update(text_leaves(answer.result))
 
 
