@@ -23,10 +23,11 @@ COMMANDS_GROUP = "toolguard.commands"
 # core-only install still says where the proxy is; loaded only when asked for.
 DELEGATED = {
     "replay": "replay recorded agent runs through the guard into spans",
+    "infer": "propose a contract (refs, produces, grounded) from recorded runs",
     "mcp-proxy": "guard any MCP server: serve its tools, check each call",
 }
 # Built in, not plugged in: `replay` drives the runtime guard and ships with the core.
-_BUILT_IN = {"replay": "toolguard.replay.cli"}
+_BUILT_IN = {"replay": "toolguard.replay.cli", "infer": "toolguard.infer.cli"}
 # What provides each plugged-in command, and the install command that works from a checkout
 # (the adapters are on no package index).
 _PROVIDED_BY = {"mcp-proxy": ("the MCP adapter", "pip install -e . -e adapters/mcp")}

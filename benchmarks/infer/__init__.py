@@ -1,0 +1,1 @@
+"""Measurements of ``toolguard infer`` (``python -m benchmarks.infer``)."""

@@ -1,0 +1,231 @@
+"""``python -m benchmarks.infer [--limit N] [--out out/infer]``: an inferred contract against
+the hand rules on BFCL multi-turn, out of sample.
+
+The harness's result files (``benchmarks.bfcl``'s ``write_mutants``): the ground truth and
+one file per mutation class. Tasks split by their index in their category: the ground truth
+of the even ones is what ``toolguard infer`` reads; the mutants of the odd ones are replayed
+(BFCL's live backends, log mode, so every call runs and the cohorts share the state) under
+schema-only (the run's own schemas), the inferred contract and the hand rules
+(``python -m benchmarks.bfcl contract``). Per mutation class: the environment's rejections,
+those each contract flagged before execution (schema, dependency, precondition,
+information), and its flags on calls the environment accepted. Writes ``infer.json`` and
+``infer.md``; prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+
+import toolguard as tg
+from benchmarks.bfcl import CATEGORIES
+from benchmarks.bfcl.__main__ import write_mutants
+from benchmarks.bfcl.contract import write_contract
+from benchmarks.bfcl.data import load_tasks
+from benchmarks.bfcl.mutations import MUTATION_CLASSES, mutate
+from toolguard.infer import CommonRule, propose, render, trace_runs
+from toolguard.replay.engine import ENVIRONMENT, WITH_CONTRACT, Replayer
+from toolguard.replay.model import RecordedRun
+from toolguard.replay.sources import read_runs
+
+PRE_EXECUTION = frozenset({"schema", "dependency", "precondition", "information"})
+# Mutation classes whose error is a wrong or invented id (the issue's dependency type).
+DEPENDENCY_TYPE = ("wrong_id", "dropped_prerequisite")
+
+
+def _runs(files: Sequence[Path], keep: set[str]) -> Iterator[RecordedRun]:
+    for run in read_runs("bfcl", files):
+        if run.task in keep:
+            yield run
+
+
+def _steps(traj: tg.Trajectory) -> dict[int, tg.Verdict]:
+    return {v.step: v for v in traj.verdicts if v.step is not None}
+
+
+def measure(
+    limit: int | None, out: Path, seed: int, min_support: int = 5, min_share: float = 0.95
+) -> dict[str, Any]:
+    t0 = time.monotonic()
+    tasks = load_tasks(CATEGORIES, limit)
+    by_category: dict[str, list[str]] = {}
+    for t in tasks:
+        by_category.setdefault(t.category, []).append(t.id)
+    train = {i for ids in by_category.values() for i in ids[0::2]}
+    test = {i for ids in by_category.values() for i in ids[1::2]}
+    files = write_mutants(tasks, out / "results", seed)
+    # The mutated step of each (task, class): an accepted call flagged there is the mutation
+    # itself, which the environment let through (an invented value), not a false flag.
+    changed: dict[tuple[str | None, str], int] = {}
+    for t in tasks:
+        for kind in MUTATION_CLASSES:
+            m = mutate(t, kind, seed)
+            if m is not None:
+                changed[(t.id, kind)] = m.position
+    truth = [f for f in files if f.parts[-3] == "ground-truth"]
+    rule = CommonRule()
+    flow = trace_runs(_runs(truth, train), rule=rule)
+    flow.warn_empty()
+    proposals = propose(flow, min_support=min_support, min_share=min_share)
+    inferred_path = out / "inferred.toml"
+    inferred_path.write_text(render(proposals, flow, min_support=min_support, min_share=min_share))
+    hand_path = out / "hand.toml"
+    write_contract(hand_path)
+    contracts = {
+        "schema-only": tg.Contract(path="(the run's own schemas)", mode="log"),
+        "inferred": tg.load_contract(inferred_path),
+        "hand rules": tg.load_contract(hand_path),
+    }
+    provider = TracerProvider()
+    env = Replayer(provider)
+    guarded = {name: Replayer(provider, contract=c) for name, c in contracts.items()}
+    rows: dict[str, dict[str, Any]] = {}
+    for f in files:
+        model = f.parts[-3]
+        if model == "ground-truth":
+            continue
+        row = rows.setdefault(
+            model.removeprefix("mutant-"),
+            {"runs": 0, "calls": 0, "rejected": 0, "accepted": 0, "caught": {}, "flags": {},
+             "flags_at_mutation": {}, "both": 0},
+        )  # fmt: skip
+        for run in _runs([f], test):
+            row["runs"] += 1
+            truth_steps = _steps(env.replay(run, ENVIRONMENT))
+            seen = {n: _steps(r.replay(run, WITH_CONTRACT)) for n, r in guarded.items()}
+            for step, verdict in truth_steps.items():
+                row["calls"] += 1
+                row["rejected" if not verdict.ok else "accepted"] += 1
+                pre = {
+                    n: s.get(step) is not None and s[step].cause in PRE_EXECUTION
+                    for n, s in seen.items()
+                }
+                key = "caught" if not verdict.ok else "flags"
+                if verdict.ok and changed.get((run.task, model[7:])) == step:
+                    key = "flags_at_mutation"
+                for n, hit in pre.items():
+                    row[key][n] = row[key].get(n, 0) + hit
+                if not verdict.ok and pre["inferred"] and pre["hand rules"]:
+                    row["both"] += 1
+    # Out-of-sample false positives proper: the held-out tasks' ground truth never failed.
+    held_out: dict[str, Any] = {"runs": 0, "accepted": 0, "flags": {}, "by_check": {}}
+    for run in _runs(truth, test):
+        held_out["runs"] += 1
+        truth_steps = _steps(env.replay(run, ENVIRONMENT))
+        for name, replayer in guarded.items():
+            for step, verdict in _steps(replayer.replay(run, WITH_CONTRACT)).items():
+                base = truth_steps.get(step)
+                if base is None or not base.ok:
+                    continue
+                if name == "schema-only":
+                    held_out["accepted"] += 1
+                if verdict.cause in PRE_EXECUTION:
+                    held_out["flags"][name] = held_out["flags"].get(name, 0) + 1
+                    if name == "inferred":
+                        check = f"{verdict.tool}:{verdict.check}"
+                        held_out["by_check"][check] = held_out["by_check"].get(check, 0) + 1
+    rules = {"refs": sum(p.what == "refs" for p in proposals)}
+    rules["grounded"] = sum(p.what == "grounded" for p in proposals)
+    return {
+        "tasks": len(tasks),
+        "min_support": min_support,
+        "min_share": min_share,
+        "train_tasks": len(train),
+        "test_tasks": len(test),
+        "inferred_rules": rules,
+        "warnings": flow.warnings,
+        "rows": rows,
+        "held_out_ground_truth": held_out,
+        "seconds": round(time.monotonic() - t0, 1),
+    }
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    names = ("schema-only", "inferred", "hand rules")
+    lines = [
+        f"BFCL multi-turn, {summary['tasks']} tasks: inferred from the ground truth of "
+        f"{summary['train_tasks']}, replayed on the mutants of the other {summary['test_tasks']} "
+        f"(inferred rules: {summary['inferred_rules']}; min-support {summary['min_support']}, "
+        f"min-share {summary['min_share']:g}).",
+        "",
+        "| mutation | calls | env rejections | caught: " + " / ".join(names)
+        + " | accepted mutated calls flagged | flags on other accepted calls |",
+        "|---|---|---|---|---|---|",
+    ]  # fmt: skip
+    total: dict[str, Any] = {
+        "calls": 0, "rejected": 0, "accepted": 0, "caught": {}, "flags": {},
+        "flags_at_mutation": {},
+    }  # fmt: skip
+    for kind, row in sorted(summary["rows"].items()):
+        for k in ("calls", "rejected", "accepted"):
+            total[k] += row[k]
+        for k in ("caught", "flags", "flags_at_mutation"):
+            for n in names:
+                total[k][n] = total[k].get(n, 0) + row[k].get(n, 0)
+        lines.append(_row(kind, row, names))
+    lines.append(_row("all", total, names))
+    dep = [summary["rows"][k] for k in DEPENDENCY_TYPE if k in summary["rows"]]
+    hand = sum(r["caught"].get("hand rules", 0) for r in dep)
+    both = sum(r["both"] for r in dep)
+    inferred = sum(r["caught"].get("inferred", 0) for r in dep)
+    flags = total["flags"].get("inferred", 0)
+    lines += [
+        "",
+        f"Dependency-type mutants ({', '.join(DEPENDENCY_TYPE)}): the hand rules catch {hand} "
+        f"rejections, the inferred contract {inferred}, {both} of the hand rules' "
+        f"({both / hand:.1%})."
+        if hand
+        else "Dependency-type mutants: no hand-rule catch.",
+        f"Inferred flags on accepted calls other than the mutated one: {flags}/"
+        f"{total['accepted']} ({flags / max(total['accepted'], 1):.2%}); hand rules "
+        f"{total['flags'].get('hand rules', 0)}.",
+        _held_out(summary["held_out_ground_truth"], names),
+        f"({summary['seconds']} s)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _held_out(h: dict[str, Any], names: Sequence[str]) -> str:
+    flags = ", ".join(
+        f"{n} {h['flags'].get(n, 0)} ({h['flags'].get(n, 0) / max(h['accepted'], 1):.2%})"
+        for n in names
+    )
+    return (
+        f"Held-out ground truth ({h['runs']} runs that never failed, {h['accepted']} calls): "
+        f"flags {flags}."
+    )
+
+
+def _row(kind: str, row: dict[str, Any], names: Sequence[str]) -> str:
+    caught = " / ".join(str(row["caught"].get(n, 0)) for n in names)
+    flags = " / ".join(str(row["flags"].get(n, 0)) for n in names)
+    at = " / ".join(str(row["flags_at_mutation"].get(n, 0)) for n in names)
+    return f"| {kind} | {row['calls']} | {row['rejected']} | {caught} | {at} | {flags} |"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.infer", description=__doc__)
+    p.add_argument("--limit", type=int, default=None, help="first N tasks per category")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--min-support", type=int, default=5)
+    p.add_argument("--min-share", type=float, default=0.95)
+    p.add_argument("--out", default="out/infer")
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = measure(args.limit, out, args.seed, args.min_support, args.min_share)
+    (out / "infer.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    text = markdown(summary)
+    (out / "infer.md").write_text(text)
+    print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

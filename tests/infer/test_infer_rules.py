@@ -1,0 +1,124 @@
+"""Each rule of `toolguard infer` on small hand-written runs."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from runs import flagged, infer_text, run, write
+
+
+def _contacts(n: int, *, bad: int = 0, error_at: int | None = None) -> list[dict]:
+    rows = []
+    for i in range(n):
+        cid = f"id_{8000 + i}"
+        used = f"id_made_up_{i}" if i < bad else cid
+        rows.append(
+            run(
+                f"r{i:02d}",
+                f"remove the contact named Person{i}",
+                ("search_contact", {"name": f"Person{i}"}, {"contacts": [{"id": cid}]}),
+                ("remove_contact", {"contact_id": used}, {"ok": True}),
+                error_at=error_at,
+            )
+        )
+    return rows
+
+
+def test_refs_and_produces_named_after_the_producer_path(tmp_path: Path) -> None:
+    text = infer_text(write(str(tmp_path), _contacts(6)))
+    data = tomllib.loads(text)
+    assert data["mode"] == "log"
+    assert data["tools"]["remove_contact"]["refs"] == {"contact_id": "contact_id"}
+    assert data["tools"]["search_contact"]["produces"] == {"contacts[].id": "contact_id"}
+    assert "support 6 trajectories, share 1.0000 (6/6 values)" in text
+
+
+def test_below_min_support_no_rule(tmp_path: Path) -> None:
+    data = tomllib.loads(infer_text(write(str(tmp_path), _contacts(4))))
+    assert "refs" not in data.get("tools", {}).get("remove_contact", {})
+
+
+def test_share_below_min_share_no_rule_and_counterexamples_listed(tmp_path: Path) -> None:
+    path = write(str(tmp_path), _contacts(20, bad=2))  # 18/20 = 0.90 < 0.95
+    assert "refs" not in tomllib.loads(infer_text(path)).get("tools", {}).get("remove_contact", {})
+    text = infer_text(path, min_share=0.9)
+    assert tomllib.loads(text)["tools"]["remove_contact"]["refs"] == {"contact_id": "contact_id"}
+    assert "share 0.9000 (18/20 values); counterexamples: r00, r01" in text
+
+
+def test_only_accepted_calls_count(tmp_path: Path) -> None:
+    # The remove call was rejected every time: no evidence for its argument.
+    text = infer_text(write(str(tmp_path), _contacts(6, error_at=1)))
+    assert "refs" not in tomllib.loads(text).get("tools", {}).get("remove_contact", {})
+
+
+def test_two_producers_feeding_one_argument_are_one_kind(tmp_path: Path) -> None:
+    rows = []
+    for i in range(10):
+        cid = f"id_{9000 + i}"
+        first = (
+            ("search_contact", {"name": f"P{i}"}, {"contacts": [{"id": cid}]})
+            if i % 2
+            else ("list_recent", {"limit": 5}, {"recent": [{"contact_id": cid}]})
+        )
+        rows.append(
+            run(f"r{i}", f"remove P{i}", first, ("remove_contact", {"contact_id": cid}, {}))
+        )
+    data = tomllib.loads(infer_text(write(str(tmp_path), rows)))
+    kind = data["tools"]["remove_contact"]["refs"]["contact_id"]
+    assert data["tools"]["search_contact"]["produces"] == {"contacts[].id": kind}
+    assert data["tools"]["list_recent"]["produces"] == {"recent[].contact_id": kind}
+
+
+def test_grounded_from_the_users_messages(tmp_path: Path) -> None:
+    rows = [
+        run(f"r{i}", f"book a flight to City{i}", ("book", {"city": f"City{i}"}, {"ok": 1}))
+        for i in range(6)
+    ]
+    text = infer_text(write(str(tmp_path), rows))
+    assert tomllib.loads(text)["tools"]["book"]["grounded"] == ["city"]
+    assert "# grounded city: support 6 trajectories" in text
+
+
+def test_common_values_are_no_evidence(tmp_path: Path) -> None:
+    # "ok" is shorter than 3 characters once counted: no grounded rule from it.
+    rows = [run(f"r{i}", "say ok", ("reply", {"word": "ok"}, {})) for i in range(8)]
+    assert "grounded" not in infer_text(write(str(tmp_path), rows))
+
+
+def test_no_values_in_the_output_unless_asked(tmp_path: Path) -> None:
+    path = write(str(tmp_path), _contacts(6))
+    assert "id_8000" not in infer_text(path) and "Person0" not in infer_text(path)
+    assert "'id_8000'" in infer_text(path, show_values=True)
+
+
+def test_inferred_contract_flags_an_invented_id(tmp_path: Path) -> None:
+    train = write(str(tmp_path), _contacts(6), "train.jsonl")
+    text = infer_text(train)
+    bad = write(str(tmp_path), _contacts(2, bad=1), "test.jsonl")
+    assert flagged(bad, text) == [("r00", 2, "dependency.contact_id")]
+
+
+def test_a_value_only_a_result_showed_is_a_counterexample_to_grounded(tmp_path: Path) -> None:
+    # Without the run's tool list a replay declares a tool when it first sees it, so the
+    # lookup's result is not observed before `verify` is: its value is not seen there.
+    rows = [
+        run(f"r{i}", f"my passport is P1234{i}", ("verify", {"passport": f"P1234{i}"}, {}))
+        for i in range(6)
+    ]
+    rows.append(
+        run(
+            "r9",
+            "check me",
+            ("lookup", {"who": "me"}, {"passport": "Q98765"}),
+            ("verify", {"passport": "Q98765"}, {}),
+        )
+    )
+    path = write(str(tmp_path), rows)
+    strict = tomllib.loads(infer_text(path, min_share=1.0))
+    assert "grounded" not in strict.get("tools", {}).get("verify", {})
+    text = infer_text(path, min_share=0.8)
+    assert "# grounded passport: support 6 trajectories, share 0.8571 (6/7 values); " in text
+    assert "counterexamples: r9" in text
+    assert flagged(path, text) == [("r9", 2, "information.passport")]

@@ -1,0 +1,145 @@
+"""``toolguard infer SOURCE... --out contract.toml``: a contract proposed from recorded runs.
+
+Bad input never ends in a traceback: a file that cannot be read, a tool with no accepted
+call, sources with no recorded result are warnings naming the file or tool; the contract is
+then written empty and the exit status is 0. A wrong option is status 2, as argparse says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from .._argtypes import positive
+from .._errors import ToolGuardError
+from ..replay.sources import FORMATS, read_runs
+from .explain import explain
+from .flow import Flow, trace_runs
+from .propose import propose
+from .render import render
+from .values import CommonRule
+
+EXIT_ERROR = 2
+
+
+class _Args(argparse.Namespace):
+    sources: list[str]
+    out: str
+    format: str
+    min_support: int
+    min_share: float
+    min_length: int
+    min_int: int
+    explain: bool
+    show_values: bool
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], not {text}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="toolguard infer",
+        description="Propose a contract (refs + produces, grounded) from recorded runs: "
+        "where each accepted call's argument values first appeared. Deterministic; nothing "
+        "read is evaluated; recorded values stay out of the file unless --show-values.",
+    )
+    p.add_argument("sources", nargs="+", metavar="SOURCE", help="recorded runs (replay's)")
+    p.add_argument("--out", required=True, metavar="FILE", help="contract file to write")
+    p.add_argument("--format", choices=FORMATS, default="openai", help="(default: openai)")
+    p.add_argument(
+        "--min-support",
+        type=positive,
+        default=5,
+        metavar="N",
+        help="trajectories a rule needs evidence in (%(default)s)",
+    )
+    p.add_argument(
+        "--min-share",
+        type=_share,
+        default=0.95,
+        metavar="P",
+        help="share of an argument's values a rule must pass (%(default)s)",
+    )
+    p.add_argument(
+        "--min-length",
+        type=positive,
+        default=3,
+        metavar="N",
+        help="strings shorter than N characters are too common to be evidence (%(default)s)",
+    )
+    p.add_argument(
+        "--min-int",
+        type=positive,
+        default=100,
+        metavar="N",
+        help="numbers with abs < N are too common to be evidence (%(default)s)",
+    )
+    p.add_argument("--explain", action="store_true", help="print the sources per argument")
+    p.add_argument("--show-values", action="store_true", help="put example values in the comments")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``toolguard infer``; returns the exit status."""
+    try:
+        args = _parser().parse_args(argv, namespace=_Args())
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    flow = Flow()
+    rule = CommonRule(min_length=args.min_length, min_int=args.min_int)
+    unread = 0
+    for source in args.sources:
+        try:
+            runs = read_runs(args.format, [source])
+            trace_runs(runs, rule=rule, keep_values=args.show_values, flow=flow)
+            flow.files += 1
+        except (ToolGuardError, OSError) as exc:
+            unread += 1
+            flow.warnings.append(f"{source}: not read as {args.format}: {exc}")
+    flow.warn_empty()
+    proposals = propose(flow, min_support=args.min_support, min_share=args.min_share)
+    if unread:
+        # Rules from part of the input (mixed formats, say) are not the evidence asked for.
+        flow.warnings.append(
+            f"{unread} source(s) could not be read as {args.format}: no rule written "
+            "(give each format's files to their own `toolguard infer`)"
+        )
+        proposals = []
+    elif not proposals and flow.runs:
+        flow.warnings.append(
+            f"no rule reached min-support {args.min_support} and min-share "
+            f"{args.min_share:g} (--explain shows the sources per argument)"
+        )
+    text = render(
+        proposals,
+        flow,
+        min_support=args.min_support,
+        min_share=args.min_share,
+        show_values=args.show_values,
+    )
+    try:
+        with open(args.out, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+    except OSError as exc:
+        print(f"toolguard: error: cannot write {args.out}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    for warning in flow.warnings:
+        print(f"toolguard: warning: {warning}", file=sys.stderr)
+    if args.explain:
+        sys.stdout.write(explain(flow))
+    print(
+        f"inferred {len(proposals)} rule(s) from {len(flow.runs)} trajectories: "
+        f"{os.fspath(args.out)}",
+        file=sys.stderr,
+    )
+    return 0

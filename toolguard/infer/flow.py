@@ -1,0 +1,196 @@
+"""Value flow: for every scalar leaf of every accepted call's arguments, where the value had
+appeared before the call in the same trajectory.
+
+Sources, as the guard would read them in a replay with a contract: a place in an earlier
+accepted call's result (the ``produces`` places that would have bound it), a value the user
+gave (``replay.given.user_values``, which a replay binds under every kind), the user's or
+system's text (substring), an earlier call's arguments, or nowhere. A call counts only when
+the environment accepted it (its answer is no error); calls run on the run's live
+environment where it has one (BFCL's backends), in order, as the replay runs them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..replay.given import user_values
+from ..replay.model import Answer, LiveEnvironment, RecordedRun, Said
+from ..runtime.checks.information import is_placeholder
+from .values import CommonRule, argument_leaves, result_leaves, text_leaves
+
+Place = tuple[str, str]  # (producer tool, place in its result)
+
+
+@dataclass(frozen=True, slots=True)
+class Leaf:
+    """One argument leaf of one accepted call and where its value had appeared."""
+
+    run: str
+    common: bool
+    producers: frozenset[Place]
+    user_given: bool  # a value the replay binds under every kind
+    said: bool  # found in the user's or system's text
+    seen: bool  # what the information check would find (text or an earlier result)
+    in_arguments: bool  # an earlier call's argument held it
+    top: bool  # the argument is this scalar itself
+    placeholder: bool
+    value: Any = None  # kept only for --show-values
+
+
+@dataclass
+class ToolCount:
+    calls: int = 0
+    accepted: int = 0
+    answered: int = 0
+
+
+@dataclass
+class Flow:
+    """What tracing the runs found: leaves by (tool, argument path), per-tool counts, the
+    runs seen and warnings."""
+
+    leaves: dict[tuple[str, str], list[Leaf]] = field(default_factory=dict)
+    tools: dict[str, ToolCount] = field(default_factory=dict)
+    runs: set[str] = field(default_factory=set)
+    files: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def warn_empty(self) -> None:
+        """Say why nothing could be inferred, per tool."""
+        if not self.runs:
+            self.warnings.append("no recorded run was read: nothing to infer from")
+        for name in sorted(self.tools):
+            count = self.tools[name]
+            if count.answered == 0:
+                self.warnings.append(
+                    f"tool {name!r}: {count.calls} call(s) with no recorded result: nothing "
+                    "can be inferred for it"
+                )
+            elif count.accepted == 0:
+                self.warnings.append(
+                    f"tool {name!r}: no call the environment accepted ({count.calls} "
+                    "call(s)): nothing can be inferred for it"
+                )
+
+
+def trace_runs(
+    runs: Iterable[RecordedRun],
+    *,
+    rule: CommonRule = CommonRule(),  # noqa: B008 (frozen)
+    keep_values: bool = False,
+    flow: Flow | None = None,
+) -> Flow:
+    """Trace every run of ``runs`` into ``flow`` (a new one by default)."""
+    flow = flow if flow is not None else Flow()
+    for run in runs:
+        _trace(run, flow, rule, keep_values)
+    return flow
+
+
+def _enums(run: RecordedRun, tool: str) -> Mapping[str, frozenset[Any]]:
+    schema = run.tools.get(tool) if run.tools is not None else None
+    props = schema.get("properties") if isinstance(schema, Mapping) else None
+    out: dict[str, frozenset[Any]] = {}
+    if isinstance(props, Mapping):
+        for name, prop in props.items():
+            enum = prop.get("enum") if isinstance(prop, Mapping) else None
+            if isinstance(enum, list):
+                out[str(name)] = frozenset(e for e in enum if isinstance(e, str))
+    return out
+
+
+def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) -> None:
+    flow.runs.add(run.id)
+    said: list[str] = []
+    given: set[Any] = set()
+    produced: dict[Any, set[Place]] = {}
+    seen_exact: set[str] = set()
+    seen_texts: list[str] = []
+    argument_values: set[Any] = set()
+    execute = run.environment() if run.environment is not None else None
+    # A replay's guard observes results (what `grounded` may find) once a grounded tool is
+    # declared: from the start where the run lists its tools or runs live (every tool is
+    # declared up front), else only from that tool's first call on. Results count as seen
+    # only in the first case, so a rule's share is never better than the replay's.
+    observed = run.tools is not None or isinstance(execute, LiveEnvironment)
+    for event in run.events:
+        if isinstance(event, Said):
+            said.append(event.text)
+            given.update(user_values(event.text))
+            continue
+        for call in event.calls:
+            count = flow.tools.setdefault(call.name, ToolCount())
+            count.calls += 1
+            answer: Answer | None = execute(call) if execute is not None else call.answer
+            if answer is None:
+                continue
+            count.answered += 1
+            arguments = _arguments(call.arguments)
+            if arguments is None or answer.error:
+                continue
+            count.accepted += 1
+            enums = _enums(run, call.name)
+            leaves = list(argument_leaves(arguments))
+            for path, value, top in leaves:
+                text = value if isinstance(value, str) else str(value)
+                root = path.split(".", 1)[0].removesuffix("[]")
+                leaf = Leaf(
+                    run=run.id,
+                    common=rule.common(value, enums.get(root, frozenset())),
+                    producers=frozenset(_lookup(produced, value) or ()),
+                    user_given=_has(given, value),
+                    said=any(text in t for t in said),
+                    seen=text in seen_exact or any(text in t for t in said + seen_texts),
+                    in_arguments=_has(argument_values, value),
+                    top=top,
+                    placeholder=is_placeholder(text),
+                    value=value if keep_values else None,
+                )
+                flow.leaves.setdefault((call.name, path), []).append(leaf)
+            for _, value, _ in leaves:
+                _add(argument_values, value)
+            for place, value in result_leaves(answer.result):
+                found = _lookup(produced, value)
+                if found is None:
+                    with contextlib.suppress(TypeError):  # an unhashable value binds nothing
+                        produced[value] = {(call.name, place)}
+                else:
+                    found.add((call.name, place))
+            if observed and isinstance(answer.result, str):
+                seen_texts.append(answer.result)
+            elif observed:
+                seen_exact.update(text_leaves(answer.result))
+
+
+def _arguments(raw: Any) -> Mapping[str, Any] | None:
+    """The call's arguments as the guard reads them: a mapping, or JSON text of one (parsed
+    as data); anything else could not have run."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return None
+    return raw if isinstance(raw, Mapping) else None
+
+
+def _lookup(produced: dict[Any, set[Place]], value: Any) -> set[Place] | None:
+    try:
+        return produced.get(value)
+    except TypeError:
+        return None
+
+
+def _has(values: set[Any], value: Any) -> bool:
+    try:
+        return value in values
+    except TypeError:
+        return False
+
+
+def _add(values: set[Any], value: Any) -> None:
+    with contextlib.suppress(TypeError):
+        values.add(value)

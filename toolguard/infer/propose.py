@@ -1,0 +1,208 @@
+"""Rules proposed from a :class:`Flow`, each with its evidence.
+
+``refs`` + ``produces``: for one (tool, argument path), the producer places that explain its
+values are chosen greedily (the place explaining the most uncommon values first, ties by
+name) until no place adds one. The rule is proposed when
+
+- at least ``min_support`` trajectories hold an uncommon value it explains (support),
+- at least ``min_share`` of all the path's values (common ones too: the guard checks them)
+  pass it, as a replay would check them: produced earlier at one of its places, or a value
+  the user gave (share), and
+- most uncommon values came from those places rather than from the user alone.
+
+Places of rules that share a place are one kind (merged), named after the place explaining
+the most values. ``grounded``: a top-level argument most of whose uncommon values appear in
+the user's or system's text, passing (seen, not a placeholder) for ``min_share`` of its
+values, in ``min_support`` trajectories; not proposed where ``refs`` is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .flow import Flow, Leaf, Place
+
+MAX_COUNTEREXAMPLES = 3
+
+
+@dataclass
+class Proposal:
+    """One rule: ``what`` is "refs" or "grounded"; ``kind`` and ``places`` for refs."""
+
+    what: str
+    tool: str
+    path: str
+    support: int
+    passed: int
+    total: int
+    counterexamples: list[str]
+    failing_runs: int
+    places: tuple[Place, ...] = ()
+    kind: str = ""
+    examples: list[str] = field(default_factory=list)
+
+    @property
+    def share(self) -> float:
+        return self.passed / self.total if self.total else 0.0
+
+
+def propose(flow: Flow, *, min_support: int = 5, min_share: float = 0.95) -> list[Proposal]:
+    """The rules the flow supports, sorted by (tool, path, what)."""
+    out: list[Proposal] = []
+    for (tool, path), leaves in sorted(flow.leaves.items()):
+        refs = _refs(tool, path, leaves, min_support, min_share)
+        if refs is not None:
+            out.append(refs)
+            continue
+        grounded = _grounded(tool, path, leaves, min_support, min_share)
+        if grounded is not None:
+            out.append(grounded)
+    _name_kinds([p for p in out if p.what == "refs"], flow)
+    return out
+
+
+def _refs(
+    tool: str, path: str, leaves: list[Leaf], min_support: int, min_share: float
+) -> Proposal | None:
+    evidence = [leaf for leaf in leaves if not leaf.common and leaf.producers]
+    uncommon = sum(1 for leaf in leaves if not leaf.common)
+    places: list[Place] = []
+    left = list(evidence)
+    while left:
+        counts = Counter(p for leaf in left for p in leaf.producers)
+        best = min(counts, key=lambda p: (-counts[p], p))
+        places.append(best)
+        left = [leaf for leaf in left if best not in leaf.producers]
+    chosen = frozenset(places)
+    explained = [leaf for leaf in evidence if leaf.producers & chosen]
+    support = len({leaf.run for leaf in explained})
+    if not places or support < min_support or 2 * len(explained) <= uncommon:
+        return None
+    return _proposal("refs", tool, path, leaves, support, min_share, chosen)
+
+
+def _grounded(
+    tool: str, path: str, leaves: list[Leaf], min_support: int, min_share: float
+) -> Proposal | None:
+    if not all(leaf.top for leaf in leaves):
+        return None  # grounded reads the whole argument: a list or an object is never seen
+    evidence = [leaf for leaf in leaves if not leaf.common and leaf.said]
+    uncommon = sum(1 for leaf in leaves if not leaf.common)
+    support = len({leaf.run for leaf in evidence})
+    if support < min_support or 2 * len(evidence) <= uncommon:
+        return None
+    return _proposal("grounded", tool, path, leaves, support, min_share, frozenset())
+
+
+def _passes(leaf: Leaf, what: str, places: frozenset[Place]) -> bool:
+    if what == "refs":
+        return bool(leaf.producers & places) or leaf.user_given
+    return leaf.seen and not leaf.placeholder
+
+
+def _proposal(
+    what: str,
+    tool: str,
+    path: str,
+    leaves: list[Leaf],
+    support: int,
+    min_share: float,
+    places: frozenset[Place],
+) -> Proposal | None:
+    failing = sorted({leaf.run for leaf in leaves if not _passes(leaf, what, places)})
+    passed = sum(1 for leaf in leaves if _passes(leaf, what, places))
+    if passed < min_share * len(leaves):
+        return None
+    examples = sorted({repr(leaf.value) for leaf in leaves if leaf.value is not None})[:3]
+    return Proposal(
+        what,
+        tool,
+        path,
+        support,
+        passed,
+        len(leaves),
+        failing[:MAX_COUNTEREXAMPLES],
+        len(failing),
+        tuple(sorted(places)),
+        examples=examples,
+    )
+
+
+def _name_kinds(rules: list[Proposal], flow: Flow) -> None:
+    """Merge rules that share a producer place into one kind and name each kind."""
+    parent: dict[Place, Place] = {}
+
+    def find(p: Place) -> Place:
+        while parent.setdefault(p, p) != p:
+            p = parent[p]
+        return p
+
+    for rule in rules:
+        for place in rule.places[1:]:
+            a, b = find(rule.places[0]), find(place)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    weight: Counter[Place] = Counter()
+    for rule in rules:
+        for leaf in flow.leaves[(rule.tool, rule.path)]:
+            for place in leaf.producers & frozenset(rule.places):
+                weight[place] += 1
+    groups: dict[Place, list[Place]] = {}
+    for place in sorted({p for rule in rules for p in rule.places}):
+        groups.setdefault(find(place), []).append(place)
+    names: dict[Place, str] = {}
+    taken: set[str] = set()
+    for root in sorted(groups, key=lambda r: min(groups[r])):
+        best = min(groups[root], key=lambda p: (-weight[p], p))
+        name = kind_name(best)
+        if name in taken:
+            name = f"{name}_from_{_word(best[0])}"
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        names[root] = name
+    for rule in rules:
+        merged = tuple(groups[find(rule.places[0])])
+        rule.kind = names[find(rule.places[0])]
+        rule.places = merged
+        _recount(rule, flow.leaves[(rule.tool, rule.path)])
+
+
+def _recount(rule: Proposal, leaves: list[Leaf]) -> None:
+    """The evidence again with the merged kind's places (more places: never fewer passes)."""
+    places = frozenset(rule.places)
+    failing = sorted({leaf.run for leaf in leaves if not _passes(leaf, rule.what, places)})
+    rule.passed = sum(1 for leaf in leaves if _passes(leaf, rule.what, places))
+    rule.counterexamples = failing[:MAX_COUNTEREXAMPLES]
+    rule.failing_runs = len(failing)
+
+
+def kind_name(place: Place) -> str:
+    """``contacts[].id`` -> ``contact_id``, ``$.ticket_id`` -> ``ticket_id``, ``files[]`` ->
+    ``file``, a whole result -> ``<tool>_result``."""
+    tool, where = place
+    parts = [p for p in where.removeprefix("$.").split(".") if p]
+    if where in ("$", "[]") or not parts:
+        return f"{_word(tool)}_result"
+    last = parts[-1]
+    if last.endswith("[]"):
+        return _singular(_word(last[:-2]))
+    leaf = _word(last)
+    if len(parts) > 1 and parts[-2].endswith("[]"):
+        owner = _singular(_word(parts[-2][:-2]))
+        return leaf if leaf.startswith(owner + "_") else f"{owner}_{leaf}"
+    return leaf
+
+
+def _word(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") or "value"
+
+
+def _singular(word: str) -> str:
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+        return word[:-1]
+    return word

@@ -1,0 +1,94 @@
+"""The proposals as a contract file (toolguard/runtime/contract_file.py's format), sorted
+and byte-for-byte the same for the same evidence.
+
+Every rule is one line (TOML dotted keys: ``refs."arg" = "kind"``) under a comment with its
+support (trajectories), share (values passing / values) and up to three counterexample
+trajectory ids. The file is in log mode: an inferred rule flags, a reviewer decides to
+block. Recorded values appear only with ``show_values`` (as comments).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from .flow import Flow
+from .propose import Proposal
+
+
+def _q(text: str) -> str:
+    # A JSON string with ASCII escapes is a TOML basic string.
+    return json.dumps(text, ensure_ascii=True)
+
+
+def _evidence(rule: Proposal) -> str:
+    text = (
+        f"support {rule.support} trajectories, share {rule.share:.4f} "
+        f"({rule.passed}/{rule.total} values)"
+    )
+    if rule.counterexamples:
+        more = rule.failing_runs - len(rule.counterexamples)
+        text += f"; counterexamples: {', '.join(rule.counterexamples)}"
+        if more > 0:
+            text += f" (+{more} more)"
+    return text
+
+
+def render(
+    proposals: Iterable[Proposal],
+    flow: Flow,
+    *,
+    min_support: int,
+    min_share: float,
+    show_values: bool = False,
+) -> str:
+    """The contract file's text."""
+    rules = list(proposals)
+    accepted = sum(c.accepted for c in flow.tools.values())
+    lines = [
+        "# Inferred by `toolguard infer` from "
+        f"{len(flow.runs)} trajectories ({accepted} accepted calls); "
+        f"min-support {min_support}, min-share {min_share:g}.",
+        "# Review every rule before relying on it; a rule's comment gives its evidence.",
+        *(f"# warning: {warning}" for warning in flow.warnings),
+        'mode = "log"',
+    ]
+    by_tool: dict[str, list[str]] = {}
+    for rule in sorted(rules, key=lambda r: (r.tool, r.what, r.path)):
+        out = by_tool.setdefault(rule.tool, [])
+        if rule.what == "refs":
+            sources = ", ".join(f"{t}: {p}" for t, p in rule.places)
+            out.append(f"# refs {rule.path} <- {rule.kind} ({sources}): {_evidence(rule)}")
+            if show_values and rule.examples:
+                out.append(f"# values seen: {', '.join(rule.examples)}")
+            out.append(f"refs.{_q(rule.path)} = {_q(rule.kind)}")
+    grounded: dict[str, list[Proposal]] = {}
+    for rule in rules:
+        if rule.what == "grounded":
+            grounded.setdefault(rule.tool, []).append(rule)
+    for tool, items in grounded.items():
+        out = by_tool.setdefault(tool, [])
+        for rule in sorted(items, key=lambda r: r.path):
+            out.append(f"# grounded {rule.path}: {_evidence(rule)}")
+            if show_values and rule.examples:
+                out.append(f"# values seen: {', '.join(rule.examples)}")
+        names = ", ".join(_q(r.path) for r in sorted(items, key=lambda r: r.path))
+        out.append(f"grounded = [{names}]")
+    producers: dict[str, dict[str, tuple[str, list[str]]]] = {}
+    for rule in rules:
+        if rule.what != "refs":
+            continue
+        for tool, place in rule.places:
+            kind, users = producers.setdefault(tool, {}).setdefault(place, (rule.kind, []))
+            users.append(f"{rule.tool}.{rule.path}")
+    for tool, places in producers.items():
+        out = by_tool.setdefault(tool, [])
+        for place in sorted(places):
+            kind, users = places[place]
+            out.append(f"# produces {kind} for {', '.join(sorted(set(users)))}")
+            out.append(f"produces.{_q(place)} = {_q(kind)}")
+    for tool in sorted(by_tool):
+        lines.append("")
+        lines.append(f"[tools.{_q(tool)}]")
+        lines.extend(by_tool[tool])
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,128 @@
+"""The scalar leaves of arguments and results, each at its path, and which values are too
+common to say where a value came from.
+
+Paths are those of the contract file: an argument ``arg``, ``arg.field`` or ``arg[].field``
+(a list of scalars is ``arg`` itself: ``refs`` checks each item); a place in a result
+``$.key``, ``items[].id``, ``[]`` (a list of scalars) or ``$`` (a scalar result). Keys holding
+``.`` or ``[]`` cannot be written as a path and are passed over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MAX_DEPTH = 20  # as the guard's own walks: deeper values are never bound
+
+
+@dataclass(frozen=True, slots=True)
+class CommonRule:
+    """Values too common to carry information about where they came from: booleans, None,
+    integers with ``abs(n) < min_int``, strings shorter than ``min_length`` characters
+    (after stripping), and members of the argument's schema enum. Such a value is never
+    evidence for a rule; it is still checked against a proposed rule (the guard checks it)."""
+
+    min_length: int = 3
+    min_int: int = 100
+
+    def common(self, value: Any, enum: frozenset[Any] = frozenset()) -> bool:
+        if value is None or isinstance(value, bool):
+            return True
+        if isinstance(value, int):
+            return abs(value) < self.min_int
+        if isinstance(value, str):
+            return len(value.strip()) < self.min_length or value in enum
+        if isinstance(value, float):
+            return abs(value) < self.min_int
+        return True
+
+
+def _ok_key(key: Any) -> bool:
+    return isinstance(key, str) and bool(key) and "." not in key and "[]" not in key
+
+
+def scalar(value: Any) -> bool:
+    """A leaf the guard may bind or check by value (booleans too: ``True == 1``)."""
+    return isinstance(value, str | int | float)
+
+
+def argument_leaves(arguments: Mapping[str, Any]) -> Iterator[tuple[str, Any, bool]]:
+    """(path, value, top): every scalar leaf of the arguments; ``top`` when the argument is
+    itself the scalar (only such an argument can be ``grounded``)."""
+    for key in sorted(arguments, key=str):
+        if not _ok_key(key):
+            continue
+        value = arguments[key]
+        if scalar(value):
+            yield key, value, True
+        elif isinstance(value, list | tuple):
+            for item in value:
+                if scalar(item):
+                    yield key, item, False
+                else:
+                    yield from _nested(item, key + "[]", 1)
+        else:
+            yield from _nested(value, key, 1)
+
+
+def _nested(value: Any, path: str, depth: int) -> Iterator[tuple[str, Any, bool]]:
+    if depth > MAX_DEPTH:
+        return
+    if isinstance(value, Mapping):
+        for key in sorted(value, key=str):
+            if not _ok_key(key):
+                continue
+            item = value[key]
+            if scalar(item):
+                yield f"{path}.{key}", item, False
+            elif isinstance(item, list | tuple) and all(scalar(x) for x in item):
+                for x in item:
+                    yield f"{path}.{key}", x, False
+            else:
+                yield from _nested(item, f"{path}.{key}", depth + 1)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _nested(item, path + "[]", depth + 1)
+
+
+def result_leaves(result: Any, path: str = "", depth: int = 0) -> Iterator[tuple[str, Any]]:
+    """(place, value): every scalar leaf of a result, at the ``produces`` place that finds
+    it (a place that reaches it exactly, not a key name found anywhere)."""
+    if depth > MAX_DEPTH:
+        return
+    if isinstance(result, Mapping):
+        for key, value in result.items():
+            if _ok_key(key):
+                yield from result_leaves(value, f"{path}.{key}" if path else key, depth + 1)
+    elif isinstance(result, list | tuple):
+        for item in result:
+            yield from result_leaves(item, path + "[]", depth + 1)
+    elif scalar(result):
+        yield place_of(path), result
+
+
+def place_of(path: str) -> str:
+    """The path as a ``produces`` place: a bare key would be "that key anywhere", so a
+    top-level key is written ``$.key``; the whole result is ``$``."""
+    if not path:
+        return "$"
+    if "." in path or "[]" in path:
+        return path
+    return "$." + path
+
+
+def text_leaves(value: Any, depth: int = 0) -> Iterator[str]:
+    """The leaves as the guard observes a result (``str`` of each scalar), for groundedness."""
+    if depth > MAX_DEPTH:
+        return
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, bool | int | float):
+        yield str(value)
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from text_leaves(v, depth + 1)
+    elif isinstance(value, list | tuple | set | frozenset):
+        for v in value:
+            yield from text_leaves(v, depth + 1)
