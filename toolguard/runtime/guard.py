@@ -382,18 +382,9 @@ class Guard:
     def _run_checked(self, pending: PendingCall) -> Any:
         """Run a checked call (acall_batch checks all of a turn's calls first)."""
         pipeline = self._pipelines.get(pending.name)
-        if pending.rejection is not None:
-            if pipeline is not None and pipeline.tool.is_async:
-                return awaitable(pending.rejection)
+        if pipeline is None:  # an unknown tool: its rejection
             return pending.rejection
-        assert pipeline is not None
-        if pipeline.fn is None:
-            pending.cancel()
-            raise UsageError(
-                f"tool {pending.name!r} is declared by contract alone: its owner runs it "
-                "(use guard.check() and finish the pending call)"
-            )
-        return pipeline.run(pending, pipeline.fn, True)
+        return pipeline.run_checked(pending)
 
     async def acall(
         self,

@@ -160,6 +160,11 @@ class Pipeline:
             self.guard, self.name, self.tool, self.instance, call_id, trajectory, None, step
         )
         self.parse(call, arguments)
+        return self.run_checked(call)
+
+    def run_checked(self, call: _Call) -> Any:
+        """A checked call's answer by name: its rejection, or the tool run (acall_batch
+        checks a whole turn's calls first, then runs them with this)."""
         if call.rejection is not None:
             return _value(call.rejection) if self.tool.is_async else call.rejection
         if self.fn is None:
