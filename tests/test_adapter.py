@@ -174,7 +174,8 @@ def test_run_trajectory_takes_the_users_then_the_current_then_a_new_one() -> Non
 
 
 def test_a_run_trajectory_left_open_is_ended_at_exit(tmp_path: Path) -> None:
-    """A run the process leaves mid-way (no hook ends it) still writes its summary."""
+    """A run the process leaves mid-way (no hook ends it) still writes its summary, once the
+    adapter that owns it passed it to tg.end_at_exit."""
     spans = tmp_path / "spans.jsonl"
     script = (
         "import toolguard as tg\n"
@@ -183,6 +184,7 @@ def test_a_run_trajectory_left_open_is_ended_at_exit(tmp_path: Path) -> None:
         "make = lambda: guard.trajectory('dies', labels={'m': 'x'})\n"
         "traj, owned = tg.run_trajectory(None, make)\n"
         "assert owned\n"
+        "tg.end_at_exit(traj)\n"
         "raise SystemExit(0)\n"
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)

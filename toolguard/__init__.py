@@ -46,6 +46,7 @@ from .runtime.tools.markers import Grounded, Ref
 from .runtime.tools.spec import ToolOptions, ToolSpec
 from .runtime.tools.tool import Tool
 from .runtime.trajectories.adopt import run_trajectory
+from .runtime.trajectories.at_exit import end_at_exit
 from .runtime.trajectories.registry import TrajectoryRegistry
 from .runtime.trajectories.trajectory import Trajectory, current_trajectory, trajectory
 from .runtime.verdict import Failure, Rejection, Verdict
@@ -185,6 +186,7 @@ __all__ = [  # noqa: RUF022
     "compare",
     "compute_metrics",
     "current_trajectory",
+    "end_at_exit",
     "join_outcomes",
     "load_contract",
     "load_outcomes",

@@ -22,6 +22,7 @@ from ... import _contract as contract
 from ..._errors import UsageError
 from ..telemetry import spans as tel
 from ..verdict import Failure, Verdict
+from . import at_exit
 from .bindings import Binding, Bindings
 from .leaves import add_leaves
 from .registry import TrajectoryRegistry
@@ -81,6 +82,7 @@ class Trajectory:
         # calling guard's: a mismatch splits a trajectory's spans between two backends.
         self._provider = tracer_provider
         self._provider_warned = False
+        self._at_exit = False  # waiting to be ended at interpreter exit (tg.end_at_exit)
         self._length = 0  # the largest step taken: the next free one is one more
         self._lock = threading.Lock()
         self._first_error: tuple[int, str] | None = None
@@ -260,6 +262,8 @@ class Trajectory:
         if self.ended:
             return
         self.ended = True
+        if self._at_exit:  # no longer the exit hook's to end (tg.end_at_exit)
+            at_exit.forget(self)
         if self._started:
             _open_count(-1)
         if self._registry is not None:

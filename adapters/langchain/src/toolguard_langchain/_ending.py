@@ -6,15 +6,13 @@ then ends with the error on its summary and the outcome unknown, once the failed
 siblings of the same turn (still running in the tool node's threads) are out. A failure no
 hook sees (the graph's recursion limit, another middleware's hook raising) leaves it open
 until the thread's next run, the guard's idle timeout, or interpreter exit, where every
-trajectory a middleware opened and nobody ended is ended.
+trajectory a middleware opened and nobody ended is ended (``tg.end_at_exit``).
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
 import threading
-import weakref
 
 import toolguard as tg
 
@@ -45,39 +43,3 @@ class InFlight:
                 return None
             self._count.pop(traj, None)
             return self._failed.pop(traj, None)
-
-
-# Trajectories a middleware opened and has not ended: ended at interpreter exit. A weak set:
-# the guard's registry keeps an open one alive, and a trajectory nothing holds is gone anyway.
-_open: weakref.WeakSet[tg.Trajectory] = weakref.WeakSet()
-_open_lock = threading.Lock()
-_registered = False
-
-
-def opened(traj: tg.Trajectory) -> None:
-    global _registered
-    with _open_lock:
-        if not _registered:
-            # Registered on first use, so after the user's tracer provider (and after
-            # tg.setup_file_export): atexit runs last-in first, and the summaries are written
-            # before the providers shut down.
-            atexit.register(end_all)
-            _registered = True
-        _open.add(traj)
-
-
-def closed(traj: tg.Trajectory) -> None:
-    with _open_lock:
-        _open.discard(traj)
-
-
-def end_all() -> None:
-    """End every trajectory still open (at interpreter exit): its summary, outcome unknown."""
-    with _open_lock:
-        left = list(_open)
-        _open.clear()
-    for traj in left:
-        try:
-            traj.end()
-        except Exception:  # at exit: never raise, the others still end
-            logger.exception("toolguard: could not end trajectory %r at exit", traj.id)

@@ -234,7 +234,6 @@ class ToolGuardMiddleware(ToolCallGuard):
     def _fail(self, traj: tg.Trajectory, exc: BaseException) -> None:
         """End a failed run's trajectory: the error on its summary, the outcome unknown."""
         self._own.pop(traj.id, None)
-        _ending.closed(traj)
         traj.end(exc)
         self.ledger.forget(traj)
 
@@ -270,7 +269,7 @@ class ToolGuardMiddleware(ToolCallGuard):
         with _instrumentation.below(_instrumentation.run_span()):
             traj.start()  # in an instrumentation's trace, where one traces the run
         self._own[id] = traj
-        _ending.opened(traj)
+        tg.end_at_exit(traj)  # ended there at the latest, if no hook ends it
         # The conversation's earlier turns, in the history: their results bind as context.
         bind_history(self.guard, traj, messages_of(state, self.messages_key), self.calls.raw)
         return {STATE_KEY: id}
@@ -296,7 +295,6 @@ class ToolGuardMiddleware(ToolCallGuard):
             with active(self.guard, traj):
                 self.ledger.account_last_turn(traj, state)
             traj.success = self._outcome(state)
-        _ending.closed(traj)
         traj.end()
         self.ledger.forget(traj)
 

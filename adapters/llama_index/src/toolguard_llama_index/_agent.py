@@ -4,9 +4,7 @@ one trajectory per run."""
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
-import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
@@ -171,7 +169,7 @@ class _Episodes:
         traj, owned = self._choose()
         state = _run.Run(traj, owned)
         if owned:
-            _watch(state)
+            tg.end_at_exit(traj)  # a handler never awaited still ends at exit
         if self.observe_prompt:
             user_msg = kwargs.get(
                 "user_msg", args[0] if args and not isinstance(args[0], Context) else None
@@ -226,7 +224,6 @@ class _Episodes:
     def _end(self, state: _run.Run, result: Any, error: BaseException | None) -> None:
         if not state.owned:
             return
-        _forget(state)
         if error is None and self.success is not None:
             with contextlib.suppress(Exception):  # a failing judge leaves the outcome unknown
                 state.traj.success = self.success(result)
@@ -250,33 +247,5 @@ def _texts(messages: Sequence[Any]) -> list[str]:
     return out
 
 
-# Runs whose trajectory the adapter owns and has not ended: at interpreter exit (a handler
-# never awaited, its loop closed) their summaries are written, success unknown.
-_OPEN: set[_run.Run] = set()
+# The tasks that wait for a run's end (a reference keeps each alive until it is done).
 _FOLLOWERS: set[asyncio.Task[None]] = set()
-_OPEN_LOCK = threading.Lock()
-_exit_hook: list[bool] = []
-
-
-def _watch(state: _run.Run) -> None:
-    with _OPEN_LOCK:
-        _OPEN.add(state)
-        if not _exit_hook:
-            # At the first run rather than at import: atexit runs the last registered first,
-            # so this comes before the exit hooks of span files set up at start-up.
-            atexit.register(_end_at_exit)
-            _exit_hook.append(True)
-
-
-def _forget(state: _run.Run) -> None:
-    with _OPEN_LOCK:
-        _OPEN.discard(state)
-
-
-def _end_at_exit() -> None:
-    with _OPEN_LOCK:
-        left = list(_OPEN)
-        _OPEN.clear()
-    for state in left:
-        with contextlib.suppress(Exception):  # telemetry trouble never breaks the exit
-            state.traj.end()

@@ -116,6 +116,8 @@ class ToolGuard(AbstractCapability[Any]):
         # The conversation's earlier turns (message_history) are bound at the first turn with
         # tool calls, where the tools are known; a trajectory the user keeps across runs has
         # them already.
+        if owned:
+            tg.end_at_exit(traj)  # a run that dies where wrap_run never returns still ends at exit
         run = _Run(traj, history=owned and bool(ctx.messages))
         key = ctx.run_id
         if key is not None:
