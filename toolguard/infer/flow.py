@@ -20,7 +20,8 @@ from typing import Any
 from ..replay.given import user_values
 from ..replay.model import Answer, LiveEnvironment, RecordedRun, Said
 from ..runtime.checks.information import is_placeholder
-from .values import CommonRule, argument_leaves, result_leaves, text_leaves
+from ..runtime.trajectories.leaves import add_leaves
+from .values import CommonRule, argument_leaves, result_leaves
 
 Place = tuple[str, str]  # (producer tool, place in its result)
 
@@ -163,7 +164,7 @@ def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) ->
             if observed and isinstance(answer.result, str):
                 seen_texts.append(answer.result)
             elif observed:
-                seen_exact.update(text_leaves(answer.result))
+                add_leaves(answer.result, seen_exact.add)  # as the guard observes a result
 
 
 def _arguments(raw: Any) -> Mapping[str, Any] | None:

@@ -110,19 +110,3 @@ def place_of(path: str) -> str:
     if "." in path or "[]" in path:
         return path
     return "$." + path
-
-
-def text_leaves(value: Any, depth: int = 0) -> Iterator[str]:
-    """The leaves as the guard observes a result (``str`` of each scalar), for groundedness."""
-    if depth > MAX_DEPTH:
-        return
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, bool | int | float):
-        yield str(value)
-    elif isinstance(value, Mapping):
-        for v in value.values():
-            yield from text_leaves(v, depth + 1)
-    elif isinstance(value, list | tuple | set | frozenset):
-        for v in value:
-            yield from text_leaves(v, depth + 1)

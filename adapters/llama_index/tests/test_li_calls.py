@@ -37,19 +37,21 @@ def answers_of(agent: Any, *args: Any, **kwargs: Any) -> list[ToolCallResult]:
 
 
 def test_parallel_calls_take_steps_in_emission_order(otel: Telemetry) -> None:
-    # The first call waits until the third has run: they finish in the order b, c, a.
+    # The first call is held on an event the third sets: they finish in the order b, c, a.
     order: list[str] = []
+    third_done = asyncio.Event()
 
     async def slow(key: str) -> dict[str, str]:
         """Waits for the third call."""
-        while "c" not in order:
-            await asyncio.sleep(0.001)
+        await third_done.wait()
         order.append(key)
         return {"id": key}
 
     async def fast(key: str) -> dict[str, str]:
         """Returns at once."""
         order.append(key)
+        if key == "c":
+            third_done.set()
         return {"id": key}
 
     guard = otel.guard()

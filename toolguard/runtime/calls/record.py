@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..tools.places import _KEY_CONTAINERS, _LEAVES, _find_key, find_key_into
+from ..tools.places import _LEAVES, _find_key, find_key_into
 from ..tools.tool import Tool
 from ..trajectories.nesting import shown
 
@@ -104,18 +104,7 @@ def _key_finder(key: str) -> Finder:
                 if key in result:
                     out.append(result[key])
                 return
-            for k, v in result.items():
-                if type(k) is not str:
-                    out.extend(_find_key({k: v}, key, 0))
-                elif k == key:
-                    if type(v) in _LEAVES or not isinstance(v, _KEY_CONTAINERS):
-                        out.append(v)
-                    elif isinstance(v, list | tuple):
-                        out.extend(x for x in v if not isinstance(x, _KEY_CONTAINERS))
-                    else:
-                        find_key_into(v, key, out, 1)
-                elif type(v) not in _LEAVES:
-                    find_key_into(v, key, out, 1)
+            find_key_into(result, key, out)  # a record holding containers: walked whole
         elif kind is list:
             # A list of records (a search's answer): a flat record is looked up as above, a
             # record holding a container is walked whole.
