@@ -1,22 +1,12 @@
-"""The schema stage: the arguments bound or parsed into one dict, then validated by the
-tool's schema (built once when the tool is declared: ``schema.py``)."""
+"""The schema stage's failures of their own: arguments that do not fit the function's
+signature, and a tool the guard does not know. (The stage itself is ``Pipeline.admit``
+calling the validator the tool's schema built once: ``tools/schema.py``.)"""
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..tools.schema import SchemaFailure
 from ..tools.suggest import ToolNames
 from ..tools.tool import Tool
 from ..verdict import NAME_LIMIT, Failure, shorten_text
-
-
-def check_schema(tool: Tool, raw: dict[str, Any]) -> tuple[dict[str, Any], Failure | None]:
-    """The validated arguments, or the raw ones and the schema failure."""
-    try:
-        return tool.schema.validate(raw), None
-    except SchemaFailure as exc:
-        return raw, exc.failure
 
 
 def bind_failure(tool: Tool, exc: TypeError) -> Failure:
