@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from contextvars import Token
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN, NoOpTracer, ProxyTracer, Span
@@ -22,6 +22,7 @@ from ... import _contract as contract
 from ..._errors import UsageError
 from ..checks.outcome import default_error_result, exception_failure
 from ..forks.strategies import DRY_RUN_CHECK
+from ..inherit import INHERIT
 from ..telemetry import spans as tel
 from ..trajectories.nesting import _inside_tool, shown, warn_outside
 from ..trajectories.trajectory import Trajectory, _current, _open
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("toolguard")
 
+_C = TypeVar("_C", bound="_Call")
 _NOT_GIVEN: Any = object()  # no state passed to a direct call: the guard's state goes
 _VALID: dict[str, AnyValue] = {contract.VALID: True, contract.DECISION: contract.ALLOWED}
 _NO_FAILURES: list[Failure] = []  # shared, never changed: a valid call's failures
@@ -64,6 +66,26 @@ class _Call:
         "rejection",
         "step",
     )
+    # Set by start() (annotated here: the slots are filled there, not in __init__).
+    _decision: str | None  # set when the call is closed (with _sorted)
+    _failures: tuple[Failure, ...]  # what the checks found, in finding order
+    _guard: Guard
+    _instance: Any
+    _mode: str
+    _nested: Token[Trajectory | bool] | None
+    _owns_span: bool
+    _recording: bool
+    _sorted: list[Failure]
+    _span: Span
+    _state: Any
+    _token: object | None
+    _tool: Tool | None
+    _traj: Trajectory | None
+    arguments: dict[str, Any]
+    call_id: str | None
+    name: str
+    rejection: Rejection | None
+    step: int | None
 
     def __init__(
         self,
@@ -76,93 +98,7 @@ class _Call:
         span: Span | None = None,
         step: int | None = None,
     ) -> None:
-        self._guard = guard
-        self.name = name
-        self._tool = tool
-        self._instance = instance
-        self.call_id = call_id
-        self.rejection: Rejection | None = None
-        self._decision: str | None = None  # set when the call is closed (with _sorted)
-        self._failures: tuple[Failure, ...] = ()  # what the checks found, in finding order
-        self.arguments: dict[str, Any] = {}
-        self._token: object | None = None
-        self._nested: Token[Trajectory | bool] | None = None
-        self._state: Any = _NOT_GIVEN
-        # The trajectory this call counts in, and its step.
-        traj = trajectory
-        if traj is None:
-            traj = _current.get()
-            if traj is not None and _inside_tool.get():
-                # A guarded tool calling another: the agent emitted only the outer call, so
-                # the inner one is checked and traced (below the outer span) but is no step.
-                traj = None
-            elif traj is None and _open[0]:
-                warn_outside(name)
-        elif _inside_tool.get() is traj:
-            # The same with the trajectory passed on (acall_batch, the tool_calls helpers, a
-            # tool's own trajectory=): whatever the entry point, a nested call is no step.
-            traj = None
-        if traj is not None:
-            if traj.ended:
-                logger.warning(
-                    "toolguard: %s called after trajectory %r ended; checked outside it",
-                    shown(name),
-                    shown(traj.id),
-                )
-                traj = None
-            else:
-                if traj._provider is not guard.tracer_provider and not traj._provider_warned:
-                    _warn_providers(traj, guard)
-                if traj._registry is not None:  # active now, for the registry's idle timeout
-                    traj._registry.touch(traj)
-                if step is None:
-                    # Trajectory._take_step, inline: the reserved step of this call id, else
-                    # the next free one.
-                    if call_id is not None and traj._reserved:
-                        step = traj._take_step(call_id)
-                    else:
-                        with traj._lock:
-                            traj._length += 1
-                            step = traj._length
-        self._traj = traj
-        self.step = step
-        self._mode = (tool.spec.mode if tool is not None else None) or guard.mode
-        # The call's span: none while tracing is off, the framework's own when it opened one.
-        if span is None:
-            tracer = guard.tracer
-            kind: type[object] = type(tracer)  # tel.is_noop, inline: asked on every call
-            if kind is ProxyTracer:
-                kind = type(getattr(tracer, "_tracer", None))
-            if kind is NoOpTracer:
-                self._span: Span = INVALID_SPAN
-                self._owns_span = True
-                self._recording = False
-                return
-            started: Span = tel.start_call_span(
-                tracer,
-                name,
-                guard.reuse_framework_spans,
-                tel.call_attributes(
-                    name,
-                    traj.id if traj else None,
-                    step,
-                    call_id,
-                    traj.conversation_id if traj else None,
-                ),
-                traj._span if traj else None,
-            )
-            if started is not tel.REUSED:
-                self._span = started
-                self._owns_span = True
-                # A span records from start to end or never: asked once, not at every step.
-                self._recording = started is not INVALID_SPAN and started.is_recording()
-                return
-            span = tel.current_span()
-        self._owns_span = False
-        self._span = span
-        self._recording = span is not INVALID_SPAN and span.is_recording()
-        if self._recording:  # a framework's span: the attributes go on it
-            tel.set_attributes(span, self._call_attributes())
+        start(self, guard, name, tool, instance, call_id, trajectory, span, step)
 
     def _call_attributes(self) -> dict[str, Any]:
         traj = self._traj
@@ -410,6 +346,112 @@ class _Call:
             self.step,
             shown(self._traj.id),
         )
+
+
+def start(
+    call: _C,
+    guard: Guard,
+    name: str,
+    tool: Tool | None,
+    instance: Any,
+    call_id: str | None,
+    trajectory: Trajectory | None,
+    span: Span | None,
+    step: int | None,
+) -> _C:
+    """Start ``call`` (a new, uninitialised :class:`_Call`): its trajectory, step and span.
+    The pipeline starts its calls with this on ``object.__new__(cls)``, which costs less than
+    calling the class (CPython 3.11 packs a class call's arguments into a tuple for
+    ``__init__``); ``__init__`` is the same for everyone else."""
+    call._guard = guard
+    call.name = name
+    call._tool = tool
+    call._instance = instance
+    call.call_id = call_id
+    call.rejection = None
+    call._decision = None
+    call._failures = ()
+    call.arguments = {}
+    call._token = None
+    call._nested = None
+    call._state = _NOT_GIVEN
+    # The trajectory this call counts in, and its step.
+    traj = trajectory
+    if traj is None:
+        traj = _current.get()
+        if traj is not None and _inside_tool.get():
+            # A guarded tool calling another: the agent emitted only the outer call, so
+            # the inner one is checked and traced (below the outer span) but is no step.
+            traj = None
+        elif traj is None and _open[0]:
+            warn_outside(name)
+    elif _inside_tool.get() is traj:
+        # The same with the trajectory passed on (acall_batch, the tool_calls helpers, a
+        # tool's own trajectory=): whatever the entry point, a nested call is no step.
+        traj = None
+    if traj is not None:
+        if traj.ended:
+            logger.warning(
+                "toolguard: %s called after trajectory %r ended; checked outside it",
+                shown(name),
+                shown(traj.id),
+            )
+            traj = None
+        else:
+            if traj._provider is not guard.tracer_provider and not traj._provider_warned:
+                _warn_providers(traj, guard)
+            if traj._registry is not None:  # active now, for the registry's idle timeout
+                traj._registry.touch(traj)
+            if step is None:
+                # Trajectory._take_step, inline: the reserved step of this call id, else
+                # the next free one.
+                if call_id is not None and traj._reserved:
+                    step = traj._take_step(call_id)
+                else:
+                    with traj._lock:
+                        traj._length += 1
+                        step = traj._length
+    call._traj = traj
+    call.step = step
+    mode = tool.spec.mode if tool is not None else INHERIT  # a tool's own, or the guard's
+    call._mode = mode if type(mode) is str else guard.mode
+    # The call's span: none while tracing is off, the framework's own when it opened one.
+    if span is None:
+        tracer = guard.tracer
+        kind: type[object] = type(tracer)  # tel.is_noop, inline: asked on every call
+        if kind is ProxyTracer:
+            kind = type(getattr(tracer, "_tracer", None))
+        if kind is NoOpTracer:
+            call._span = INVALID_SPAN
+            call._owns_span = True
+            call._recording = False
+            return call
+        started: Span = tel.start_call_span(
+            tracer,
+            name,
+            guard.reuse_framework_spans,
+            tel.call_attributes(
+                name,
+                traj.id if traj else None,
+                step,
+                call_id,
+                traj.conversation_id if traj else None,
+            ),
+            traj._span if traj else None,
+        )
+        if started is not tel.REUSED:
+            call._span = started
+            call._owns_span = True
+            # A span records from start to end or never: asked once, not at every step.
+            call._recording = started is not INVALID_SPAN and started.is_recording()
+            return call
+        span = tel.current_span()
+    call._owns_span = False
+    call._span = span
+    call._recording = span is not INVALID_SPAN and span.is_recording()
+    if call._recording:  # a framework's span: the attributes go on it
+        tel.set_attributes(span, call._call_attributes())
+    return call
 
 
 def _warn_providers(traj: Trajectory, guard: Guard) -> None:

@@ -41,7 +41,7 @@ from ..trajectories.trajectory import Trajectory
 from ..verdict import Rejection
 from . import dry_run as dryrun
 from . import transaction
-from .call import _Call
+from .call import _Call, start
 from .pending import PendingCall
 from .stages import stages_of
 
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from ..tools.tool import Tool
 
 logger = logging.getLogger("toolguard")
+_new = object.__new__  # the call's state, started by call.start (cheaper than the class call)
 
 Arguments = str | bytes | Mapping[str, Any] | None
 
@@ -107,7 +108,7 @@ class Pipeline:
         :class:`ToolCallRejected`."""
         owner = self.instance if self.instance is not None else instance
         tool = self.tool
-        call = self.make(self.guard, self.name, tool, owner)
+        call = start(_new(self.make), self.guard, self.name, tool, owner, None, None, None, None)
         try:
             # parse: positional and keyword arguments bound by name (kwargs is this call's
             # own dict: no copy needed)
@@ -156,8 +157,16 @@ class Pipeline:
     ) -> Any:
         """``guard.call`` / ``acall`` by name: the result, or the :class:`Rejection` (also
         when the tool raised). An async tool's answer is an awaitable."""
-        call = self.make(
-            self.guard, self.name, self.tool, self.instance, call_id, trajectory, None, step
+        call = start(
+            _new(self.make),
+            self.guard,
+            self.name,
+            self.tool,
+            self.instance,
+            call_id,
+            trajectory,
+            None,
+            step,
         )
         self.parse(call, arguments)
         return self.run_checked(call)
@@ -243,34 +252,34 @@ class Pipeline:
             args, kwargs = call.call_parts()
         # The tool runs with the call span current (spans it makes, HTTP or DB, nest below)
         # and marked as inside its trajectory (a guarded call it makes is nested: no step).
+        token = nested = None  # kept on the call only if the tool raises (fail() resets them)
         if call._recording and call._owns_span:
             try:  # tel.attach, inline (telemetry never breaks a call)
-                call._token = otel_context.attach(trace.set_span_in_context(call._span))
+                token = otel_context.attach(trace.set_span_in_context(call._span))
             except Exception:
                 logger.exception("toolguard: could not make the span current")
         traj = call._traj
         if traj is not None:
-            call._nested = _inside_tool.set(traj)
+            nested = _inside_tool.set(traj)
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
+            call._token, call._nested = token, nested
             rejection = call.fail(exc)
             if dispatch and isinstance(exc, Exception):
                 return rejection
             raise
         # leave: the span no longer current, the nested mark reset (_Call._leave, inline)
-        if call._token is not None:
+        if token is not None:
             try:  # tel.detach, inline
-                otel_context.detach(call._token)  # type: ignore[arg-type]
+                otel_context.detach(token)
             except Exception:
                 logger.exception("toolguard: could not restore the previous context")
-            call._token = None
-        if call._nested is not None:
+        if nested is not None:
             try:
-                _inside_tool.reset(call._nested)
+                _inside_tool.reset(nested)
             except ValueError:  # reset in another context than it was set in
                 _inside_tool.set(False)
-            call._nested = None
         try:
             call._finish(result, None)
         except BaseException:  # Ctrl-C inside a postcondition: the call ends as cancelled
@@ -287,7 +296,11 @@ class Pipeline:
                     return done
             elif not await dryrun.atry_on_fork(call, fn):
                 return _blocked(call, dispatch)
-        args, kwargs = call.call_parts()
+        if self.keywords:  # as in _run
+            args: Any = ()
+            kwargs = call.arguments
+        else:
+            args, kwargs = call.call_parts()
         call._enter()
         try:
             result = await fn(*args, **kwargs)
