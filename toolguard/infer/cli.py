@@ -19,6 +19,7 @@ from .explain import explain
 from .flow import Flow, trace_runs
 from .propose import propose
 from .render import render
+from .spans import SPAN_FORMATS, SpanRead, span_runs
 from .values import CommonRule
 
 EXIT_ERROR = 2
@@ -55,7 +56,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("sources", nargs="+", metavar="SOURCE", help="recorded runs (replay's)")
     p.add_argument("--out", required=True, metavar="FILE", help="contract file to write")
-    p.add_argument("--format", choices=FORMATS, default="openai", help="(default: openai)")
+    p.add_argument(
+        "--format",
+        choices=(*FORMATS, *SPAN_FORMATS),
+        default="openai",
+        help="replay's formats, or a span file written with record_content=True (spans; mcp: "
+        "the recording of `toolguard mcp-proxy --record`) (default: openai)",
+    )
     p.add_argument(
         "--min-support",
         type=positive,
@@ -100,8 +107,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     unread = 0
     for source in args.sources:
         try:
-            runs = read_runs(args.format, [source])
-            trace_runs(runs, rule=rule, keep_values=args.show_values, flow=flow)
+            if args.format in SPAN_FORMATS:
+                read = SpanRead()
+                trace_runs(
+                    span_runs(source, read), rule=rule, keep_values=args.show_values, flow=flow
+                )
+                flow.warnings.extend(read.warnings)
+            else:
+                runs = read_runs(args.format, [source])
+                trace_runs(runs, rule=rule, keep_values=args.show_values, flow=flow)
             flow.files += 1
         except (ToolGuardError, OSError) as exc:
             unread += 1
