@@ -130,8 +130,7 @@ def measure(
                     if name == "inferred":
                         check = f"{verdict.tool}:{verdict.check}"
                         held_out["by_check"][check] = held_out["by_check"].get(check, 0) + 1
-    rules = {"refs": sum(p.what == "refs" for p in proposals)}
-    rules["grounded"] = sum(p.what == "grounded" for p in proposals)
+    rules = {w: sum(p.what == w for p in proposals) for w in ("refs", "grounded", "invalidates")}
     return {
         "tasks": len(tasks),
         "min_support": min_support,

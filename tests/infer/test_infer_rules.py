@@ -122,3 +122,86 @@ def test_a_value_only_a_result_showed_is_a_counterexample_to_grounded(tmp_path: 
     assert "# grounded passport: support 6 trajectories, share 0.8571 (6/7 values); " in text
     assert "counterexamples: r9" in text
     assert flagged(path, text) == [("r9", 2, "information.passport")]
+
+
+def _removals(n: int, *, reused: int = 0) -> list[dict]:
+    """Each run finds a contact, reads it, removes it, then reads it again: the environment
+    rejects that read, except in the first ``reused`` runs (it accepted a stale id)."""
+    rows = []
+    for i in range(n):
+        cid = f"id_{7000 + i}"
+        rows.append(
+            run(
+                f"r{i:02d}",
+                f"remove Person{i}",
+                ("search_contact", {"name": f"Person{i}"}, {"contacts": [{"id": cid}]}),
+                ("get_contact", {"contact_id": cid}, {"name": f"Person{i}"}),
+                ("remove_contact", {"contact_id": cid}, {"ok": True}),
+                ("get_contact", {"contact_id": cid}, {"name": f"Person{i}"}),
+                error_at=None if i < reused else 3,
+            )
+        )
+    return rows
+
+
+def test_invalidates_where_later_uses_were_rejected(tmp_path: Path) -> None:
+    text = infer_text(write(str(tmp_path), _removals(6)))
+    data = tomllib.loads(text)
+    assert data["tools"]["remove_contact"]["invalidates"] == {"contact_id": "contact_id"}
+    # Reading a contact leaves it usable: the removal after it was accepted.
+    assert "invalidates" not in data["tools"]["get_contact"]
+    assert (
+        "# invalidates contact_id -> contact_id (6 later use(s) rejected, 0 vanished from "
+        "results): support 6 trajectories, share 1.0000 (6/6 values)" in text
+    )
+
+
+def test_invalidates_counterexample_an_accepted_later_use(tmp_path: Path) -> None:
+    path = write(str(tmp_path), _removals(10, reused=1))
+    strict = tomllib.loads(infer_text(path, min_share=1.0))
+    assert "invalidates" not in strict["tools"]["remove_contact"]
+    text = infer_text(path, min_share=0.9)
+    assert "share 0.9000 (9/10 values); counterexamples: r00" in text
+    assert ("r00", 4, "dependency.contact_id") in flagged(path, text)
+
+
+def test_invalidates_where_the_value_vanished_from_results(tmp_path: Path) -> None:
+    rows = []
+    for i in range(6):
+        a, b = f"f{i}_report.txt", f"f{i}_notes.txt"
+        rows.append(
+            run(
+                f"r{i}",
+                "tidy up",
+                ("list_files", {"folder": "home"}, {"files": [a, b]}),
+                ("delete_file", {"file_name": a}, {"ok": True}),
+                ("list_files", {"folder": "home"}, {"files": [b]}),
+                ("read_file", {"file_name": b}, {"text": "..."}),
+            )
+        )
+    data = tomllib.loads(infer_text(write(str(tmp_path), rows)))
+    assert data["tools"]["read_file"]["refs"] == {"file_name": "file"}
+    assert data["tools"]["delete_file"]["invalidates"] == {"file_name": "file"}
+
+
+def test_invalidated_values_produced_again_are_live(tmp_path: Path) -> None:
+    # A removed id a later search finds again may be used: no counterexample, no flag.
+    rows = _removals(6)
+    for i in range(4):
+        cid = f"id_{7100 + i}"
+        rows.append(
+            run(
+                f"s{i}",
+                "remove and restore",
+                ("search_contact", {"name": f"Q{i}"}, {"contacts": [{"id": cid}]}),
+                ("remove_contact", {"contact_id": cid}, {"ok": True}),
+                ("search_contact", {"name": f"Q{i}"}, {"contacts": [{"id": cid}]}),
+                ("get_contact", {"contact_id": cid}, {"name": f"Q{i}"}),
+            )
+        )
+    path = write(str(tmp_path), rows)
+    text = infer_text(path, min_share=1.0)
+    assert tomllib.loads(text)["tools"]["remove_contact"]["invalidates"] == {
+        "contact_id": "contact_id"
+    }
+    assert [f for f in flagged(path, text) if f[0].startswith("s")] == []

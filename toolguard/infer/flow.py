@@ -21,6 +21,7 @@ from ..replay.given import user_values
 from ..replay.model import Answer, LiveEnvironment, RecordedRun, Said
 from ..runtime.checks.information import is_placeholder
 from ..runtime.trajectories.leaves import add_leaves
+from .lifetime import After, Lifetimes
 from .values import CommonRule, argument_leaves, result_leaves
 
 Place = tuple[str, str]  # (producer tool, place in its result)
@@ -51,10 +52,12 @@ class ToolCount:
 
 @dataclass
 class Flow:
-    """What tracing the runs found: leaves by (tool, argument path), per-tool counts, the
-    runs seen and warnings."""
+    """What tracing the runs found: leaves by (tool, argument path), the later life of the
+    bound values accepted calls used (``lifetime.py``), per-tool counts, the runs seen and
+    warnings."""
 
     leaves: dict[tuple[str, str], list[Leaf]] = field(default_factory=dict)
+    after: dict[tuple[str, str], list[After]] = field(default_factory=dict)
     tools: dict[str, ToolCount] = field(default_factory=dict)
     runs: set[str] = field(default_factory=set)
     files: int = 0
@@ -118,10 +121,13 @@ def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) ->
     # declared up front), else only from that tool's first call on. Results count as seen
     # only in the first case, so a rule's share is never better than the replay's.
     observed = run.tools is not None or isinstance(execute, LiveEnvironment)
+    lifetimes = Lifetimes(run.id)
     for event in run.events:
         if isinstance(event, Said):
             said.append(event.text)
-            given.update(user_values(event.text))
+            values = user_values(event.text)
+            given.update(values)
+            lifetimes.said(values)
             continue
         for call in event.calls:
             count = flow.tools.setdefault(call.name, ToolCount())
@@ -131,11 +137,15 @@ def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) ->
                 continue
             count.answered += 1
             arguments = _arguments(call.arguments)
-            if arguments is None or answer.error:
+            if arguments is None:
+                continue
+            leaves = list(argument_leaves(arguments))
+            lifetimes.used(call.name, [(p, v) for p, v, _ in leaves], not answer.error)
+            if answer.error:
                 continue
             count.accepted += 1
             enums = _enums(run, call.name)
-            leaves = list(argument_leaves(arguments))
+            opened: list[tuple[str, Leaf, Any]] = []
             for path, value, top in leaves:
                 text = value if isinstance(value, str) else str(value)
                 root = path.split(".", 1)[0].removesuffix("[]")
@@ -152,9 +162,16 @@ def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) ->
                     value=value if keep_values else None,
                 )
                 flow.leaves.setdefault((call.name, path), []).append(leaf)
+                if "." not in path and "[]" not in path:
+                    opened.append((path, leaf, value))
             for _, value, _ in leaves:
                 _add(argument_values, value)
-            for place, value in result_leaves(answer.result):
+            places = list(result_leaves(answer.result))
+            lifetimes.answered(call.name, places)
+            for path, leaf, value in opened:
+                if not leaf.common and (leaf.producers or leaf.user_given):
+                    lifetimes.open(call.name, path, value, leaf.producers, leaf.user_given)
+            for place, value in places:
                 found = _lookup(produced, value)
                 if found is None:
                     with contextlib.suppress(TypeError):  # an unhashable value binds nothing
@@ -165,6 +182,8 @@ def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) ->
                 seen_texts.append(answer.result)
             elif observed:
                 add_leaves(answer.result, seen_exact.add)  # as the guard observes a result
+    for key, after in lifetimes.close():
+        flow.after.setdefault(key, []).append(after)
 
 
 def _arguments(raw: Any) -> Mapping[str, Any] | None:

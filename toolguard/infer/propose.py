@@ -20,36 +20,17 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
 
 from .flow import Flow, Leaf, Place
+from .invalidates import propose_invalidates
+from .proposal import MAX_COUNTEREXAMPLES, Proposal
 
-MAX_COUNTEREXAMPLES = 3
-
-
-@dataclass
-class Proposal:
-    """One rule: ``what`` is "refs" or "grounded"; ``kind`` and ``places`` for refs."""
-
-    what: str
-    tool: str
-    path: str
-    support: int
-    passed: int
-    total: int
-    counterexamples: list[str]
-    failing_runs: int
-    places: tuple[Place, ...] = ()
-    kind: str = ""
-    examples: list[str] = field(default_factory=list)
-
-    @property
-    def share(self) -> float:
-        return self.passed / self.total if self.total else 0.0
+__all__ = ["Proposal", "kind_name", "propose"]
 
 
 def propose(flow: Flow, *, min_support: int = 5, min_share: float = 0.95) -> list[Proposal]:
-    """The rules the flow supports, sorted by (tool, path, what)."""
+    """The rules the flow supports, sorted by (tool, path, what): ``refs`` or ``grounded``
+    per argument, then ``invalidates`` over the refs' kinds (``invalidates.py``)."""
     out: list[Proposal] = []
     for (tool, path), leaves in sorted(flow.leaves.items()):
         refs = _refs(tool, path, leaves, min_support, min_share)
@@ -59,8 +40,10 @@ def propose(flow: Flow, *, min_support: int = 5, min_share: float = 0.95) -> lis
         grounded = _grounded(tool, path, leaves, min_support, min_share)
         if grounded is not None:
             out.append(grounded)
-    _name_kinds([p for p in out if p.what == "refs"], flow)
-    return out
+    named = [p for p in out if p.what == "refs"]
+    _name_kinds(named, flow)
+    out += propose_invalidates(flow, named, min_support=min_support, min_share=min_share)
+    return sorted(out, key=lambda p: (p.tool, p.path, p.what))
 
 
 def _refs(

@@ -1,7 +1,8 @@
 """The proposals as a contract file (toolguard/runtime/contract_file.py's format), sorted
 and byte-for-byte the same for the same evidence.
 
-Every rule is one line (TOML dotted keys: ``refs."arg" = "kind"``) under a comment with its
+Every rule is one line (TOML dotted keys: ``refs."arg" = "kind"``, ``invalidates."arg" =
+"kind"``) under a comment with its
 support (trajectories), share (values passing / values) and up to three counterexample
 trajectory ids. The file is in log mode: an inferred rule flags, a reviewer decides to
 block. Recorded values appear only with ``show_values`` (as comments).
@@ -62,6 +63,11 @@ def render(
             if show_values and rule.examples:
                 out.append(f"# values seen: {', '.join(rule.examples)}")
             out.append(f"refs.{_q(rule.path)} = {_q(rule.kind)}")
+        elif rule.what == "invalidates":
+            out.append(
+                f"# invalidates {rule.path} -> {rule.kind} ({rule.detail}): {_evidence(rule)}"
+            )
+            out.append(f"invalidates.{_q(rule.path)} = {_q(rule.kind)}")
     grounded: dict[str, list[Proposal]] = {}
     for rule in rules:
         if rule.what == "grounded":
