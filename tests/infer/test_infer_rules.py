@@ -205,3 +205,52 @@ def test_invalidated_values_produced_again_are_live(tmp_path: Path) -> None:
         "contact_id": "contact_id"
     }
     assert [f for f in flagged(path, text) if f[0].startswith("s")] == []
+
+
+def _bookings(n: int) -> list[dict]:
+    classes = ["economy", "business", "first"]
+    return [
+        run(
+            f"r{i}",
+            f"book a seat for trip {i}",
+            ("book", {"seat_class": classes[i % 3], "price": 120 + 35 * i}, {"ok": True}),
+        )
+        for i in range(n)
+    ]
+
+
+def test_enums_and_ranges_only_as_comments_and_values_only_if_asked(tmp_path: Path) -> None:
+    path = write(str(tmp_path), _bookings(9))
+    text = infer_text(path)
+    assert tomllib.loads(text).get("tools", {}) == {}  # never a rule
+    assert "# book:" in text
+    assert (
+        "# seen seat_class: 3 distinct strings in 9 calls, 9 trajectories "
+        "(the schema lists no enum)\n" in text
+    )
+    assert "# seen price: numbers in 9 calls, 9 trajectories (the schema gives no range)\n" in text
+    assert "economy" not in text and "400" not in text
+    shown = infer_text(path, show_values=True)
+    assert "(the schema lists no enum): 'business', 'economy', 'first'" in shown
+    assert "(the schema gives no range): from 120 to 400" in shown
+
+
+def test_no_enum_comment_for_many_distinct_values_or_little_support(tmp_path: Path) -> None:
+    rows = [run(f"r{i}", "go", ("book", {"seat_class": f"class{i}"}, {})) for i in range(9)]
+    assert "seat_class" not in infer_text(write(str(tmp_path), rows, "many.jsonl"))
+    few = write(str(tmp_path), _bookings(4), "few.jsonl")  # 4 trajectories < min-support 5
+    assert "# seen" not in infer_text(few)
+
+
+def test_no_comment_where_the_schema_says(tmp_path: Path) -> None:
+    rows = _bookings(9)
+    schema = {
+        "type": "object",
+        "properties": {
+            "seat_class": {"type": "string", "enum": ["economy", "business", "first"]},
+            "price": {"type": "integer", "minimum": 0},
+        },
+    }
+    for row in rows:
+        row["tools"] = [{"type": "function", "function": {"name": "book", "parameters": schema}}]
+    assert "# seen" not in infer_text(write(str(tmp_path), rows))

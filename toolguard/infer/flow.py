@@ -21,6 +21,7 @@ from ..replay.given import user_values
 from ..replay.model import Answer, LiveEnvironment, RecordedRun, Said
 from ..runtime.checks.information import is_placeholder
 from ..runtime.trajectories.leaves import add_leaves
+from .domains import Domain
 from .lifetime import After, Lifetimes
 from .values import CommonRule, argument_leaves, result_leaves
 
@@ -53,11 +54,13 @@ class ToolCount:
 @dataclass
 class Flow:
     """What tracing the runs found: leaves by (tool, argument path), the later life of the
-    bound values accepted calls used (``lifetime.py``), per-tool counts, the runs seen and
+    bound values accepted calls used (``lifetime.py``), what top-level arguments took
+    (``domains.py``), per-tool counts, the runs seen and
     warnings."""
 
     leaves: dict[tuple[str, str], list[Leaf]] = field(default_factory=dict)
     after: dict[tuple[str, str], list[After]] = field(default_factory=dict)
+    domains: dict[tuple[str, str], Domain] = field(default_factory=dict)
     tools: dict[str, ToolCount] = field(default_factory=dict)
     runs: set[str] = field(default_factory=set)
     files: int = 0
@@ -95,15 +98,18 @@ def trace_runs(
     return flow
 
 
-def _enums(run: RecordedRun, tool: str) -> Mapping[str, frozenset[Any]]:
+def _properties(run: RecordedRun, tool: str) -> Mapping[str, Any]:
     schema = run.tools.get(tool) if run.tools is not None else None
     props = schema.get("properties") if isinstance(schema, Mapping) else None
+    return props if isinstance(props, Mapping) else {}
+
+
+def _enums(props: Mapping[str, Any]) -> Mapping[str, frozenset[Any]]:
     out: dict[str, frozenset[Any]] = {}
-    if isinstance(props, Mapping):
-        for name, prop in props.items():
-            enum = prop.get("enum") if isinstance(prop, Mapping) else None
-            if isinstance(enum, list):
-                out[str(name)] = frozenset(e for e in enum if isinstance(e, str))
+    for name, prop in props.items():
+        enum = prop.get("enum") if isinstance(prop, Mapping) else None
+        if isinstance(enum, list):
+            out[str(name)] = frozenset(e for e in enum if isinstance(e, str))
     return out
 
 
@@ -144,7 +150,8 @@ def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) ->
             if answer.error:
                 continue
             count.accepted += 1
-            enums = _enums(run, call.name)
+            props = _properties(run, call.name)
+            enums = _enums(props)
             opened: list[tuple[str, Leaf, Any]] = []
             for path, value, top in leaves:
                 text = value if isinstance(value, str) else str(value)
@@ -162,6 +169,10 @@ def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) ->
                     value=value if keep_values else None,
                 )
                 flow.leaves.setdefault((call.name, path), []).append(leaf)
+                if top:
+                    domain = flow.domains.setdefault((call.name, path), Domain())
+                    domain.add(value, run.id)
+                    domain.says(props.get(path))
                 if "." not in path and "[]" not in path:
                     opened.append((path, leaf, value))
             for _, value, _ in leaves:

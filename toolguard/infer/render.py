@@ -5,7 +5,9 @@ Every rule is one line (TOML dotted keys: ``refs."arg" = "kind"``, ``invalidates
 "kind"``) under a comment with its
 support (trajectories), share (values passing / values) and up to three counterexample
 trajectory ids. The file is in log mode: an inferred rule flags, a reviewer decides to
-block. Recorded values appear only with ``show_values`` (as comments).
+block. Recorded values appear only with ``show_values`` (as comments). Each tool's table
+ends with what its top-level arguments took where the schema does not say (a few distinct
+strings, numbers: ``domains.py``), as comments, never rules.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+from .domains import comments
 from .flow import Flow
 from .propose import Proposal
 
@@ -93,8 +96,20 @@ def render(
             kind, users = places[place]
             out.append(f"# produces {kind} for {', '.join(sorted(set(users)))}")
             out.append(f"produces.{_q(place)} = {_q(kind)}")
+    seen: dict[str, list[str]] = {}
+    for (tool, path), domain in sorted(flow.domains.items()):
+        found = comments(path, domain, min_support=min_support, show_values=show_values)
+        if found:
+            seen.setdefault(tool, []).extend(found)
     for tool in sorted(by_tool):
         lines.append("")
         lines.append(f"[tools.{_q(tool)}]")
         lines.extend(by_tool[tool])
+        lines.extend(seen.pop(tool, []))
+    if seen:
+        # Under no table: a table of comments alone would declare the tool in a replay.
+        lines += ["", "# Tools with no rule: what their arguments took (comments only)"]
+        for tool in sorted(seen):
+            lines.append(f"# {tool}:")
+            lines.extend(seen[tool])
     return "\n".join(lines) + "\n"
