@@ -56,6 +56,7 @@ def measure(
     min_support: int = 5,
     min_share: float = 0.95,
     dev: bool = False,
+    min_distinct: int = 5,
 ) -> dict[str, Any]:
     """``dev``: the tuning split. Only the tasks inference may read (the even ones) are used,
     split again the same way, so a change is judged without reading the held-out tasks."""
@@ -85,9 +86,19 @@ def measure(
     rule = CommonRule()
     flow = trace_runs(_runs(truth, train), rule=rule)
     flow.warn_empty()
-    proposals = propose(flow, min_support=min_support, min_share=min_share)
+    proposals = propose(
+        flow, min_support=min_support, min_share=min_share, min_distinct=min_distinct
+    )
     inferred_path = out / "inferred.toml"
-    inferred_path.write_text(render(proposals, flow, min_support=min_support, min_share=min_share))
+    inferred_path.write_text(
+        render(
+            proposals,
+            flow,
+            min_support=min_support,
+            min_share=min_share,
+            min_distinct=min_distinct,
+        )
+    )
     hand_path = out / "hand.toml"
     write_contract(hand_path)
     contracts = {
@@ -154,6 +165,7 @@ def measure(
         "tasks": len(tasks),
         "min_support": min_support,
         "min_share": min_share,
+        "min_distinct": min_distinct,
         "train_tasks": len(train),
         "test_tasks": len(test),
         "inferred_rules": rules,
@@ -171,7 +183,7 @@ def markdown(summary: dict[str, Any]) -> str:
         "the ground truth of "
         f"{summary['train_tasks']}, replayed on the mutants of the other {summary['test_tasks']} "
         f"(inferred rules: {summary['inferred_rules']}; min-support {summary['min_support']}, "
-        f"min-share {summary['min_share']:g}).",
+        f"min-distinct {summary['min_distinct']}, min-share {summary['min_share']:g}).",
         "",
         "| mutation | calls | env rejections | caught: " + " / ".join(names)
         + " | accepted mutated calls flagged | flags on other accepted calls |",
@@ -251,6 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--min-support", type=int, default=5)
     p.add_argument("--min-share", type=float, default=0.95)
+    p.add_argument("--min-distinct", type=int, default=5)
     p.add_argument("--out", default="out/infer")
     p.add_argument(
         "--dev",
@@ -260,7 +273,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    summary = measure(args.limit, out, args.seed, args.min_support, args.min_share, args.dev)
+    summary = measure(
+        args.limit, out, args.seed, args.min_support, args.min_share, args.dev, args.min_distinct
+    )
     (out / "infer.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     text = markdown(summary)
     (out / "infer.md").write_text(text)

@@ -31,7 +31,7 @@ def test_refs_and_produces_named_after_the_producer_path(tmp_path: Path) -> None
     assert data["mode"] == "log"
     assert data["tools"]["remove_contact"]["refs"] == {"contact_id": "contact_id"}
     assert data["tools"]["search_contact"]["produces"] == {"contacts[].id": "contact_id"}
-    assert "support 6 trajectories, share 1.0000 (6/6 values)" in text
+    assert "support 6 trajectories and 6 distinct values, share 1.0000 (6/6 values)" in text
 
 
 def test_below_min_support_no_rule(tmp_path: Path) -> None:
@@ -119,7 +119,10 @@ def test_a_value_only_a_result_showed_is_a_counterexample_to_grounded(tmp_path: 
     strict = tomllib.loads(infer_text(path, min_share=1.0))
     assert "grounded" not in strict.get("tools", {}).get("verify", {})
     text = infer_text(path, min_share=0.8)
-    assert "# grounded passport: support 6 trajectories, share 0.8571 (6/7 values); " in text
+    assert (
+        "# grounded passport: support 6 trajectories and 6 distinct values, "
+        "share 0.8571 (6/7 values); " in text
+    )
     assert "counterexamples: r9" in text
     assert flagged(path, text) == [("r9", 2, "information.passport")]
 
@@ -152,7 +155,7 @@ def test_invalidates_where_later_uses_were_rejected(tmp_path: Path) -> None:
     assert "invalidates" not in data["tools"]["get_contact"]
     assert (
         "# invalidates contact_id -> contact_id (6 later use(s) rejected, 0 vanished from "
-        "results): support 6 trajectories, share 1.0000 (6/6 values)" in text
+        "results): support 6 trajectories and 6 distinct values, share 1.0000 (6/6 values)" in text
     )
 
 
@@ -254,3 +257,31 @@ def test_no_comment_where_the_schema_says(tmp_path: Path) -> None:
     for row in rows:
         row["tools"] = [{"type": "function", "function": {"name": "book", "parameters": schema}}]
     assert "# seen" not in infer_text(write(str(tmp_path), rows))
+
+
+def test_a_grounded_rule_needs_distinct_values(tmp_path: Path) -> None:
+    # Six runs, but two cities between them: a value of few that the text happens to hold,
+    # or one scenario run again, is no independent evidence (2 distinct < min-distinct 5).
+    rows = [
+        run(f"r{i}", f"fly to City{i % 2}", ("book", {"city": f"City{i % 2}"}, {"ok": 1}))
+        for i in range(6)
+    ]
+    path = write(str(tmp_path), rows)
+    assert "grounded" not in tomllib.loads(infer_text(path)).get("tools", {}).get("book", {})
+    text = infer_text(path, min_distinct=2)
+    assert "# grounded city: support 6 trajectories and 2 distinct values" in text
+
+
+def test_a_refs_rule_needs_no_distinct_values(tmp_path: Path) -> None:
+    # A backend handing out the same id each run still shows where the argument comes from.
+    rows = [
+        run(
+            f"r{i}",
+            "book and cancel",
+            ("book_flight", {"to": "Paris"}, {"booking_id": "3426812"}),
+            ("cancel_booking", {"booking_id": "3426812"}, {"ok": True}),
+        )
+        for i in range(6)
+    ]
+    data = tomllib.loads(infer_text(write(str(tmp_path), rows)))
+    assert data["tools"]["cancel_booking"]["refs"] == {"booking_id": "booking_id"}

@@ -31,6 +31,7 @@ class _Args(argparse.Namespace):
     format: str
     min_support: int
     min_share: float
+    min_distinct: int
     min_length: int
     min_int: int
     explain: bool
@@ -69,6 +70,14 @@ def _parser() -> argparse.ArgumentParser:
         default=5,
         metavar="N",
         help="trajectories a rule needs evidence in (%(default)s)",
+    )
+    p.add_argument(
+        "--min-distinct",
+        type=positive,
+        default=5,
+        metavar="N",
+        help="distinct values a rule needs evidence from: runs repeating one scenario are "
+        "not independent evidence (%(default)s)",
     )
     p.add_argument(
         "--min-share",
@@ -121,7 +130,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             unread += 1
             flow.warnings.append(f"{source}: not read as {args.format}: {exc}")
     flow.warn_empty()
-    proposals = propose(flow, min_support=args.min_support, min_share=args.min_share)
+    proposals = propose(
+        flow,
+        min_support=args.min_support,
+        min_share=args.min_share,
+        min_distinct=args.min_distinct,
+    )
     if unread:
         # Rules from part of the input (mixed formats, say) are not the evidence asked for.
         flow.warnings.append(
@@ -131,7 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         proposals = []
     elif not proposals and flow.runs:
         flow.warnings.append(
-            f"no rule reached min-support {args.min_support} and min-share "
+            f"no rule reached min-support {args.min_support}, min-distinct "
+            f"{args.min_distinct} and min-share "
             f"{args.min_share:g} (--explain shows the sources per argument)"
         )
     text = render(
@@ -139,6 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         flow,
         min_support=args.min_support,
         min_share=args.min_share,
+        min_distinct=args.min_distinct,
         show_values=args.show_values,
     )
     try:

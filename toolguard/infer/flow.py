@@ -23,7 +23,7 @@ from ..runtime.checks.information import is_placeholder
 from ..runtime.trajectories.leaves import add_leaves
 from .domains import Domain
 from .lifetime import After, Lifetimes
-from .values import CommonRule, argument_leaves, result_leaves
+from .values import CommonRule, argument_leaves, result_leaves, value_key
 
 Place = tuple[str, str]  # (producer tool, place in its result)
 
@@ -33,6 +33,7 @@ class Leaf:
     """One argument leaf of one accepted call and where its value had appeared."""
 
     run: str
+    key: int  # values.value_key: distinct values are counted without keeping them
     common: bool
     producers: frozenset[Place]
     user_given: bool  # a value the replay binds under every kind
@@ -158,6 +159,7 @@ def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) ->
                 root = path.split(".", 1)[0].removesuffix("[]")
                 leaf = Leaf(
                     run=run.id,
+                    key=value_key(value),
                     common=rule.common(value, enums.get(root, frozenset())),
                     producers=frozenset(_lookup(produced, value) or ()),
                     user_given=_has(given, value),
@@ -181,7 +183,7 @@ def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) ->
             lifetimes.answered(call.name, places)
             for path, leaf, value in opened:
                 if not leaf.common and (leaf.producers or leaf.user_given):
-                    lifetimes.open(call.name, path, value, leaf.producers, leaf.user_given)
+                    lifetimes.open(call.name, path, value, leaf)
             for place, value in places:
                 found = _lookup(produced, value)
                 if found is None:

@@ -80,6 +80,7 @@ def _rule(
     failing: set[str] = set()
     bad = rejected = vanished = 0
     evidence_runs: set[str] = set()
+    evidence_keys: set[int] = set()
     for after in occurrences:
         is_bad, was_rejected, gone = _judge(after, places, users)
         if is_bad:
@@ -89,6 +90,7 @@ def _rule(
         vanished += gone
         if was_rejected or gone:
             evidence_runs.add(after.run)
+            evidence_keys.add(after.key)
     total = len(occurrences)
     evidence = sum(1 for a in occurrences if any(_judge(a, places, users)[1:]))
     if len(evidence_runs) < min_support or total - bad < min_share * total or evidence <= bad:
@@ -106,4 +108,5 @@ def _rule(
         tuple(sorted(places)),
         kind=kind,
         detail=f"{rejected} later use(s) rejected, {vanished} vanished from results",
+        distinct=len(evidence_keys),
     )

@@ -14,9 +14,20 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 Place = tuple[str, str]  # (producer tool, place in its result)
+
+
+class _Bound(Protocol):
+    """What the flow knows of the value when the call ran (its Leaf)."""
+
+    @property
+    def key(self) -> int: ...
+    @property
+    def producers(self) -> frozenset[Place]: ...
+    @property
+    def user_given(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +46,7 @@ class After:
     """One accepted call's argument value and its later life in the trajectory."""
 
     run: str
+    key: int  # values.value_key
     producers: frozenset[Place]
     user_given: bool
     uses: list[Use] = field(default_factory=list)
@@ -85,14 +97,12 @@ class Lifetimes:
                 continue
             one.lacking.update(p for p in one.after.producers if p[0] == tool)
 
-    def open(
-        self, tool: str, path: str, value: Any, producers: frozenset[Place], user_given: bool
-    ) -> None:
+    def open(self, tool: str, path: str, value: Any, leaf: _Bound) -> None:
         try:
             hash(value)
         except TypeError:
             return
-        one = _Open(value, After(self.run, producers, user_given))
+        one = _Open(value, After(self.run, leaf.key, leaf.producers, leaf.user_given))
         self._by_value.setdefault(value, []).append(one)
         self._opened.append(((tool, path), one))
 

@@ -17,7 +17,7 @@ class Proposal:
     what: str
     tool: str
     path: str
-    support: int
+    support: int  # trajectories holding evidence
     passed: int
     total: int
     counterexamples: list[str]
@@ -26,6 +26,7 @@ class Proposal:
     kind: str = ""
     examples: list[str] = field(default_factory=list)
     detail: str = ""
+    distinct: int = 0  # distinct values among the evidence
 
     @property
     def share(self) -> float:

@@ -13,7 +13,11 @@ name) until no place adds one. The rule is proposed when
 Places of rules that share a place are one kind (merged), named after the place explaining
 the most values. ``grounded``: a top-level argument most of whose uncommon values appear in
 the user's or system's text, passing (seen, not a placeholder) for ``min_share`` of its
-values, in ``min_support`` trajectories; not proposed where ``refs`` is.
+values, in ``min_support`` trajectories and with ``min_distinct`` distinct values among that
+evidence (a value of a few that the text happens to hold, or one scenario run again, is no
+independent evidence that the argument copies what the user said; a ``refs`` rule's evidence
+is a value flowing from one place, which holds even when a backend hands out one id every
+run); not proposed where ``refs`` is.
 """
 
 from __future__ import annotations
@@ -28,16 +32,18 @@ from .proposal import MAX_COUNTEREXAMPLES, Proposal
 __all__ = ["Proposal", "kind_name", "propose"]
 
 
-def propose(flow: Flow, *, min_support: int = 5, min_share: float = 0.95) -> list[Proposal]:
+def propose(
+    flow: Flow, *, min_support: int = 5, min_share: float = 0.95, min_distinct: int = 5
+) -> list[Proposal]:
     """The rules the flow supports, sorted by (tool, path, what): ``refs`` or ``grounded``
     per argument, then ``invalidates`` over the refs' kinds (``invalidates.py``)."""
     out: list[Proposal] = []
     for (tool, path), leaves in sorted(flow.leaves.items()):
-        refs = _refs(tool, path, leaves, min_support, min_share)
+        refs = _refs(tool, path, leaves, (min_support, 1), min_share)
         if refs is not None:
             out.append(refs)
             continue
-        grounded = _grounded(tool, path, leaves, min_support, min_share)
+        grounded = _grounded(tool, path, leaves, (min_support, min_distinct), min_share)
         if grounded is not None:
             out.append(grounded)
     named = [p for p in out if p.what == "refs"]
@@ -46,8 +52,17 @@ def propose(flow: Flow, *, min_support: int = 5, min_share: float = 0.95) -> lis
     return sorted(out, key=lambda p: (p.tool, p.path, p.what))
 
 
+def _supported(evidence: list[Leaf], minimum: tuple[int, int]) -> tuple[int, int] | None:
+    """(trajectories, distinct values) of the evidence, or None below either minimum."""
+    support = len({leaf.run for leaf in evidence})
+    distinct = len({leaf.key for leaf in evidence})
+    if support < minimum[0] or distinct < minimum[1]:
+        return None
+    return support, distinct
+
+
 def _refs(
-    tool: str, path: str, leaves: list[Leaf], min_support: int, min_share: float
+    tool: str, path: str, leaves: list[Leaf], minimum: tuple[int, int], min_share: float
 ) -> Proposal | None:
     evidence = [leaf for leaf in leaves if not leaf.common and leaf.producers]
     uncommon = sum(1 for leaf in leaves if not leaf.common)
@@ -60,21 +75,21 @@ def _refs(
         left = [leaf for leaf in left if best not in leaf.producers]
     chosen = frozenset(places)
     explained = [leaf for leaf in evidence if leaf.producers & chosen]
-    support = len({leaf.run for leaf in explained})
-    if not places or support < min_support or 2 * len(explained) <= uncommon:
+    support = _supported(explained, minimum)
+    if not places or support is None or 2 * len(explained) <= uncommon:
         return None
     return _proposal("refs", tool, path, leaves, support, min_share, chosen)
 
 
 def _grounded(
-    tool: str, path: str, leaves: list[Leaf], min_support: int, min_share: float
+    tool: str, path: str, leaves: list[Leaf], minimum: tuple[int, int], min_share: float
 ) -> Proposal | None:
     if not all(leaf.top for leaf in leaves):
         return None  # grounded reads the whole argument: a list or an object is never seen
     evidence = [leaf for leaf in leaves if not leaf.common and leaf.said]
     uncommon = sum(1 for leaf in leaves if not leaf.common)
-    support = len({leaf.run for leaf in evidence})
-    if support < min_support or 2 * len(evidence) <= uncommon:
+    support = _supported(evidence, minimum)
+    if support is None or 2 * len(evidence) <= uncommon:
         return None
     return _proposal("grounded", tool, path, leaves, support, min_share, frozenset())
 
@@ -90,7 +105,7 @@ def _proposal(
     tool: str,
     path: str,
     leaves: list[Leaf],
-    support: int,
+    support: tuple[int, int],
     min_share: float,
     places: frozenset[Place],
 ) -> Proposal | None:
@@ -103,13 +118,14 @@ def _proposal(
         what,
         tool,
         path,
-        support,
+        support[0],
         passed,
         len(leaves),
         failing[:MAX_COUNTEREXAMPLES],
         len(failing),
         tuple(sorted(places)),
         examples=examples,
+        distinct=support[1],
     )
 
 

@@ -27,7 +27,8 @@ def _q(text: str) -> str:
 
 def _evidence(rule: Proposal) -> str:
     text = (
-        f"support {rule.support} trajectories, share {rule.share:.4f} "
+        f"support {rule.support} trajectories and {rule.distinct} distinct values, "
+        f"share {rule.share:.4f} "
         f"({rule.passed}/{rule.total} values)"
     )
     if rule.counterexamples:
@@ -44,6 +45,7 @@ def render(
     *,
     min_support: int,
     min_share: float,
+    min_distinct: int = 5,
     show_values: bool = False,
 ) -> str:
     """The contract file's text."""
@@ -52,7 +54,7 @@ def render(
     lines = [
         "# Inferred by `toolguard infer` from "
         f"{len(flow.runs)} trajectories ({accepted} accepted calls); "
-        f"min-support {min_support}, min-share {min_share:g}.",
+        f"min-support {min_support}, min-distinct {min_distinct}, min-share {min_share:g}.",
         "# Review every rule before relying on it; a rule's comment gives its evidence.",
         *(f"# warning: {warning}" for warning in flow.warnings),
         'mode = "log"',

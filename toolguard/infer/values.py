@@ -9,6 +9,7 @@ Paths are those of the contract file: an argument ``arg``, ``arg.field`` or ``ar
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,14 @@ class CommonRule:
         if isinstance(value, float):
             return abs(value) < self.min_int
         return True
+
+
+def value_key(value: Any) -> int:
+    """A stable 64-bit key of a scalar, for counting distinct values without keeping them
+    (the same in every process, unlike ``hash`` of a string)."""
+    text = value if isinstance(value, str) else f"{type(value).__name__}:{value!r}"
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
 
 
 def _ok_key(key: Any) -> bool:
