@@ -29,6 +29,8 @@ from benchmarks.bfcl.__main__ import write_mutants
 from benchmarks.bfcl.contract import write_contract
 from benchmarks.bfcl.data import load_tasks
 from benchmarks.bfcl.mutations import MUTATION_CLASSES, mutate
+from benchmarks.infer.cost import markdown as cost_markdown
+from benchmarks.infer.cost import measure_cost
 from toolguard.infer import CommonRule, propose, render, trace_runs
 from toolguard.replay.engine import ENVIRONMENT, WITH_CONTRACT, Replayer
 from toolguard.replay.model import RecordedRun
@@ -264,6 +266,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--min-support", type=int, default=5)
     p.add_argument("--min-share", type=float, default=0.95)
     p.add_argument("--min-distinct", type=int, default=5)
+    p.add_argument(
+        "--cost",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time `toolguard infer` on N synthetic trajectories and the tau2 "
+        "simulations of --tau2 (benchmarks/infer/cost.py)",
+    )
+    p.add_argument("--tau2", default="out/tau2-record", help="recorded tau2 simulations")
     p.add_argument("--out", default="out/infer")
     p.add_argument(
         "--dev",
@@ -280,6 +291,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = markdown(summary)
     (out / "infer.md").write_text(text)
     print(text, end="")
+    if args.cost > 0:
+        tau2 = Path(args.tau2)
+        rows = measure_cost(args.cost, out / "cost", tau2 if tau2.is_dir() else None)
+        cost = cost_markdown(rows)
+        (out / "cost.md").write_text(cost)
+        print("\nCost of `toolguard infer` (a fresh process each):\n\n" + cost, end="")
     return 0
 
 
