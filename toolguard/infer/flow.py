@@ -62,6 +62,9 @@ class Flow:
     leaves: dict[tuple[str, str], list[Leaf]] = field(default_factory=dict)
     after: dict[tuple[str, str], list[After]] = field(default_factory=dict)
     domains: dict[tuple[str, str], Domain] = field(default_factory=dict)
+    # One object per distinct producer set: most leaves share a handful of them, and a
+    # frozenset each would be most of the memory of 10,000 runs.
+    shared: dict[frozenset[Place], frozenset[Place]] = field(default_factory=dict, repr=False)
     tools: dict[str, ToolCount] = field(default_factory=dict)
     runs: set[str] = field(default_factory=set)
     files: int = 0
@@ -161,7 +164,7 @@ def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) ->
                     run=run.id,
                     key=value_key(value),
                     common=rule.common(value, enums.get(root, frozenset())),
-                    producers=frozenset(_lookup(produced, value) or ()),
+                    producers=_shared(flow, _lookup(produced, value)),
                     user_given=_has(given, value),
                     said=any(text in t for t in said),
                     seen=text in seen_exact or any(text in t for t in said + seen_texts),
@@ -208,6 +211,16 @@ def _arguments(raw: Any) -> Mapping[str, Any] | None:
         except ValueError:
             return None
     return raw if isinstance(raw, Mapping) else None
+
+
+def _shared(flow: Flow, places: set[Place] | None) -> frozenset[Place]:
+    if not places:
+        return _NONE
+    key = frozenset(places)
+    return flow.shared.setdefault(key, key)
+
+
+_NONE: frozenset[Place] = frozenset()
 
 
 def _lookup(produced: dict[Any, set[Place]], value: Any) -> set[Place] | None:
