@@ -285,3 +285,23 @@ def test_a_refs_rule_needs_no_distinct_values(tmp_path: Path) -> None:
     ]
     data = tomllib.loads(infer_text(write(str(tmp_path), rows)))
     assert data["tools"]["cancel_booking"]["refs"] == {"booking_id": "booking_id"}
+
+
+def test_records_keyed_by_data_are_one_key_name_place(tmp_path: Path) -> None:
+    # Each product's variants are keyed by their own ids: no exact path repeats, the key does.
+    rows = []
+    for i in range(6):
+        item = f"item_{5000 + i}"
+        rows.append(
+            run(
+                f"r{i}",
+                "exchange it",
+                ("get_product", {"product": f"P{i}x"}, {"variants": {item: {"item_id": item}}}),
+                ("exchange", {"new_item_id": item}, {"ok": True}),
+            )
+        )
+    path = write(str(tmp_path), rows)
+    data = tomllib.loads(infer_text(path))
+    assert data["tools"]["exchange"]["refs"] == {"new_item_id": "item_id"}
+    assert data["tools"]["get_product"]["produces"] == {"item_id": "item_id"}
+    assert flagged(path, infer_text(path)) == []

@@ -23,7 +23,7 @@ from ..runtime.checks.information import is_placeholder
 from ..runtime.trajectories.leaves import add_leaves
 from .domains import Domain
 from .lifetime import After, Lifetimes
-from .values import CommonRule, argument_leaves, result_leaves, value_key
+from .values import CommonRule, argument_leaves, key_place, result_leaves, value_key
 
 Place = tuple[str, str]  # (producer tool, place in its result)
 
@@ -183,6 +183,7 @@ def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) ->
             for _, value, _ in leaves:
                 _add(argument_values, value)
             places = list(result_leaves(answer.result))
+            places += [(k, v) for p, v in places if (k := key_place(p)) is not None]
             lifetimes.answered(call.name, places)
             for path, leaf, value in opened:
                 if not leaf.common and (leaf.producers or leaf.user_given):

@@ -1,8 +1,9 @@
 """Rules proposed from a :class:`Flow`, each with its evidence.
 
 ``refs`` + ``produces``: for one (tool, argument path), the producer places that explain its
-values are chosen greedily (the place explaining the most uncommon values first, ties by
-name) until no place adds one. The rule is proposed when
+values are chosen greedily (the place explaining the most uncommon values first; of places
+explaining as many, an exact path before a key name, then by name) until no place adds one.
+The rule is proposed when
 
 - at least ``min_support`` trajectories hold an uncommon value it explains (support),
 - at least ``min_share`` of all the path's values (common ones too: the guard checks them)
@@ -28,6 +29,7 @@ from collections import Counter
 from .flow import Flow, Leaf, Place
 from .invalidates import propose_invalidates
 from .proposal import MAX_COUNTEREXAMPLES, Proposal
+from .values import is_key_place
 
 __all__ = ["Proposal", "kind_name", "propose"]
 
@@ -70,7 +72,7 @@ def _refs(
     left = list(evidence)
     while left:
         counts = Counter(p for leaf in left for p in leaf.producers)
-        best = min(counts, key=lambda p: (-counts[p], p))
+        best = min(counts, key=lambda p: (-counts[p], is_key_place(p[1]), p))
         places.append(best)
         left = [leaf for leaf in left if best not in leaf.producers]
     chosen = frozenset(places)
@@ -154,7 +156,7 @@ def _name_kinds(rules: list[Proposal], flow: Flow) -> None:
     names: dict[Place, str] = {}
     taken: set[str] = set()
     for root in sorted(groups, key=lambda r: min(groups[r])):
-        best = min(groups[root], key=lambda p: (-weight[p], p))
+        best = min(groups[root], key=lambda p: (-weight[p], is_key_place(p[1]), p))
         name = kind_name(best)
         if name in taken:
             name = f"{name}_from_{_word(best[0])}"

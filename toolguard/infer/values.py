@@ -111,6 +111,25 @@ def result_leaves(result: Any, path: str = "", depth: int = 0) -> Iterator[tuple
         yield place_of(path), result
 
 
+def key_place(place: str) -> str | None:
+    """The key-name place that finds a leaf at ``place`` too (``produces."id"`` finds every
+    ``id`` key, at any depth, and each scalar of a list under it): the last key of the path.
+    It is one place where the exact paths are many (records keyed by data:
+    ``variants.<id>.item_id``). None for a whole result, a list of lists, or a top-level
+    list."""
+    last = place.removeprefix("$.").rsplit(".", 1)[-1]
+    if last.endswith("[]"):
+        last = last[:-2]
+    if not last or place == "$" or "[]" in last:
+        return None
+    return last
+
+
+def is_key_place(place: str) -> bool:
+    """A key-name place (as :func:`key_place` writes it), not an exact path."""
+    return place != "$" and "." not in place and "[]" not in place
+
+
 def place_of(path: str) -> str:
     """The path as a ``produces`` place: a bare key would be "that key anywhere", so a
     top-level key is written ``$.key``; the whole result is ``$``."""
