@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from .._argtypes import positive
 from .._errors import ToolGuardError
+from ..replay.model import RecordedRun
 from ..replay.sources import FORMATS, read_runs
 from .explain import explain
 from .flow import Flow, trace_runs
@@ -105,6 +106,17 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _unique(runs: Iterable[RecordedRun], ids: dict[str, int]) -> Iterator[RecordedRun]:
+    """Run ids unique across the sources, as replay makes them within one read (a repeat
+    gets ``~2``, ``~3``...): two files' ``r0`` are two trajectories of evidence."""
+    for run in runs:
+        count = ids.get(run.id, 0) + 1
+        ids[run.id] = count
+        if count > 1:
+            run.id = f"{run.id}~{count}"
+        yield run
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``toolguard infer``; returns the exit status."""
     try:
@@ -114,17 +126,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     flow = Flow()
     rule = CommonRule(min_length=args.min_length, min_int=args.min_int)
     unread = 0
+    ids: dict[str, int] = {}
     for source in args.sources:
         try:
-            if args.format in SPAN_FORMATS:
-                read = SpanRead()
-                trace_runs(
-                    span_runs(source, read), rule=rule, keep_values=args.show_values, flow=flow
-                )
-                flow.warnings.extend(read.warnings)
-            else:
-                runs = read_runs(args.format, [source])
-                trace_runs(runs, rule=rule, keep_values=args.show_values, flow=flow)
+            read = SpanRead()
+            runs = (
+                span_runs(source, read)
+                if args.format in SPAN_FORMATS
+                else read_runs(args.format, [source])
+            )
+            trace_runs(_unique(runs, ids), rule=rule, keep_values=args.show_values, flow=flow)
+            flow.warnings.extend(read.warnings)
             flow.files += 1
         except (ToolGuardError, OSError) as exc:
             unread += 1
