@@ -102,3 +102,23 @@ def test_a_file_that_is_not_a_span_file(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["infer", str(path), "--format", "spans", "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert f"{path}:1: not an OTLP trace export" in err and "Traceback" not in err
+
+
+def test_a_blocked_call_never_reached_the_environment(tmp_path: Path) -> None:
+    path = tmp_path / "blocked.jsonl"
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(SpanFileExporter(path)))
+    guard = tg.Guard(record_content=True, tracer_provider=provider)  # block mode
+
+    @guard.tool(refs={"contact_id": "contact"})
+    def remove_contact(contact_id: str) -> dict[str, bool]:
+        return {"removed": True}
+
+    with guard.trajectory("t0"), pytest.raises(tg.ToolCallRejected):
+        remove_contact("id_never_produced")
+    provider.shutdown()
+    (only,) = span_runs(path)
+    (event,) = only.events
+    assert isinstance(event, Turn)
+    call = event.calls[0]
+    assert call.arguments == {"contact_id": "id_never_produced"} and call.answer is None
