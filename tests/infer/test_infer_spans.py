@@ -122,3 +122,27 @@ def test_a_blocked_call_never_reached_the_environment(tmp_path: Path) -> None:
     assert isinstance(event, Turn)
     call = event.calls[0]
     assert call.arguments == {"contact_id": "id_never_produced"} and call.answer is None
+
+
+def test_content_cut_at_the_recording_limit_is_a_warning(tmp_path: Path) -> None:
+    path = tmp_path / "long.jsonl"
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(SpanFileExporter(path)))
+    guard = tg.Guard(mode="log", record_content=True, tracer_provider=provider)
+
+    @guard.tool
+    def search(name: str) -> dict[str, str]:
+        return {"text": "x" * 10_000}
+
+    with guard.trajectory("t0"):
+        search("Ann")
+    provider.shutdown()
+    read = SpanRead()
+    (only,) = span_runs(path, read)
+    call = next(c for e in only.events if isinstance(e, Turn) for c in e.calls)
+    assert call.arguments == {"name": "Ann"}
+    assert call.answer is not None and isinstance(call.answer.result, str)
+    assert read.warnings == [
+        f"{path}: 1 call span(s) hold arguments or a result cut at the recording limit "
+        "(4,096 characters): cut arguments are not read, a cut result is text"
+    ]

@@ -56,6 +56,7 @@ class _Call:
     step: int
     call: RecordedCall
     content: bool
+    cut: bool = False  # its arguments or result were cut at the recording limit
 
 
 @dataclass
@@ -106,6 +107,12 @@ def span_runs(path: str | os.PathLike[str], read: SpanRead | None = None) -> Ite
             f"{name}: {bare} of {total} call spans hold no recorded arguments "
             "(written without record_content=True): they count as calls with no result"
         )
+    cut = sum(1 for c in calls.values() for one in c if one.cut)
+    if cut:
+        read.warnings.append(
+            f"{name}: {cut} call span(s) hold arguments or a result cut at the recording "
+            "limit (4,096 characters): cut arguments are not read, a cut result is text"
+        )
     for tid in sorted(calls):
         ordered = sorted(calls[tid], key=lambda c: c.step)
         summary = summaries.get(tid, {})
@@ -133,9 +140,11 @@ def _call(step: int, attributes: Mapping[str, Any], status: Any) -> _Call:
     # Text that is not JSON (cut, or a repr) is kept as text: the flow reads it as unread.
     arguments = _json(raw_arguments) if content else None
     call = RecordedCall(tool, arguments, call_id if isinstance(call_id, str) else None)
+    raw_result = attributes.get(GEN_AI_TOOL_CALL_RESULT)
+    cut = any(isinstance(t, str) and t.endswith(_CUT) for t in (raw_arguments, raw_result))
     decision = attributes.get(DECISION)
     if not content or decision in (BLOCKED, CANCELLED):
-        return _Call(step, call, content)  # never reached the environment, or unknown
+        return _Call(step, call, content, cut)  # never reached the environment, or unknown
     failed = attributes.get(FAILED_CHECKS)
     checks = failed if isinstance(failed, list) else []
     rejected = (
@@ -143,10 +152,9 @@ def _call(step: int, attributes: Mapping[str, Any], status: Any) -> _Call:
         or any(isinstance(c, str) and c.startswith(STATE_CONSISTENCY) for c in checks)
         or status in _ERROR_STATUS
     )
-    raw_result = attributes.get(GEN_AI_TOOL_CALL_RESULT)
     result = _json(raw_result) if isinstance(raw_result, str) else None
     call.answer = Answer(result, rejected)
-    return _Call(step, call, content)
+    return _Call(step, call, content, cut)
 
 
 def _json(text: Any) -> Any:
