@@ -29,6 +29,8 @@ from benchmarks.bfcl.__main__ import write_mutants
 from benchmarks.bfcl.contract import write_contract
 from benchmarks.bfcl.data import load_tasks
 from benchmarks.bfcl.mutations import MUTATION_CLASSES, mutate
+from benchmarks.infer.cost import markdown as cost_markdown
+from benchmarks.infer.cost import measure_cost
 from toolguard.infer import CommonRule, propose, render, trace_runs
 from toolguard.replay.engine import ENVIRONMENT, WITH_CONTRACT, Replayer
 from toolguard.replay.model import RecordedRun
@@ -50,10 +52,24 @@ def _steps(traj: tg.Trajectory) -> dict[int, tg.Verdict]:
 
 
 def measure(
-    limit: int | None, out: Path, seed: int, min_support: int = 5, min_share: float = 0.95
+    limit: int | None,
+    out: Path,
+    seed: int,
+    min_support: int = 5,
+    min_share: float = 0.95,
+    dev: bool = False,
+    min_distinct: int = 5,
 ) -> dict[str, Any]:
+    """``dev``: the tuning split. Only the tasks inference may read (the even ones) are used,
+    split again the same way, so a change is judged without reading the held-out tasks."""
     t0 = time.monotonic()
     tasks = load_tasks(CATEGORIES, limit)
+    if dev:
+        kept: dict[str, list[str]] = {}
+        for t in tasks:
+            kept.setdefault(t.category, []).append(t.id)
+        even = {i for ids in kept.values() for i in ids[0::2]}
+        tasks = [t for t in tasks if t.id in even]
     by_category: dict[str, list[str]] = {}
     for t in tasks:
         by_category.setdefault(t.category, []).append(t.id)
@@ -72,9 +88,19 @@ def measure(
     rule = CommonRule()
     flow = trace_runs(_runs(truth, train), rule=rule)
     flow.warn_empty()
-    proposals = propose(flow, min_support=min_support, min_share=min_share)
+    proposals = propose(
+        flow, min_support=min_support, min_share=min_share, min_distinct=min_distinct
+    )
     inferred_path = out / "inferred.toml"
-    inferred_path.write_text(render(proposals, flow, min_support=min_support, min_share=min_share))
+    inferred_path.write_text(
+        render(
+            proposals,
+            flow,
+            min_support=min_support,
+            min_share=min_share,
+            min_distinct=min_distinct,
+        )
+    )
     hand_path = out / "hand.toml"
     write_contract(hand_path)
     contracts = {
@@ -93,7 +119,7 @@ def measure(
         row = rows.setdefault(
             model.removeprefix("mutant-"),
             {"runs": 0, "calls": 0, "rejected": 0, "accepted": 0, "caught": {}, "flags": {},
-             "flags_at_mutation": {}, "both": 0},
+             "flags_at_mutation": {}, "both": 0, "missed": {}},
         )  # fmt: skip
         for run in _runs([f], test):
             row["runs"] += 1
@@ -113,6 +139,11 @@ def measure(
                     row[key][n] = row[key].get(n, 0) + hit
                 if not verdict.ok and pre["inferred"] and pre["hand rules"]:
                     row["both"] += 1
+                elif not verdict.ok and pre["hand rules"]:
+                    # What inference misses, by the rejected call's tool and the hand check.
+                    hand = seen["hand rules"][step]
+                    where = f"{hand.tool}:{hand.check}"
+                    row["missed"][where] = row["missed"].get(where, 0) + 1
     # Out-of-sample false positives proper: the held-out tasks' ground truth never failed.
     held_out: dict[str, Any] = {"runs": 0, "accepted": 0, "flags": {}, "by_check": {}}
     for run in _runs(truth, test):
@@ -130,12 +161,13 @@ def measure(
                     if name == "inferred":
                         check = f"{verdict.tool}:{verdict.check}"
                         held_out["by_check"][check] = held_out["by_check"].get(check, 0) + 1
-    rules = {"refs": sum(p.what == "refs" for p in proposals)}
-    rules["grounded"] = sum(p.what == "grounded" for p in proposals)
+    rules = {w: sum(p.what == w for p in proposals) for w in ("refs", "grounded", "invalidates")}
     return {
+        "split": "dev (the even tasks only, split again)" if dev else "even / odd",
         "tasks": len(tasks),
         "min_support": min_support,
         "min_share": min_share,
+        "min_distinct": min_distinct,
         "train_tasks": len(train),
         "test_tasks": len(test),
         "inferred_rules": rules,
@@ -149,10 +181,11 @@ def measure(
 def markdown(summary: dict[str, Any]) -> str:
     names = ("schema-only", "inferred", "hand rules")
     lines = [
-        f"BFCL multi-turn, {summary['tasks']} tasks: inferred from the ground truth of "
+        f"BFCL multi-turn, {summary['tasks']} tasks ({summary['split']} split): inferred from "
+        "the ground truth of "
         f"{summary['train_tasks']}, replayed on the mutants of the other {summary['test_tasks']} "
         f"(inferred rules: {summary['inferred_rules']}; min-support {summary['min_support']}, "
-        f"min-share {summary['min_share']:g}).",
+        f"min-distinct {summary['min_distinct']}, min-share {summary['min_share']:g}).",
         "",
         "| mutation | calls | env rejections | caught: " + " / ".join(names)
         + " | accepted mutated calls flagged | flags on other accepted calls |",
@@ -186,9 +219,26 @@ def markdown(summary: dict[str, Any]) -> str:
         f"{total['accepted']} ({flags / max(total['accepted'], 1):.2%}); hand rules "
         f"{total['flags'].get('hand rules', 0)}.",
         _held_out(summary["held_out_ground_truth"], names),
+        "Inferred flags on the held-out ground truth by check: "
+        + _top(summary["held_out_ground_truth"]["by_check"]),
+        "Dependency-type rejections the hand rules catch and inference misses, by check: "
+        + _top(_sum(r["missed"] for r in dep)),
         f"({summary['seconds']} s)",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _sum(counts: Iterator[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in counts:
+        for k, v in c.items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+def _top(counts: dict[str, int], n: int = 12) -> str:
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{k} {v}" for k, v in ranked[:n]) or "none"
 
 
 def _held_out(h: dict[str, Any], names: Sequence[str]) -> str:
@@ -215,15 +265,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--min-support", type=int, default=5)
     p.add_argument("--min-share", type=float, default=0.95)
+    p.add_argument("--min-distinct", type=int, default=5)
+    p.add_argument(
+        "--cost",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time `toolguard infer` on N synthetic trajectories and the tau2 "
+        "simulations of --tau2 (benchmarks/infer/cost.py)",
+    )
+    p.add_argument("--tau2", default="out/tau2-record", help="recorded tau2 simulations")
     p.add_argument("--out", default="out/infer")
+    p.add_argument(
+        "--dev",
+        action="store_true",
+        help="the tuning split: the even tasks only, split again (the odd ones never read)",
+    )
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    summary = measure(args.limit, out, args.seed, args.min_support, args.min_share)
+    summary = measure(
+        args.limit, out, args.seed, args.min_support, args.min_share, args.dev, args.min_distinct
+    )
     (out / "infer.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     text = markdown(summary)
     (out / "infer.md").write_text(text)
     print(text, end="")
+    if args.cost > 0:
+        tau2 = Path(args.tau2)
+        rows = measure_cost(args.cost, out / "cost", tau2 if tau2.is_dir() else None)
+        cost = cost_markdown(rows)
+        (out / "cost.md").write_text(cost)
+        print("\nCost of `toolguard infer` (a fresh process each):\n\n" + cost, end="")
     return 0
 
 

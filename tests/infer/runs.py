@@ -53,13 +53,25 @@ def write(folder: str, rows: Sequence[dict[str, Any]], name: str = "runs.jsonl")
 
 
 def infer_text(
-    path: str, *, min_support: int = 5, min_share: float = 0.95, show_values: bool = False
+    path: str,
+    *,
+    min_support: int = 5,
+    min_share: float = 0.95,
+    min_distinct: int | None = None,
+    show_values: bool = False,
 ) -> str:
+    """The contract inferred from ``path``; ``min_distinct`` is ``min_support`` unless given."""
+    distinct = min_support if min_distinct is None else min_distinct
     flow = trace_runs(read_runs("openai", [path]), rule=CommonRule(), keep_values=show_values)
     flow.warn_empty()
-    rules = propose(flow, min_support=min_support, min_share=min_share)
+    rules = propose(flow, min_support=min_support, min_share=min_share, min_distinct=distinct)
     return render(
-        rules, flow, min_support=min_support, min_share=min_share, show_values=show_values
+        rules,
+        flow,
+        min_support=min_support,
+        min_share=min_share,
+        min_distinct=distinct,
+        show_values=show_values,
     )
 
 

@@ -89,3 +89,16 @@ def test_nothing_in_the_file_is_evaluated(tmp_path: Path) -> None:
 
 def test_a_bad_option_is_status_2(tmp_path: Path) -> None:
     assert main(["infer", "x", "--out", str(tmp_path / "c"), "--min-share", "2"]) == 2
+
+
+def test_runs_of_two_files_with_one_id_are_two_trajectories(tmp_path: Path) -> None:
+    # Three runs in each file, named alike: six trajectories of evidence, not three.
+    rows = _contacts(6)
+    a = write(str(tmp_path), rows[:3], "a.jsonl")
+    b_rows = [dict(r, id=f"r{i}") for i, r in enumerate(rows[3:])]
+    b = write(str(tmp_path), b_rows, "b.jsonl")
+    out = tmp_path / "c.toml"
+    assert main(["infer", a, b, "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "from 6 trajectories" in text
+    assert tg.load_contract(out).tools["remove_contact"].refs == {"contact_id": "contact_id"}

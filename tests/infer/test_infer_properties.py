@@ -17,23 +17,36 @@ _ID = st.text(alphabet="abcdef0123456789", min_size=4, max_size=8)
 @st.composite
 def _run(draw: st.DrawFn, index: int) -> dict[str, Any]:
     """A run that never failed: searches, lookups of an id found (or, sometimes, one from
-    nowhere), files named by the user opened and read by handle, and small numbers."""
+    nowhere), removals after which a removed id is used only once a search found it again
+    (searches mostly stop finding it), files named by the user opened and read by handle,
+    and small numbers."""
     name = draw(st.sampled_from(["Ann", "Bob", "Carla", "Dmitri"]))
     path = draw(st.sampled_from(["notes.txt", "todo.md", "a/b.csv"]))
     passport = "P" + draw(st.text(alphabet="0123456789", min_size=5, max_size=6))
     calls: list[tuple[str, dict[str, Any], Any]] = []
-    ids: list[str] = []
+    ids: list[str] = []  # found and not removed since
+    removed: list[str] = []
     handles: list[str] = []
-    for _ in range(draw(st.integers(0, 6))):
-        op = draw(st.sampled_from(["search", "get", "open", "read", "count", "verify"]))
+    for _ in range(draw(st.integers(0, 8))):
+        op = draw(st.sampled_from(["search", "get", "remove", "open", "read", "count", "verify"]))
         if op == "search":
             found = draw(st.lists(_ID, min_size=0, max_size=3))
-            ids.extend(found)
+            if removed and draw(st.integers(0, 3)) == 0:
+                found.append(removed.pop())  # found again: usable again
+            ids.extend(f for f in found if f not in ids)
+            removed = [r for r in removed if r not in found]
             calls.append(("search", {"name": name}, {"items": [{"id": i} for i in found]}))
         elif op == "get":
             invented = not ids or draw(st.integers(0, 9)) == 0
             item = draw(_ID) if invented else draw(st.sampled_from(ids))
+            if invented and item in removed:
+                continue  # never a removed id: the environment would refuse it
             calls.append(("get", {"item_id": item}, {"title": f"T{item}"}))
+        elif op == "remove" and ids:
+            item = draw(st.sampled_from(ids))
+            ids.remove(item)
+            removed.append(item)
+            calls.append(("remove", {"item_id": item}, {"ok": True}))
         elif op == "open":
             handle = "h-" + draw(_ID)
             handles.append(handle)

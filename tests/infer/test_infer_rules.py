@@ -31,7 +31,7 @@ def test_refs_and_produces_named_after_the_producer_path(tmp_path: Path) -> None
     assert data["mode"] == "log"
     assert data["tools"]["remove_contact"]["refs"] == {"contact_id": "contact_id"}
     assert data["tools"]["search_contact"]["produces"] == {"contacts[].id": "contact_id"}
-    assert "support 6 trajectories, share 1.0000 (6/6 values)" in text
+    assert "support 6 trajectories and 6 distinct values, share 1.0000 (6/6 values)" in text
 
 
 def test_below_min_support_no_rule(tmp_path: Path) -> None:
@@ -119,6 +119,189 @@ def test_a_value_only_a_result_showed_is_a_counterexample_to_grounded(tmp_path: 
     strict = tomllib.loads(infer_text(path, min_share=1.0))
     assert "grounded" not in strict.get("tools", {}).get("verify", {})
     text = infer_text(path, min_share=0.8)
-    assert "# grounded passport: support 6 trajectories, share 0.8571 (6/7 values); " in text
+    assert (
+        "# grounded passport: support 6 trajectories and 6 distinct values, "
+        "share 0.8571 (6/7 values); " in text
+    )
     assert "counterexamples: r9" in text
     assert flagged(path, text) == [("r9", 2, "information.passport")]
+
+
+def _removals(n: int, *, reused: int = 0) -> list[dict]:
+    """Each run finds a contact, reads it, removes it, then reads it again: the environment
+    rejects that read, except in the first ``reused`` runs (it accepted a stale id)."""
+    rows = []
+    for i in range(n):
+        cid = f"id_{7000 + i}"
+        rows.append(
+            run(
+                f"r{i:02d}",
+                f"remove Person{i}",
+                ("search_contact", {"name": f"Person{i}"}, {"contacts": [{"id": cid}]}),
+                ("get_contact", {"contact_id": cid}, {"name": f"Person{i}"}),
+                ("remove_contact", {"contact_id": cid}, {"ok": True}),
+                ("get_contact", {"contact_id": cid}, {"name": f"Person{i}"}),
+                error_at=None if i < reused else 3,
+            )
+        )
+    return rows
+
+
+def test_invalidates_where_later_uses_were_rejected(tmp_path: Path) -> None:
+    text = infer_text(write(str(tmp_path), _removals(6)))
+    data = tomllib.loads(text)
+    assert data["tools"]["remove_contact"]["invalidates"] == {"contact_id": "contact_id"}
+    # Reading a contact leaves it usable: the removal after it was accepted.
+    assert "invalidates" not in data["tools"]["get_contact"]
+    assert (
+        "# invalidates contact_id -> contact_id (6 later use(s) rejected, 0 vanished from "
+        "results): support 6 trajectories and 6 distinct values, share 1.0000 (6/6 values)" in text
+    )
+
+
+def test_invalidates_counterexample_an_accepted_later_use(tmp_path: Path) -> None:
+    path = write(str(tmp_path), _removals(10, reused=1))
+    strict = tomllib.loads(infer_text(path, min_share=1.0))
+    assert "invalidates" not in strict["tools"]["remove_contact"]
+    text = infer_text(path, min_share=0.9)
+    assert "share 0.9000 (9/10 values); counterexamples: r00" in text
+    assert ("r00", 4, "dependency.contact_id") in flagged(path, text)
+
+
+def test_invalidates_where_the_value_vanished_from_results(tmp_path: Path) -> None:
+    rows = []
+    for i in range(6):
+        a, b = f"f{i}_report.txt", f"f{i}_notes.txt"
+        rows.append(
+            run(
+                f"r{i}",
+                "tidy up",
+                ("list_files", {"folder": "home"}, {"files": [a, b]}),
+                ("delete_file", {"file_name": a}, {"ok": True}),
+                ("list_files", {"folder": "home"}, {"files": [b]}),
+                ("read_file", {"file_name": b}, {"text": "..."}),
+            )
+        )
+    data = tomllib.loads(infer_text(write(str(tmp_path), rows)))
+    assert data["tools"]["read_file"]["refs"] == {"file_name": "file"}
+    assert data["tools"]["delete_file"]["invalidates"] == {"file_name": "file"}
+
+
+def test_invalidated_values_produced_again_are_live(tmp_path: Path) -> None:
+    # A removed id a later search finds again may be used: no counterexample, no flag.
+    rows = _removals(6)
+    for i in range(4):
+        cid = f"id_{7100 + i}"
+        rows.append(
+            run(
+                f"s{i}",
+                "remove and restore",
+                ("search_contact", {"name": f"Q{i}"}, {"contacts": [{"id": cid}]}),
+                ("remove_contact", {"contact_id": cid}, {"ok": True}),
+                ("search_contact", {"name": f"Q{i}"}, {"contacts": [{"id": cid}]}),
+                ("get_contact", {"contact_id": cid}, {"name": f"Q{i}"}),
+            )
+        )
+    path = write(str(tmp_path), rows)
+    text = infer_text(path, min_share=1.0)
+    assert tomllib.loads(text)["tools"]["remove_contact"]["invalidates"] == {
+        "contact_id": "contact_id"
+    }
+    assert [f for f in flagged(path, text) if f[0].startswith("s")] == []
+
+
+def _bookings(n: int) -> list[dict]:
+    classes = ["economy", "business", "first"]
+    return [
+        run(
+            f"r{i}",
+            f"book a seat for trip {i}",
+            ("book", {"seat_class": classes[i % 3], "price": 120 + 35 * i}, {"ok": True}),
+        )
+        for i in range(n)
+    ]
+
+
+def test_enums_and_ranges_only_as_comments_and_values_only_if_asked(tmp_path: Path) -> None:
+    path = write(str(tmp_path), _bookings(9))
+    text = infer_text(path)
+    assert tomllib.loads(text).get("tools", {}) == {}  # never a rule
+    assert "# book:" in text
+    assert (
+        "# seen seat_class: 3 distinct strings in 9 calls, 9 trajectories "
+        "(the schema lists no enum)\n" in text
+    )
+    assert "# seen price: numbers in 9 calls, 9 trajectories (the schema gives no range)\n" in text
+    assert "economy" not in text and "400" not in text
+    shown = infer_text(path, show_values=True)
+    assert "(the schema lists no enum): 'business', 'economy', 'first'" in shown
+    assert "(the schema gives no range): from 120 to 400" in shown
+
+
+def test_no_enum_comment_for_many_distinct_values_or_little_support(tmp_path: Path) -> None:
+    rows = [run(f"r{i}", "go", ("book", {"seat_class": f"class{i}"}, {})) for i in range(9)]
+    assert "seat_class" not in infer_text(write(str(tmp_path), rows, "many.jsonl"))
+    few = write(str(tmp_path), _bookings(4), "few.jsonl")  # 4 trajectories < min-support 5
+    assert "# seen" not in infer_text(few)
+
+
+def test_no_comment_where_the_schema_says(tmp_path: Path) -> None:
+    rows = _bookings(9)
+    schema = {
+        "type": "object",
+        "properties": {
+            "seat_class": {"type": "string", "enum": ["economy", "business", "first"]},
+            "price": {"type": "integer", "minimum": 0},
+        },
+    }
+    for row in rows:
+        row["tools"] = [{"type": "function", "function": {"name": "book", "parameters": schema}}]
+    assert "# seen" not in infer_text(write(str(tmp_path), rows))
+
+
+def test_a_grounded_rule_needs_distinct_values(tmp_path: Path) -> None:
+    # Six runs, but two cities between them: a value of few that the text happens to hold,
+    # or one scenario run again, is no independent evidence (2 distinct < min-distinct 5).
+    rows = [
+        run(f"r{i}", f"fly to City{i % 2}", ("book", {"city": f"City{i % 2}"}, {"ok": 1}))
+        for i in range(6)
+    ]
+    path = write(str(tmp_path), rows)
+    assert "grounded" not in tomllib.loads(infer_text(path)).get("tools", {}).get("book", {})
+    text = infer_text(path, min_distinct=2)
+    assert "# grounded city: support 6 trajectories and 2 distinct values" in text
+
+
+def test_a_refs_rule_needs_no_distinct_values(tmp_path: Path) -> None:
+    # A backend handing out the same id each run still shows where the argument comes from.
+    rows = [
+        run(
+            f"r{i}",
+            "book and cancel",
+            ("book_flight", {"to": "Paris"}, {"booking_id": "3426812"}),
+            ("cancel_booking", {"booking_id": "3426812"}, {"ok": True}),
+        )
+        for i in range(6)
+    ]
+    data = tomllib.loads(infer_text(write(str(tmp_path), rows)))
+    assert data["tools"]["cancel_booking"]["refs"] == {"booking_id": "booking_id"}
+
+
+def test_records_keyed_by_data_are_one_key_name_place(tmp_path: Path) -> None:
+    # Each product's variants are keyed by their own ids: no exact path repeats, the key does.
+    rows = []
+    for i in range(6):
+        item = f"item_{5000 + i}"
+        rows.append(
+            run(
+                f"r{i}",
+                "exchange it",
+                ("get_product", {"product": f"P{i}x"}, {"variants": {item: {"item_id": item}}}),
+                ("exchange", {"new_item_id": item}, {"ok": True}),
+            )
+        )
+    path = write(str(tmp_path), rows)
+    data = tomllib.loads(infer_text(path))
+    assert data["tools"]["exchange"]["refs"] == {"new_item_id": "item_id"}
+    assert data["tools"]["get_product"]["produces"] == {"item_id": "item_id"}
+    assert flagged(path, infer_text(path)) == []

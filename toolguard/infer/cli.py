@@ -10,15 +10,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from .._argtypes import positive
 from .._errors import ToolGuardError
+from ..replay.model import RecordedRun
 from ..replay.sources import FORMATS, read_runs
 from .explain import explain
 from .flow import Flow, trace_runs
 from .propose import propose
 from .render import render
+from .spans import SPAN_FORMATS, SpanRead, span_runs
 from .values import CommonRule
 
 EXIT_ERROR = 2
@@ -30,6 +32,7 @@ class _Args(argparse.Namespace):
     format: str
     min_support: int
     min_share: float
+    min_distinct: int
     min_length: int
     min_int: int
     explain: bool
@@ -55,13 +58,27 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("sources", nargs="+", metavar="SOURCE", help="recorded runs (replay's)")
     p.add_argument("--out", required=True, metavar="FILE", help="contract file to write")
-    p.add_argument("--format", choices=FORMATS, default="openai", help="(default: openai)")
+    p.add_argument(
+        "--format",
+        choices=(*FORMATS, *SPAN_FORMATS),
+        default="openai",
+        help="replay's formats, or a span file written with record_content=True (spans; mcp: "
+        "the recording of `toolguard mcp-proxy --record`) (default: openai)",
+    )
     p.add_argument(
         "--min-support",
         type=positive,
         default=5,
         metavar="N",
         help="trajectories a rule needs evidence in (%(default)s)",
+    )
+    p.add_argument(
+        "--min-distinct",
+        type=positive,
+        default=5,
+        metavar="N",
+        help="distinct values a rule needs evidence from: runs repeating one scenario are "
+        "not independent evidence (%(default)s)",
     )
     p.add_argument(
         "--min-share",
@@ -89,6 +106,17 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _unique(runs: Iterable[RecordedRun], ids: dict[str, int]) -> Iterator[RecordedRun]:
+    """Run ids unique across the sources, as replay makes them within one read (a repeat
+    gets ``~2``, ``~3``...): two files' ``r0`` are two trajectories of evidence."""
+    for run in runs:
+        count = ids.get(run.id, 0) + 1
+        ids[run.id] = count
+        if count > 1:
+            run.id = f"{run.id}~{count}"
+        yield run
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``toolguard infer``; returns the exit status."""
     try:
@@ -98,16 +126,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     flow = Flow()
     rule = CommonRule(min_length=args.min_length, min_int=args.min_int)
     unread = 0
+    ids: dict[str, int] = {}
     for source in args.sources:
         try:
-            runs = read_runs(args.format, [source])
-            trace_runs(runs, rule=rule, keep_values=args.show_values, flow=flow)
+            read = SpanRead()
+            runs = (
+                span_runs(source, read)
+                if args.format in SPAN_FORMATS
+                else read_runs(args.format, [source])
+            )
+            trace_runs(_unique(runs, ids), rule=rule, keep_values=args.show_values, flow=flow)
+            flow.warnings.extend(read.warnings)
             flow.files += 1
         except (ToolGuardError, OSError) as exc:
             unread += 1
             flow.warnings.append(f"{source}: not read as {args.format}: {exc}")
     flow.warn_empty()
-    proposals = propose(flow, min_support=args.min_support, min_share=args.min_share)
+    proposals = propose(
+        flow,
+        min_support=args.min_support,
+        min_share=args.min_share,
+        min_distinct=args.min_distinct,
+    )
     if unread:
         # Rules from part of the input (mixed formats, say) are not the evidence asked for.
         flow.warnings.append(
@@ -117,7 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         proposals = []
     elif not proposals and flow.runs:
         flow.warnings.append(
-            f"no rule reached min-support {args.min_support} and min-share "
+            f"no rule reached min-support {args.min_support}, min-distinct "
+            f"{args.min_distinct} and min-share "
             f"{args.min_share:g} (--explain shows the sources per argument)"
         )
     text = render(
@@ -125,6 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         flow,
         min_support=args.min_support,
         min_share=args.min_share,
+        min_distinct=args.min_distinct,
         show_values=args.show_values,
     )
     try:

@@ -21,7 +21,9 @@ from ..replay.given import user_values
 from ..replay.model import Answer, LiveEnvironment, RecordedRun, Said
 from ..runtime.checks.information import is_placeholder
 from ..runtime.trajectories.leaves import add_leaves
-from .values import CommonRule, argument_leaves, result_leaves
+from .domains import Domain
+from .lifetime import After, Lifetimes
+from .values import CommonRule, argument_leaves, key_place, result_leaves, value_key
 
 Place = tuple[str, str]  # (producer tool, place in its result)
 
@@ -31,6 +33,7 @@ class Leaf:
     """One argument leaf of one accepted call and where its value had appeared."""
 
     run: str
+    key: int  # values.value_key: distinct values are counted without keeping them
     common: bool
     producers: frozenset[Place]
     user_given: bool  # a value the replay binds under every kind
@@ -51,10 +54,17 @@ class ToolCount:
 
 @dataclass
 class Flow:
-    """What tracing the runs found: leaves by (tool, argument path), per-tool counts, the
-    runs seen and warnings."""
+    """What tracing the runs found: leaves by (tool, argument path), the later life of the
+    bound values accepted calls used (``lifetime.py``), what top-level arguments took
+    (``domains.py``), per-tool counts, the runs seen and
+    warnings."""
 
     leaves: dict[tuple[str, str], list[Leaf]] = field(default_factory=dict)
+    after: dict[tuple[str, str], list[After]] = field(default_factory=dict)
+    domains: dict[tuple[str, str], Domain] = field(default_factory=dict)
+    # One object per distinct producer set: most leaves share a handful of them, and a
+    # frozenset each would be most of the memory of 10,000 runs.
+    shared: dict[frozenset[Place], frozenset[Place]] = field(default_factory=dict, repr=False)
     tools: dict[str, ToolCount] = field(default_factory=dict)
     runs: set[str] = field(default_factory=set)
     files: int = 0
@@ -92,15 +102,18 @@ def trace_runs(
     return flow
 
 
-def _enums(run: RecordedRun, tool: str) -> Mapping[str, frozenset[Any]]:
+def _properties(run: RecordedRun, tool: str) -> Mapping[str, Any]:
     schema = run.tools.get(tool) if run.tools is not None else None
     props = schema.get("properties") if isinstance(schema, Mapping) else None
+    return props if isinstance(props, Mapping) else {}
+
+
+def _enums(props: Mapping[str, Any]) -> Mapping[str, frozenset[Any]]:
     out: dict[str, frozenset[Any]] = {}
-    if isinstance(props, Mapping):
-        for name, prop in props.items():
-            enum = prop.get("enum") if isinstance(prop, Mapping) else None
-            if isinstance(enum, list):
-                out[str(name)] = frozenset(e for e in enum if isinstance(e, str))
+    for name, prop in props.items():
+        enum = prop.get("enum") if isinstance(prop, Mapping) else None
+        if isinstance(enum, list):
+            out[str(name)] = frozenset(e for e in enum if isinstance(e, str))
     return out
 
 
@@ -118,10 +131,13 @@ def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) ->
     # declared up front), else only from that tool's first call on. Results count as seen
     # only in the first case, so a rule's share is never better than the replay's.
     observed = run.tools is not None or isinstance(execute, LiveEnvironment)
+    lifetimes = Lifetimes(run.id)
     for event in run.events:
         if isinstance(event, Said):
             said.append(event.text)
-            given.update(user_values(event.text))
+            values = user_values(event.text)
+            given.update(values)
+            lifetimes.said(values)
             continue
         for call in event.calls:
             count = flow.tools.setdefault(call.name, ToolCount())
@@ -131,18 +147,24 @@ def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) ->
                 continue
             count.answered += 1
             arguments = _arguments(call.arguments)
-            if arguments is None or answer.error:
+            if arguments is None:
+                continue
+            leaves = list(argument_leaves(arguments))
+            lifetimes.used(call.name, [(p, v) for p, v, _ in leaves], not answer.error)
+            if answer.error:
                 continue
             count.accepted += 1
-            enums = _enums(run, call.name)
-            leaves = list(argument_leaves(arguments))
+            props = _properties(run, call.name)
+            enums = _enums(props)
+            opened: list[tuple[str, Leaf, Any]] = []
             for path, value, top in leaves:
                 text = value if isinstance(value, str) else str(value)
                 root = path.split(".", 1)[0].removesuffix("[]")
                 leaf = Leaf(
                     run=run.id,
+                    key=value_key(value),
                     common=rule.common(value, enums.get(root, frozenset())),
-                    producers=frozenset(_lookup(produced, value) or ()),
+                    producers=_shared(flow, _lookup(produced, value)),
                     user_given=_has(given, value),
                     said=any(text in t for t in said),
                     seen=text in seen_exact or any(text in t for t in said + seen_texts),
@@ -152,9 +174,21 @@ def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) ->
                     value=value if keep_values else None,
                 )
                 flow.leaves.setdefault((call.name, path), []).append(leaf)
+                if top:
+                    domain = flow.domains.setdefault((call.name, path), Domain())
+                    domain.add(value, run.id)
+                    domain.says(props.get(path))
+                if "." not in path and "[]" not in path:
+                    opened.append((path, leaf, value))
             for _, value, _ in leaves:
                 _add(argument_values, value)
-            for place, value in result_leaves(answer.result):
+            places = list(result_leaves(answer.result))
+            places += [(k, v) for p, v in places if (k := key_place(p)) is not None]
+            lifetimes.answered(call.name, places)
+            for path, leaf, value in opened:
+                if not leaf.common and (leaf.producers or leaf.user_given):
+                    lifetimes.open(call.name, path, value, leaf)
+            for place, value in places:
                 found = _lookup(produced, value)
                 if found is None:
                     with contextlib.suppress(TypeError):  # an unhashable value binds nothing
@@ -165,6 +199,8 @@ def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) ->
                 seen_texts.append(answer.result)
             elif observed:
                 add_leaves(answer.result, seen_exact.add)  # as the guard observes a result
+    for key, after in lifetimes.close():
+        flow.after.setdefault(key, []).append(after)
 
 
 def _arguments(raw: Any) -> Mapping[str, Any] | None:
@@ -176,6 +212,16 @@ def _arguments(raw: Any) -> Mapping[str, Any] | None:
         except ValueError:
             return None
     return raw if isinstance(raw, Mapping) else None
+
+
+def _shared(flow: Flow, places: set[Place] | None) -> frozenset[Place]:
+    if not places:
+        return _NONE
+    key = frozenset(places)
+    return flow.shared.setdefault(key, key)
+
+
+_NONE: frozenset[Place] = frozenset()
 
 
 def _lookup(produced: dict[Any, set[Place]], value: Any) -> set[Place] | None:

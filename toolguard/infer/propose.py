@@ -1,8 +1,9 @@
 """Rules proposed from a :class:`Flow`, each with its evidence.
 
 ``refs`` + ``produces``: for one (tool, argument path), the producer places that explain its
-values are chosen greedily (the place explaining the most uncommon values first, ties by
-name) until no place adds one. The rule is proposed when
+values are chosen greedily (the place explaining the most uncommon values first; of places
+explaining as many, an exact path before a key name, then by name) until no place adds one.
+The rule is proposed when
 
 - at least ``min_support`` trajectories hold an uncommon value it explains (support),
 - at least ``min_share`` of all the path's values (common ones too: the guard checks them)
@@ -13,58 +14,57 @@ name) until no place adds one. The rule is proposed when
 Places of rules that share a place are one kind (merged), named after the place explaining
 the most values. ``grounded``: a top-level argument most of whose uncommon values appear in
 the user's or system's text, passing (seen, not a placeholder) for ``min_share`` of its
-values, in ``min_support`` trajectories; not proposed where ``refs`` is.
+values, in ``min_support`` trajectories and with ``min_distinct`` distinct values among that
+evidence (a value of a few that the text happens to hold, or one scenario run again, is no
+independent evidence that the argument copies what the user said; a ``refs`` rule's evidence
+is a value flowing from one place, which holds even when a backend hands out one id every
+run); not proposed where ``refs`` is.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
 
 from .flow import Flow, Leaf, Place
+from .invalidates import propose_invalidates
+from .proposal import MAX_COUNTEREXAMPLES, Proposal
+from .values import is_key_place
 
-MAX_COUNTEREXAMPLES = 3
-
-
-@dataclass
-class Proposal:
-    """One rule: ``what`` is "refs" or "grounded"; ``kind`` and ``places`` for refs."""
-
-    what: str
-    tool: str
-    path: str
-    support: int
-    passed: int
-    total: int
-    counterexamples: list[str]
-    failing_runs: int
-    places: tuple[Place, ...] = ()
-    kind: str = ""
-    examples: list[str] = field(default_factory=list)
-
-    @property
-    def share(self) -> float:
-        return self.passed / self.total if self.total else 0.0
+__all__ = ["Proposal", "kind_name", "propose"]
 
 
-def propose(flow: Flow, *, min_support: int = 5, min_share: float = 0.95) -> list[Proposal]:
-    """The rules the flow supports, sorted by (tool, path, what)."""
+def propose(
+    flow: Flow, *, min_support: int = 5, min_share: float = 0.95, min_distinct: int = 5
+) -> list[Proposal]:
+    """The rules the flow supports, sorted by (tool, path, what): ``refs`` or ``grounded``
+    per argument, then ``invalidates`` over the refs' kinds (``invalidates.py``)."""
     out: list[Proposal] = []
     for (tool, path), leaves in sorted(flow.leaves.items()):
-        refs = _refs(tool, path, leaves, min_support, min_share)
+        refs = _refs(tool, path, leaves, (min_support, 1), min_share)
         if refs is not None:
             out.append(refs)
             continue
-        grounded = _grounded(tool, path, leaves, min_support, min_share)
+        grounded = _grounded(tool, path, leaves, (min_support, min_distinct), min_share)
         if grounded is not None:
             out.append(grounded)
-    _name_kinds([p for p in out if p.what == "refs"], flow)
-    return out
+    named = [p for p in out if p.what == "refs"]
+    _name_kinds(named, flow)
+    out += propose_invalidates(flow, named, min_support=min_support, min_share=min_share)
+    return sorted(out, key=lambda p: (p.tool, p.path, p.what))
+
+
+def _supported(evidence: list[Leaf], minimum: tuple[int, int]) -> tuple[int, int] | None:
+    """(trajectories, distinct values) of the evidence, or None below either minimum."""
+    support = len({leaf.run for leaf in evidence})
+    distinct = len({leaf.key for leaf in evidence})
+    if support < minimum[0] or distinct < minimum[1]:
+        return None
+    return support, distinct
 
 
 def _refs(
-    tool: str, path: str, leaves: list[Leaf], min_support: int, min_share: float
+    tool: str, path: str, leaves: list[Leaf], minimum: tuple[int, int], min_share: float
 ) -> Proposal | None:
     evidence = [leaf for leaf in leaves if not leaf.common and leaf.producers]
     uncommon = sum(1 for leaf in leaves if not leaf.common)
@@ -72,26 +72,26 @@ def _refs(
     left = list(evidence)
     while left:
         counts = Counter(p for leaf in left for p in leaf.producers)
-        best = min(counts, key=lambda p: (-counts[p], p))
+        best = min(counts, key=lambda p: (-counts[p], is_key_place(p[1]), p))
         places.append(best)
         left = [leaf for leaf in left if best not in leaf.producers]
     chosen = frozenset(places)
     explained = [leaf for leaf in evidence if leaf.producers & chosen]
-    support = len({leaf.run for leaf in explained})
-    if not places or support < min_support or 2 * len(explained) <= uncommon:
+    support = _supported(explained, minimum)
+    if not places or support is None or 2 * len(explained) <= uncommon:
         return None
     return _proposal("refs", tool, path, leaves, support, min_share, chosen)
 
 
 def _grounded(
-    tool: str, path: str, leaves: list[Leaf], min_support: int, min_share: float
+    tool: str, path: str, leaves: list[Leaf], minimum: tuple[int, int], min_share: float
 ) -> Proposal | None:
     if not all(leaf.top for leaf in leaves):
         return None  # grounded reads the whole argument: a list or an object is never seen
     evidence = [leaf for leaf in leaves if not leaf.common and leaf.said]
     uncommon = sum(1 for leaf in leaves if not leaf.common)
-    support = len({leaf.run for leaf in evidence})
-    if support < min_support or 2 * len(evidence) <= uncommon:
+    support = _supported(evidence, minimum)
+    if support is None or 2 * len(evidence) <= uncommon:
         return None
     return _proposal("grounded", tool, path, leaves, support, min_share, frozenset())
 
@@ -107,7 +107,7 @@ def _proposal(
     tool: str,
     path: str,
     leaves: list[Leaf],
-    support: int,
+    support: tuple[int, int],
     min_share: float,
     places: frozenset[Place],
 ) -> Proposal | None:
@@ -120,13 +120,14 @@ def _proposal(
         what,
         tool,
         path,
-        support,
+        support[0],
         passed,
         len(leaves),
         failing[:MAX_COUNTEREXAMPLES],
         len(failing),
         tuple(sorted(places)),
         examples=examples,
+        distinct=support[1],
     )
 
 
@@ -155,7 +156,7 @@ def _name_kinds(rules: list[Proposal], flow: Flow) -> None:
     names: dict[Place, str] = {}
     taken: set[str] = set()
     for root in sorted(groups, key=lambda r: min(groups[r])):
-        best = min(groups[root], key=lambda p: (-weight[p], p))
+        best = min(groups[root], key=lambda p: (-weight[p], is_key_place(p[1]), p))
         name = kind_name(best)
         if name in taken:
             name = f"{name}_from_{_word(best[0])}"

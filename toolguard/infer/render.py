@@ -1,10 +1,13 @@
 """The proposals as a contract file (toolguard/runtime/contract_file.py's format), sorted
 and byte-for-byte the same for the same evidence.
 
-Every rule is one line (TOML dotted keys: ``refs."arg" = "kind"``) under a comment with its
+Every rule is one line (TOML dotted keys: ``refs."arg" = "kind"``, ``invalidates."arg" =
+"kind"``) under a comment with its
 support (trajectories), share (values passing / values) and up to three counterexample
 trajectory ids. The file is in log mode: an inferred rule flags, a reviewer decides to
-block. Recorded values appear only with ``show_values`` (as comments).
+block. Recorded values appear only with ``show_values`` (as comments). Each tool's table
+ends with what its top-level arguments took where the schema does not say (a few distinct
+strings, numbers: ``domains.py``), as comments, never rules.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+from .domains import comments
 from .flow import Flow
 from .propose import Proposal
 
@@ -23,7 +27,8 @@ def _q(text: str) -> str:
 
 def _evidence(rule: Proposal) -> str:
     text = (
-        f"support {rule.support} trajectories, share {rule.share:.4f} "
+        f"support {rule.support} trajectories and {rule.distinct} distinct values, "
+        f"share {rule.share:.4f} "
         f"({rule.passed}/{rule.total} values)"
     )
     if rule.counterexamples:
@@ -40,6 +45,7 @@ def render(
     *,
     min_support: int,
     min_share: float,
+    min_distinct: int = 5,
     show_values: bool = False,
 ) -> str:
     """The contract file's text."""
@@ -48,7 +54,7 @@ def render(
     lines = [
         "# Inferred by `toolguard infer` from "
         f"{len(flow.runs)} trajectories ({accepted} accepted calls); "
-        f"min-support {min_support}, min-share {min_share:g}.",
+        f"min-support {min_support}, min-distinct {min_distinct}, min-share {min_share:g}.",
         "# Review every rule before relying on it; a rule's comment gives its evidence.",
         *(f"# warning: {warning}" for warning in flow.warnings),
         'mode = "log"',
@@ -62,6 +68,11 @@ def render(
             if show_values and rule.examples:
                 out.append(f"# values seen: {', '.join(rule.examples)}")
             out.append(f"refs.{_q(rule.path)} = {_q(rule.kind)}")
+        elif rule.what == "invalidates":
+            out.append(
+                f"# invalidates {rule.path} -> {rule.kind} ({rule.detail}): {_evidence(rule)}"
+            )
+            out.append(f"invalidates.{_q(rule.path)} = {_q(rule.kind)}")
     grounded: dict[str, list[Proposal]] = {}
     for rule in rules:
         if rule.what == "grounded":
@@ -87,8 +98,20 @@ def render(
             kind, users = places[place]
             out.append(f"# produces {kind} for {', '.join(sorted(set(users)))}")
             out.append(f"produces.{_q(place)} = {_q(kind)}")
+    seen: dict[str, list[str]] = {}
+    for (tool, path), domain in sorted(flow.domains.items()):
+        found = comments(path, domain, min_support=min_support, show_values=show_values)
+        if found:
+            seen.setdefault(tool, []).extend(found)
     for tool in sorted(by_tool):
         lines.append("")
         lines.append(f"[tools.{_q(tool)}]")
         lines.extend(by_tool[tool])
+        lines.extend(seen.pop(tool, []))
+    if seen:
+        # Under no table: a table of comments alone would declare the tool in a replay.
+        lines += ["", "# Tools with no rule: what their arguments took (comments only)"]
+        for tool in sorted(seen):
+            lines.append(f"# {tool}:")
+            lines.extend(seen[tool])
     return "\n".join(lines) + "\n"

@@ -9,6 +9,7 @@ Paths are those of the contract file: an argument ``arg``, ``arg.field`` or ``ar
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,14 @@ class CommonRule:
         if isinstance(value, float):
             return abs(value) < self.min_int
         return True
+
+
+def value_key(value: Any) -> int:
+    """A stable 64-bit key of a scalar, for counting distinct values without keeping them
+    (the same in every process, unlike ``hash`` of a string)."""
+    text = value if isinstance(value, str) else f"{type(value).__name__}:{value!r}"
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
 
 
 def _ok_key(key: Any) -> bool:
@@ -100,6 +109,25 @@ def result_leaves(result: Any, path: str = "", depth: int = 0) -> Iterator[tuple
             yield from result_leaves(item, path + "[]", depth + 1)
     elif scalar(result):
         yield place_of(path), result
+
+
+def key_place(place: str) -> str | None:
+    """The key-name place that finds a leaf at ``place`` too (``produces."id"`` finds every
+    ``id`` key, at any depth, and each scalar of a list under it): the last key of the path.
+    It is one place where the exact paths are many (records keyed by data:
+    ``variants.<id>.item_id``). None for a whole result, a list of lists, or a top-level
+    list."""
+    last = place.removeprefix("$.").rsplit(".", 1)[-1]
+    if last.endswith("[]"):
+        last = last[:-2]
+    if not last or place == "$" or "[]" in last:
+        return None
+    return last
+
+
+def is_key_place(place: str) -> bool:
+    """A key-name place (as :func:`key_place` writes it), not an exact path."""
+    return place != "$" and "." not in place and "[]" not in place
 
 
 def place_of(path: str) -> str:

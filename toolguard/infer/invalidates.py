@@ -1,0 +1,112 @@
+"""``invalidates`` proposals: an accepted call of a tool after which the value of its argument
+stops being a usable value of a kind (the ``refs`` kinds already proposed).
+
+For one (tool, top-level argument) and one kind, an occurrence is an accepted call whose
+uncommon value was bound as that kind when it ran (produced at one of the kind's places, or a
+value the user gave): exactly the calls after which a replay with the rule makes the value
+stale. An occurrence is
+
+- a counterexample when a later call the environment accepted used the value in an argument
+  that ``refs`` the kind, with no result at one of the kind's places and no user message
+  giving it again in between (the rule would flag that call);
+- evidence when a later such use was rejected by the environment, or when a tool that had
+  produced the value at one of the kind's places answered again without it and the value
+  never reappeared in any result.
+
+The rule is proposed for the kind with the most occurrences (ties by name) when at least
+``min_support`` trajectories hold evidence, at least ``min_share`` of the occurrences are not
+counterexamples, and evidence outnumbers counterexamples.
+"""
+
+from __future__ import annotations
+
+from .flow import Flow
+from .lifetime import After, Place
+from .proposal import MAX_COUNTEREXAMPLES, Proposal
+
+
+def _rebound(after_use_rebound: frozenset[Place], said: bool, places: frozenset[Place]) -> bool:
+    return said or bool(after_use_rebound & places)
+
+
+def _judge(
+    after: After, places: frozenset[Place], users: frozenset[tuple[str, str]]
+) -> tuple[bool, bool, bool]:
+    """(counterexample, a later use rejected, vanished)."""
+    bad = rejected = False
+    for use in after.uses:
+        if (use.tool, use.path) not in users or _rebound(use.rebound, use.said, places):
+            continue
+        if use.accepted:
+            bad = True
+        else:
+            rejected = True
+    return bad, rejected, bool(after.vanished & places)
+
+
+def propose_invalidates(
+    flow: Flow, refs: list[Proposal], *, min_support: int, min_share: float
+) -> list[Proposal]:
+    """The ``invalidates`` rules over the kinds of ``refs`` (merged and named), sorted by
+    (tool, path)."""
+    kinds: dict[str, tuple[frozenset[Place], frozenset[tuple[str, str]]]] = {}
+    for ref in refs:
+        places, users = kinds.get(ref.kind, (frozenset(), frozenset()))
+        kinds[ref.kind] = (places | frozenset(ref.places), users | {(ref.tool, ref.path)})
+    out: list[Proposal] = []
+    for (tool, path), afters in sorted(flow.after.items()):
+        best: Proposal | None = None
+        for kind in sorted(kinds):
+            places, users = kinds[kind]
+            found = _rule(tool, path, kind, places, users, afters, min_support, min_share)
+            if found is not None and (best is None or found.total > best.total):
+                best = found
+        if best is not None:
+            out.append(best)
+    return out
+
+
+def _rule(
+    tool: str,
+    path: str,
+    kind: str,
+    places: frozenset[Place],
+    users: frozenset[tuple[str, str]],
+    afters: list[After],
+    min_support: int,
+    min_share: float,
+) -> Proposal | None:
+    occurrences = [a for a in afters if a.user_given or a.producers & places]
+    failing: set[str] = set()
+    bad = rejected = vanished = 0
+    evidence_runs: set[str] = set()
+    evidence_keys: set[int] = set()
+    for after in occurrences:
+        is_bad, was_rejected, gone = _judge(after, places, users)
+        if is_bad:
+            bad += 1
+            failing.add(after.run)
+        rejected += was_rejected
+        vanished += gone
+        if was_rejected or gone:
+            evidence_runs.add(after.run)
+            evidence_keys.add(after.key)
+    total = len(occurrences)
+    evidence = sum(1 for a in occurrences if any(_judge(a, places, users)[1:]))
+    if len(evidence_runs) < min_support or total - bad < min_share * total or evidence <= bad:
+        return None
+    ordered = sorted(failing)
+    return Proposal(
+        "invalidates",
+        tool,
+        path,
+        len(evidence_runs),
+        total - bad,
+        total,
+        ordered[:MAX_COUNTEREXAMPLES],
+        len(ordered),
+        tuple(sorted(places)),
+        kind=kind,
+        detail=f"{rejected} later use(s) rejected, {vanished} vanished from results",
+        distinct=len(evidence_keys),
+    )

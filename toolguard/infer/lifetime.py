@@ -1,0 +1,119 @@
+"""What became of a value after an accepted call used it: the evidence ``invalidates`` reads.
+
+For every uncommon top-level argument value of an accepted call (``invalidates`` reads a
+top-level argument, each item of a list) that was bound before it (produced by an earlier
+result, or a value the user gave), the rest of the trajectory is followed: every later call
+that used the value (tool, argument path, whether the environment accepted it, and which
+result places had produced the value again in between, or whether the user gave it again:
+either binds it anew in a replay), and the producer places whose tool answered again without
+it while it never reappeared in any result ("vanished").
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+Place = tuple[str, str]  # (producer tool, place in its result)
+
+
+class _Bound(Protocol):
+    """What the flow knows of the value when the call ran (its Leaf)."""
+
+    @property
+    def key(self) -> int: ...
+    @property
+    def producers(self) -> frozenset[Place]: ...
+    @property
+    def user_given(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Use:
+    """A later call's use of the value."""
+
+    tool: str
+    path: str
+    accepted: bool
+    rebound: frozenset[Place]  # result places that produced the value again before this use
+    said: bool  # the user gave it again before this use
+
+
+@dataclass(slots=True)
+class After:
+    """One accepted call's argument value and its later life in the trajectory."""
+
+    run: str
+    key: int  # values.value_key
+    producers: frozenset[Place]
+    user_given: bool
+    uses: list[Use] = field(default_factory=list)
+    vanished: frozenset[Place] = frozenset()
+
+
+@dataclass(slots=True)
+class _Open:
+    value: Any
+    after: After
+    rebound: set[Place] = field(default_factory=set)
+    said: bool = False
+    reappeared: bool = False
+    lacking: set[Place] = field(default_factory=set)
+
+
+class Lifetimes:
+    """Follows one trajectory's values; ``close`` hands each one's :class:`After` over."""
+
+    def __init__(self, run: str) -> None:
+        self.run = run
+        self._by_value: dict[Any, list[_Open]] = {}
+        self._opened: list[tuple[tuple[str, str], _Open]] = []
+
+    def said(self, values: Iterable[Any]) -> None:
+        for value in values:
+            for one in self._get(value):
+                one.said = True
+
+    def used(self, tool: str, leaves: Iterable[tuple[str, Any]], accepted: bool) -> None:
+        """A call's argument leaves (before its own values are opened)."""
+        for path, value in leaves:
+            for one in self._get(value):
+                one.after.uses.append(Use(tool, path, accepted, frozenset(one.rebound), one.said))
+
+    def answered(self, tool: str, places: list[tuple[str, Any]]) -> None:
+        """An accepted call's result leaves: the values it produced again, and the open
+        values a producer of theirs answered without."""
+        present: set[Any] = set()
+        for place, value in places:
+            with contextlib.suppress(TypeError):
+                present.add(value)
+            for one in self._get(value):
+                one.rebound.add((tool, place))
+                one.reappeared = True
+        for _, one in self._opened:
+            if one.reappeared or one.value in present:
+                continue
+            one.lacking.update(p for p in one.after.producers if p[0] == tool)
+
+    def open(self, tool: str, path: str, value: Any, leaf: _Bound) -> None:
+        try:
+            hash(value)
+        except TypeError:
+            return
+        one = _Open(value, After(self.run, leaf.key, leaf.producers, leaf.user_given))
+        self._by_value.setdefault(value, []).append(one)
+        self._opened.append(((tool, path), one))
+
+    def close(self) -> Iterable[tuple[tuple[str, str], After]]:
+        for key, one in self._opened:
+            if not one.reappeared:
+                one.after.vanished = frozenset(one.lacking)
+            yield key, one.after
+
+    def _get(self, value: Any) -> list[_Open]:
+        try:
+            return self._by_value.get(value, [])
+        except TypeError:
+            return []
