@@ -4,8 +4,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-
 from redis_server import RedisServer
 
 

@@ -61,8 +61,8 @@ def test_contact_case_across_two_processes(redis_url: str, tmp_path: Path) -> No
     assert summary[contract.LABEL_PREFIX + "model"] == "m"
     assert summary[contract.TRAJECTORY_SUCCESS] is True
 
-    records, stats = tg.read_records([str(first), str(second)])
-    report = tg.build_report(records, warnings=[])
+    records, _ = tg.read_records([str(first), str(second)])
+    report = tg.build_report(records)
     overall = report["overall"]
     assert (overall["n"], overall["ter"], overall["mean_fed"]) == (1, 0.0, 1.0)
     assert overall["causes"]["dependency"] == 1

@@ -39,6 +39,8 @@ local function raise(step)
   local n = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')
   if step > n then redis.call('HSET', KEYS[1], 'n', step) end
 end
+-- the largest step the replica knows: steps it took while the store did not answer
+if ARGV[5] ~= '0' then raise(tonumber(ARGV[5])) end
 local function fail(step, cause)
   local fs = redis.call('HGET', KEYS[1], 'fs')
   if not fs or step < tonumber(fs) then redis.call('HSET', KEYS[1], 'fs', step, 'fc', cause) end
@@ -71,23 +73,23 @@ end
 
 _BEGIN = """
 local step
-if ARGV[6] ~= '' then
-  step = tonumber(ARGV[6]); raise(step)
-  if ARGV[5] ~= '' then redis.call('HDEL', KEYS[2], ARGV[5]) end
-elseif ARGV[5] ~= '' then
-  local r = redis.call('HGET', KEYS[2], ARGV[5])
-  if r then step = tonumber(r); redis.call('HDEL', KEYS[2], ARGV[5]) end
+if ARGV[7] ~= '' then
+  step = tonumber(ARGV[7]); raise(step)
+  if ARGV[6] ~= '' then redis.call('HDEL', KEYS[2], ARGV[6]) end
+elseif ARGV[6] ~= '' then
+  local r = redis.call('HGET', KEYS[2], ARGV[6])
+  if r then step = tonumber(r); redis.call('HDEL', KEYS[2], ARGV[6]) end
 end
 if not step then step = redis.call('HINCRBY', KEYS[1], 'n', 1) end
-local out = tail(push(7))
+local out = tail(push(8))
 out[8] = step
 return out
 """
 
 _RESERVE = """
-local k, steps = tonumber(ARGV[5]), {}
+local k, steps = tonumber(ARGV[6]), {}
 for i = 1, k do
-  local id, r = ARGV[5 + i], false
+  local id, r = ARGV[6 + i], false
   if id ~= '' then r = redis.call('HGET', KEYS[2], id) end
   if r then steps[i] = tonumber(r)
   else
@@ -95,33 +97,33 @@ for i = 1, k do
     if id ~= '' then redis.call('HSET', KEYS[2], id, steps[i]) end
   end
 end
-local out = tail(push(6 + k))
+local out = tail(push(7 + k))
 out[8] = steps
 return out
 """
 
 _FINISH = """
-if ARGV[5] ~= '' then
-  local step = tonumber(ARGV[5]); raise(step)
-  if ARGV[6] ~= '' then fail(step, ARGV[6]) end
+if ARGV[6] ~= '' then
+  local step = tonumber(ARGV[6]); raise(step)
+  if ARGV[7] ~= '' then fail(step, ARGV[7]) end
 end
-return tail(push(7))
+return tail(push(8))
 """
 
 _JOIN = """
-if ARGV[5] ~= '' then redis.call('HSETNX', KEYS[1], 'cv', ARGV[5]) end
-local k = tonumber(ARGV[6])
-for i = 0, k - 1 do redis.call('HSET', KEYS[5], ARGV[7 + 2 * i], ARGV[8 + 2 * i]) end
-return tail(push(7 + 2 * k))
+if ARGV[6] ~= '' then redis.call('HSETNX', KEYS[1], 'cv', ARGV[6]) end
+local k = tonumber(ARGV[7])
+for i = 0, k - 1 do redis.call('HSET', KEYS[5], ARGV[8 + 2 * i], ARGV[9 + 2 * i]) end
+return tail(push(8 + 2 * k))
 """
 
 _END = """
-local k = tonumber(ARGV[8])
-for i = 0, k - 1 do redis.call('HSET', KEYS[5], ARGV[9 + 2 * i], ARGV[10 + 2 * i]) end
-push(9 + 2 * k)
-if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'y', ARGV[7]) end
+local k = tonumber(ARGV[9])
+for i = 0, k - 1 do redis.call('HSET', KEYS[5], ARGV[10 + 2 * i], ARGV[11 + 2 * i]) end
+push(10 + 2 * k)
+if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'y', ARGV[8]) end
 expire()
-if ARGV[5] ~= '1' or not redis.call('SET', KEYS[4], ARGV[6], 'NX', 'PX', ttl) then
+if ARGV[6] ~= '1' or not redis.call('SET', KEYS[4], ARGV[7], 'NX', 'PX', ttl) then
   return {0}
 end
 local m = redis.call('HMGET', KEYS[1], 'n', 'fs', 'fc', 'y', 'cv', 'c')
@@ -221,46 +223,48 @@ class RedisRecord:
     def store_name(self) -> str:
         return self._store.name
 
-    def _args(self, cursor: int) -> list[Any]:
+    def _args(self, cursor: int, floor: int) -> list[Any]:
         store = self._store
-        return [store.ttl_ms, cursor, time.time_ns() // 1_000_000, store.seen_limit]
+        return [store.ttl_ms, cursor, time.time_ns() // 1_000_000, store.seen_limit, floor]
 
     def join(
         self,
         cursor: int,
+        floor: int,
         labels: Mapping[str, str],
         conversation_id: str | None,
         events: Sequence[str],
     ) -> Sync:
         flat = [x for item in labels.items() for x in item]
-        args = [*self._args(cursor), conversation_id or "", len(labels), *flat, *events]
+        args = [*self._args(cursor, floor), conversation_id or "", len(labels), *flat, *events]
         return _sync(self._store.run("join", self._keys, args))
 
     def begin(
-        self, cursor: int, call_id: str | None, given: int | None, events: Sequence[str]
+        self, cursor: int, floor: int, call_id: str | None, given: int | None, events: Sequence[str]
     ) -> tuple[int, Sync]:
         given_arg = "" if given is None else given
-        args = [*self._args(cursor), call_id or "", given_arg, *events]
+        args = [*self._args(cursor, floor), call_id or "", given_arg, *events]
         reply = self._store.run("begin", self._keys, args)
         return int(reply[7]), _sync(reply)
 
     def reserve(
-        self, cursor: int, call_ids: Sequence[str | None], events: Sequence[str]
+        self, cursor: int, floor: int, call_ids: Sequence[str | None], events: Sequence[str]
     ) -> tuple[list[int], Sync]:
         ids = [c or "" for c in call_ids]
-        args = [*self._args(cursor), len(ids), *ids, *events]
+        args = [*self._args(cursor, floor), len(ids), *ids, *events]
         reply = self._store.run("reserve", self._keys, args)
         return [int(s) for s in reply[7]], _sync(reply)
 
     def finish(
-        self, cursor: int, step: int | None, cause: str | None, events: Sequence[str]
+        self, cursor: int, floor: int, step: int | None, cause: str | None, events: Sequence[str]
     ) -> Sync:
         step_arg = "" if step is None else step
-        args = [*self._args(cursor), step_arg, cause or "", *events]
+        args = [*self._args(cursor, floor), step_arg, cause or "", *events]
         return _sync(self._store.run("finish", self._keys, args))
 
     def end(
         self,
+        floor: int,
         claim: bool,
         owner: str,
         success: bool | None,
@@ -269,7 +273,15 @@ class RedisRecord:
     ) -> SharedSummary | None:
         outcome = "" if success is None else ("1" if success else "0")
         flat = [x for item in labels.items() for x in item]
-        args = [*self._args(0), "1" if claim else "0", owner, outcome, len(labels), *flat, *events]
+        args = [
+            *self._args(0, floor),
+            "1" if claim else "0",
+            owner,
+            outcome,
+            len(labels),
+            *flat,
+            *events,
+        ]
         reply = self._store.run("end", self._keys, args)
         if not reply[0]:
             return None

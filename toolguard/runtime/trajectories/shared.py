@@ -107,7 +107,7 @@ class SharedTrajectory(Trajectory):
         given = self._given.pop(call_id, None) if call_id is not None and self._given else None
         events = self._take_outbox()
         try:
-            step, sync = self._store.begin(self._cursor, call_id, given, events)
+            step, sync = self._store.begin(self._cursor, self._length, call_id, given, events)
         except TrajectoryStoreError as exc:
             self._put_back(events)
             with self._lock:
@@ -153,7 +153,7 @@ class SharedTrajectory(Trajectory):
                 raise UsageError(f"reserve() takes call ids (strings), got {call_id!r}")
         events = self._take_outbox()
         try:
-            steps, sync = self._store.reserve(self._cursor, ids, events)
+            steps, sync = self._store.reserve(self._cursor, self._length, ids, events)
         except TrajectoryStoreError as exc:
             self._put_back(events)
             self._log_store(exc, "reserving steps")
@@ -169,7 +169,7 @@ class SharedTrajectory(Trajectory):
         cause = (failures[0].cause or "") if failures else None
         events = self._take_outbox()
         try:
-            sync = self._store.finish(self._cursor, step, cause, events)
+            sync = self._store.finish(self._cursor, self._length, step, cause, events)
         except TrajectoryStoreError as exc:
             self._put_back(events)
             if cause is not None:
@@ -202,7 +202,7 @@ class SharedTrajectory(Trajectory):
     def _push(self, what: str) -> None:
         events = self._take_outbox()
         try:
-            sync = self._store.finish(self._cursor, None, None, events)
+            sync = self._store.finish(self._cursor, self._length, None, None, events)
         except TrajectoryStoreError as exc:
             self._put_back(events)
             self._log_store(exc, what)
@@ -218,7 +218,9 @@ class SharedTrajectory(Trajectory):
         Trajectory.start(self)
         events = self._take_outbox()
         try:
-            sync = self._store.join(self._cursor, self.labels, self.conversation_id, events)
+            sync = self._store.join(
+                self._cursor, self._length, self.labels, self.conversation_id, events
+            )
         except TrajectoryStoreError as exc:
             self._put_back(events)
             self._log_store(exc, "opening it")
@@ -230,7 +232,7 @@ class SharedTrajectory(Trajectory):
         events = self._take_outbox()
         try:
             summary = self._store.end(
-                self.writes_summary, self._token, self.success, self.labels, events
+                self._length, self.writes_summary, self._token, self.success, self.labels, events
             )
         except TrajectoryStoreError as err:
             logger.error(

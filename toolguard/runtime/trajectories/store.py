@@ -61,7 +61,9 @@ class SharedRecord(Protocol):
     """One trajectory's record in a shared store. ``events`` are encoded by ``shared.py``:
     a type character then JSON (``p`` produced, ``i`` invalidated, ``t`` a text seen, ``l``
     the leaves of a result seen); the store keeps them in order and bounds the seen ones.
-    Each method is one atomic round trip and raises :class:`TrajectoryStoreError`."""
+    Each method is one atomic round trip and raises :class:`TrajectoryStoreError`.
+    ``cursor``: the log entries the replica has applied; ``floor``: the largest step it knows
+    (T is raised to it: steps taken while the store did not answer are never taken again)."""
 
     @property
     def store_name(self) -> str: ...
@@ -69,25 +71,27 @@ class SharedRecord(Protocol):
     def join(
         self,
         cursor: int,
+        floor: int,
         labels: Mapping[str, str],
         conversation_id: str | None,
         events: Sequence[str],
     ) -> Sync: ...
 
     def begin(
-        self, cursor: int, call_id: str | None, given: int | None, events: Sequence[str]
+        self, cursor: int, floor: int, call_id: str | None, given: int | None, events: Sequence[str]
     ) -> tuple[int, Sync]: ...
 
     def reserve(
-        self, cursor: int, call_ids: Sequence[str | None], events: Sequence[str]
+        self, cursor: int, floor: int, call_ids: Sequence[str | None], events: Sequence[str]
     ) -> tuple[list[int], Sync]: ...
 
     def finish(
-        self, cursor: int, step: int | None, cause: str | None, events: Sequence[str]
+        self, cursor: int, floor: int, step: int | None, cause: str | None, events: Sequence[str]
     ) -> Sync: ...
 
     def end(
         self,
+        floor: int,
         claim: bool,
         owner: str,
         success: bool | None,
