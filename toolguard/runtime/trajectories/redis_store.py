@@ -1,16 +1,17 @@
 """The trajectory store on Redis (``redis-py``, the ``[redis]`` extra): :class:`RedisStore`.
 
-Per trajectory, five keys sharing one hash tag (one Cluster slot), all expiring after the
+Per trajectory, two keys sharing one hash tag (one Cluster slot), both expiring after the
 idle timeout, renewed by every round trip:
 
 - ``{prefix}{id}:m`` a hash: ``n`` the largest step taken (T), ``fs``/``fc`` the first
   failure's step and cause, ``c`` when it was first seen (ms), ``cv`` the conversation id,
-  ``y`` the outcome, ``sb`` the bytes of seen values kept;
-- ``:r`` the steps reserved by call id; ``:lb`` the labels;
-- ``:l`` the log: every binding, invalidation and value seen, in order (``shared.py``
-  writes and reads it); the seen values are bounded by ``seen_limit`` bytes, the bindings
-  never;
-- ``:s`` the summary's claim (``SET NX``): the process that sets it writes the summary.
+  ``y`` the outcome, ``sb`` the bytes of seen values kept, ``r:<call id>`` the steps
+  reserved by call id, ``l:<key>`` the labels, and ``s`` the summary's claim (``HSETNX``:
+  the one process that sets it writes the summary);
+- ``{prefix}{id}:l`` the log: every binding, invalidation and value seen, in order
+  (``shared.py`` writes and reads it); the seen values are bounded by ``seen_limit`` bytes
+  per trajectory (beyond it they are dropped, and the writer says so once), the bindings
+  never.
 
 Every operation is one Lua script: one round trip, atomic (no read-modify-write in Python).
 Every command has a timeout (``timeout`` seconds to connect and to answer) and none is
@@ -33,41 +34,45 @@ SEEN_LIMIT = 4 * 1024 * 1024  # bytes of seen values kept per trajectory
 _TAG_LIMIT = 200  # longer ids (or ids with braces) are keyed by their digest
 
 _PRELUDE = """
-local ttl, cursor, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4])
-redis.call('HSETNX', KEYS[1], 'c', ARGV[3])
+local ttl, cursor, limit, floor = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4]),
+  tonumber(ARGV[5])
 local function raise(step)
   local n = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')
   if step > n then redis.call('HSET', KEYS[1], 'n', step) end
 end
--- the largest step the replica knows: steps it took while the store did not answer
-if ARGV[5] ~= '0' then raise(tonumber(ARGV[5])) end
 local function fail(step, cause)
   local fs = redis.call('HGET', KEYS[1], 'fs')
   if not fs or step < tonumber(fs) then redis.call('HSET', KEYS[1], 'fs', step, 'fc', cause) end
 end
+-- the steps the replica took while the store did not answer are never taken again
+if floor > 0 then raise(floor) end
 local function push(from)
-  local dropped, seen = 0, tonumber(redis.call('HGET', KEYS[1], 'sb') or '0')
+  if #ARGV < from then return 0 end
+  local dropped, seen, added, batch = 0, tonumber(redis.call('HGET', KEYS[1], 'sb') or '0'), 0, {}
   for i = from, #ARGV do
     local ev = ARGV[i]
     local t = string.sub(ev, 1, 1)
     if t == 't' or t == 'l' then
-      if seen + #ev > limit then dropped = dropped + 1
-      else seen = seen + #ev; redis.call('RPUSH', KEYS[3], ev) end
+      if seen + added + #ev > limit then dropped = dropped + 1
+      else added = added + #ev; batch[#batch + 1] = ev end
     elseif t == 'f' then
       local d = cjson.decode(string.sub(ev, 2)); raise(d[2]); fail(d[2], d[3])
-    else redis.call('RPUSH', KEYS[3], ev) end
+    else batch[#batch + 1] = ev end
+    if #batch >= 1000 then redis.call('RPUSH', KEYS[2], unpack(batch)); batch = {} end
   end
-  if #ARGV >= from then redis.call('HSET', KEYS[1], 'sb', seen) end
+  if #batch > 0 then redis.call('RPUSH', KEYS[2], unpack(batch)) end
+  if added > 0 then redis.call('HINCRBY', KEYS[1], 'sb', added) end
   return dropped
 end
 local function expire()
-  for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
 end
 local function tail(dropped)
   expire()
-  local m = redis.call('HMGET', KEYS[1], 'n', 'fs', 'fc')
-  return {cursor, redis.call('LRANGE', KEYS[3], cursor, -1), tonumber(m[1] or '0'),
-          m[2], m[3], redis.call('EXISTS', KEYS[4]), dropped}
+  local m = redis.call('HMGET', KEYS[1], 'n', 'fs', 'fc', 's')
+  return {cursor, redis.call('LRANGE', KEYS[2], cursor, -1), tonumber(m[1] or '0'),
+          m[2], m[3], m[4] and 1 or 0, dropped}
 end
 """
 
@@ -75,26 +80,30 @@ _BEGIN = """
 local step
 if ARGV[7] ~= '' then
   step = tonumber(ARGV[7]); raise(step)
-  if ARGV[6] ~= '' then redis.call('HDEL', KEYS[2], ARGV[6]) end
+  if ARGV[6] ~= '' then redis.call('HDEL', KEYS[1], 'r:' .. ARGV[6]) end
 elseif ARGV[6] ~= '' then
-  local r = redis.call('HGET', KEYS[2], ARGV[6])
-  if r then step = tonumber(r); redis.call('HDEL', KEYS[2], ARGV[6]) end
+  local r = redis.call('HGET', KEYS[1], 'r:' .. ARGV[6])
+  if r then step = tonumber(r); redis.call('HDEL', KEYS[1], 'r:' .. ARGV[6]) end
 end
-if not step then step = redis.call('HINCRBY', KEYS[1], 'n', 1) end
+if not step then
+  step = redis.call('HINCRBY', KEYS[1], 'n', 1)
+  if step == 1 then redis.call('HSETNX', KEYS[1], 'c', ARGV[3]) end
+end
 local out = tail(push(8))
 out[8] = step
 return out
 """
 
 _RESERVE = """
+redis.call('HSETNX', KEYS[1], 'c', ARGV[3])
 local k, steps = tonumber(ARGV[6]), {}
 for i = 1, k do
   local id, r = ARGV[6 + i], false
-  if id ~= '' then r = redis.call('HGET', KEYS[2], id) end
+  if id ~= '' then r = redis.call('HGET', KEYS[1], 'r:' .. id) end
   if r then steps[i] = tonumber(r)
   else
     steps[i] = redis.call('HINCRBY', KEYS[1], 'n', 1)
-    if id ~= '' then redis.call('HSET', KEYS[2], id, steps[i]) end
+    if id ~= '' then redis.call('HSET', KEYS[1], 'r:' .. id, steps[i]) end
   end
 end
 local out = tail(push(7 + k))
@@ -103,31 +112,26 @@ return out
 """
 
 _FINISH = """
-if ARGV[6] ~= '' then
-  local step = tonumber(ARGV[6]); raise(step)
-  if ARGV[7] ~= '' then fail(step, ARGV[7]) end
-end
+if ARGV[7] ~= '' then fail(tonumber(ARGV[6]), ARGV[7]) end
 return tail(push(8))
 """
 
 _JOIN = """
+redis.call('HSETNX', KEYS[1], 'c', ARGV[3])
 if ARGV[6] ~= '' then redis.call('HSETNX', KEYS[1], 'cv', ARGV[6]) end
 local k = tonumber(ARGV[7])
-for i = 0, k - 1 do redis.call('HSET', KEYS[5], ARGV[8 + 2 * i], ARGV[9 + 2 * i]) end
+for i = 0, k - 1 do redis.call('HSET', KEYS[1], 'l:' .. ARGV[8 + 2 * i], ARGV[9 + 2 * i]) end
 return tail(push(8 + 2 * k))
 """
 
 _END = """
 local k = tonumber(ARGV[9])
-for i = 0, k - 1 do redis.call('HSET', KEYS[5], ARGV[10 + 2 * i], ARGV[11 + 2 * i]) end
+for i = 0, k - 1 do redis.call('HSET', KEYS[1], 'l:' .. ARGV[10 + 2 * i], ARGV[11 + 2 * i]) end
 push(10 + 2 * k)
 if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'y', ARGV[8]) end
 expire()
-if ARGV[6] ~= '1' or not redis.call('SET', KEYS[4], ARGV[7], 'NX', 'PX', ttl) then
-  return {0}
-end
-local m = redis.call('HMGET', KEYS[1], 'n', 'fs', 'fc', 'y', 'cv', 'c')
-return {1, tonumber(m[1] or '0'), m[2], m[3], m[4], m[5], m[6], redis.call('HGETALL', KEYS[5])}
+if ARGV[6] ~= '1' or redis.call('HSETNX', KEYS[1], 's', ARGV[7]) == 0 then return {0} end
+return {1, redis.call('HGETALL', KEYS[1])}
 """
 
 
@@ -200,7 +204,7 @@ class RedisStore(TrajectoryStore):
         if len(tag) > _TAG_LIMIT or "{" in tag or "}" in tag:
             tag = "sha256:" + hashlib.sha256(tag.encode("utf-8", "surrogatepass")).hexdigest()
         base = f"{self.prefix}{{{tag}}}"
-        return [f"{base}:m", f"{base}:r", f"{base}:l", f"{base}:s", f"{base}:lb"]
+        return [f"{base}:m", f"{base}:l"]
 
     def close(self) -> None:
         with contextlib.suppress(*self._errors):
@@ -285,13 +289,15 @@ class RedisRecord:
         reply = self._store.run("end", self._keys, args)
         if not reply[0]:
             return None
-        _, length, fs, fc, y, cv, created, pairs = reply
+        pairs = reply[1]
+        meta = dict(zip(pairs[::2], pairs[1::2], strict=True))
+        fs, y, created = meta.get("fs"), meta.get("y"), meta.get("c")
         return SharedSummary(
-            length=int(length),
-            first_error=(int(fs), str(fc)) if fs is not None else None,
-            labels=dict(zip(pairs[::2], pairs[1::2], strict=True)),
+            length=int(meta.get("n", 0)),
+            first_error=(int(fs), str(meta.get("fc", ""))) if fs is not None else None,
+            labels={k[2:]: v for k, v in meta.items() if k.startswith("l:")},
             success=None if y is None else y == "1",
-            conversation_id=cv,
+            conversation_id=meta.get("cv"),
             created_ns=int(created) * 1_000_000 if created is not None else None,
         )
 

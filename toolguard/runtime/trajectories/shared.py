@@ -92,6 +92,9 @@ class SharedTrajectory(Trajectory):
         self._out_lock = threading.Lock()
         self._sync_lock = threading.Lock()
         self._cursor = 0  # log entries [0, cursor) are applied
+        # The largest step taken while the store did not answer (0: none since the last
+        # round trip that worked): the store raises T to it, so no step is taken twice.
+        self._floor = 0
         self._given: dict[str, int] = {}  # steps another process assigned (reserve(mapping))
         self._claimed = False  # the summary was claimed (by any process)
         self._warned: set[str] = set()
@@ -105,16 +108,17 @@ class SharedTrajectory(Trajectory):
         """A call's step and the replica brought up to date, in one round trip; when the
         store does not answer, a provisional step and (failing closed) the call's failure."""
         given = self._given.pop(call_id, None) if call_id is not None and self._given else None
-        events = self._take_outbox()
+        events, floor = self._take_outbox(), self._floor
         try:
-            step, sync = self._store.begin(self._cursor, self._length, call_id, given, events)
+            step, sync = self._store.begin(self._cursor, floor, call_id, given, events)
         except TrajectoryStoreError as exc:
             self._put_back(events)
             with self._lock:
                 self._length += 1
                 step = given if given is not None else self._length
+                self._floor = self._length
             return step, self._unavailable(exc, fail_open, step)
-        self._apply(sync)
+        self._apply(sync, floor)
         if sync.claimed and "claimed" not in self._warned:
             self._warned.add("claimed")
             logger.warning(
@@ -151,32 +155,35 @@ class SharedTrajectory(Trajectory):
         for call_id in ids:
             if call_id is not None and not isinstance(call_id, str):
                 raise UsageError(f"reserve() takes call ids (strings), got {call_id!r}")
-        events = self._take_outbox()
+        events, floor = self._take_outbox(), self._floor
         try:
-            steps, sync = self._store.reserve(self._cursor, self._length, ids, events)
+            steps, sync = self._store.reserve(self._cursor, floor, ids, events)
         except TrajectoryStoreError as exc:
             self._put_back(events)
             self._log_store(exc, "reserving steps")
             with self._lock:
                 first = self._length + 1
                 self._length += len(ids)
+                self._floor = self._length
             return list(range(first, first + len(ids)))
-        self._apply(sync)
+        self._apply(sync, floor)
         return steps
 
     # -- finishing a call ----------------------------------------------------------------
     def _finish_call(self, step: int, failures: list[Failure]) -> None:
         cause = (failures[0].cause or "") if failures else None
-        events = self._take_outbox()
+        if cause is None and not self._outbox:
+            return  # a valid call that bound and saw nothing: nothing to tell the store
+        events, floor = self._take_outbox(), self._floor
         try:
-            sync = self._store.finish(self._cursor, self._length, step, cause, events)
+            sync = self._store.finish(self._cursor, floor, step, cause, events)
         except TrajectoryStoreError as exc:
             self._put_back(events)
             if cause is not None:
                 self._outbox_failure(step, cause)
             self._log_store(exc, f"recording step {step}")
             return
-        self._apply(sync)
+        self._apply(sync, floor)
 
     def _outbox_failure(self, step: int, cause: str) -> None:
         """A first failure the store did not get: sent with the next round trip that works."""
@@ -200,14 +207,14 @@ class SharedTrajectory(Trajectory):
             self._push("binding a value")
 
     def _push(self, what: str) -> None:
-        events = self._take_outbox()
+        events, floor = self._take_outbox(), self._floor
         try:
-            sync = self._store.finish(self._cursor, self._length, None, None, events)
+            sync = self._store.finish(self._cursor, floor, None, None, events)
         except TrajectoryStoreError as exc:
             self._put_back(events)
             self._log_store(exc, what)
             return
-        self._apply(sync)
+        self._apply(sync, floor)
 
     def sync(self) -> None:
         """Bring the replica up to date now (one round trip) and send what it holds back."""
@@ -216,23 +223,21 @@ class SharedTrajectory(Trajectory):
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> Trajectory:
         Trajectory.start(self)
-        events = self._take_outbox()
+        events, floor = self._take_outbox(), self._floor
         try:
-            sync = self._store.join(
-                self._cursor, self._length, self.labels, self.conversation_id, events
-            )
+            sync = self._store.join(self._cursor, floor, self.labels, self.conversation_id, events)
         except TrajectoryStoreError as exc:
             self._put_back(events)
             self._log_store(exc, "opening it")
         else:
-            self._apply(sync)
+            self._apply(sync, floor)
         return self
 
     def _write_summary(self, exc: BaseException | None) -> None:
-        events = self._take_outbox()
+        events, floor = self._take_outbox(), self._floor
         try:
             summary = self._store.end(
-                self._length, self.writes_summary, self._token, self.success, self.labels, events
+                floor, self.writes_summary, self._token, self.success, self.labels, events
             )
         except TrajectoryStoreError as err:
             logger.error(
@@ -293,10 +298,13 @@ class SharedTrajectory(Trajectory):
             with self._out_lock:
                 self._outbox[:0] = events
 
-    def _apply(self, sync: Sync) -> None:
-        """Apply the entries other processes wrote, in the store's order, once each."""
+    def _apply(self, sync: Sync, floor: int) -> None:
+        """Apply the entries other processes wrote, in the store's order, once each; the
+        store has the steps taken while it did not answer, up to ``floor``."""
         token = self._token
         with self._sync_lock:
+            if floor and self._floor == floor:
+                self._floor = 0
             skip = self._cursor - sync.start
             entries = sync.entries[skip:] if skip > 0 else sync.entries
             self._cursor = max(self._cursor, sync.start + len(sync.entries))
