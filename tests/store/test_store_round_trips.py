@@ -111,3 +111,19 @@ def test_one_summary_whoever_ends_first(redis_url: str, otel) -> None:
     assert summary.attributes["toolguard.trajectory.first_error_depth"] == 4
     assert len(otel.call_spans("once")) == 3
     assert sorted(s.attributes["toolguard.step"] for s in otel.call_spans("once")) == [1, 2, 3]
+
+
+def test_a_valid_call_with_nothing_to_write_is_one_round_trip(redis_url: str) -> None:
+    guard = tg.Guard(store=counting_store(redis_url))  # no grounded tool: outputs not observed
+
+    @guard.tool(refs={"item_id": "item"})
+    def use(item_id: str) -> str:
+        return item_id
+
+    with guard.trajectory("one") as traj:
+        traj.bind("item", "a")
+        use(item_id="a")  # loads the begin script
+        before = CountingConnection.sent
+        for _ in range(10):
+            use(item_id="a")
+        assert CountingConnection.sent - before == 10
