@@ -141,6 +141,21 @@ def bare_case(n: int) -> float:
     return time.perf_counter() - start
 
 
+def redis_side(client: Any) -> Callable[[], float | None]:
+    """Microseconds Redis itself spent per script from now on (INFO commandstats), or None
+    where the server does not allow resetting its statistics."""
+    try:
+        client.config_resetstat()
+    except Exception:
+        return lambda: None
+
+    def read() -> float | None:
+        stats = client.info("commandstats").get("cmdstat_evalsha")
+        return float(stats["usec_per_call"]) if stats else None
+
+    return read
+
+
 def ping_case(client: Any) -> Callable[[int], float]:
     def run(n: int) -> float:
         start = time.perf_counter()
@@ -207,7 +222,9 @@ def run(url: str, quick: bool) -> dict[str, Any]:
     samples = interleaved(cases, rounds=rounds, n=n)
     timed = {k: v for k, v in cases.items() if k != "bare"}
     timed["PING"] = ping_case(store.client)  # one bare round trip of redis-py: the floor
+    server = redis_side(store.client)
     latency = single_latencies(timed, singles)
+    scripts_us = server()
     figures: dict[str, dict[str, float]] = {}
     for shape in ("check only", "binds"):
         mem, red = f"memory {shape}", f"redis {shape}"
@@ -249,6 +266,8 @@ def run(url: str, quick: bool) -> dict[str, Any]:
         )
         print(f"    round trips per call {f['round_trips_per_call']:.2f}")
     print(f"  one bare round trip (redis-py PING), median: {latency['PING'] * 1e3:.3f} ms")
+    if scripts_us is not None:
+        print(f"  Redis's own time per script (INFO commandstats): {scripts_us:.1f} us")
     print("calls/s (threads, one trajectory each):")
     for k in (1, 4, 16):
         m, r = rates["memory"][k], rates["redis"][k]
@@ -263,6 +282,7 @@ def run(url: str, quick: bool) -> dict[str, Any]:
     return {
         "calls": figures,
         "ping_s": latency["PING"],
+        "script_us": scripts_us,
         "calls_per_s": {name: {str(k): v for k, v in r.items()} for name, r in rates.items()},
         "targets": targets,
     }

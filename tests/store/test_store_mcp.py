@@ -144,3 +144,4 @@ async def test_a_killed_proxy_is_continued_by_the_next(redis_url: str, tmp_path:
     assert sorted(int(s[contract.STEP]) for s in spans_in(second) if contract.STEP in s) == [4, 5]
     assert int(summaries[0][contract.TRAJECTORY_LENGTH]) == 5
     assert int(summaries[0][contract.TRAJECTORY_FED]) == 3
+
