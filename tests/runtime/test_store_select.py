@@ -3,11 +3,15 @@ in-memory Trajectory, today's path), a URL or $TOOLGUARD_STORE, and clear errors
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import toolguard as tg
 from toolguard.runtime.trajectories.redis_store import RedisStore
-from toolguard.runtime.trajectories.shared import SharedTrajectory
+from toolguard.runtime.trajectories.shared import _UNSHARABLE, SharedTrajectory, _decode, _encode
 from toolguard.runtime.trajectories.store import MemoryStore, redact
 from toolguard.runtime.trajectories.store_url import ENV
 
@@ -52,3 +56,23 @@ def test_long_ids_share_one_slot() -> None:
     keys = store.keys("x" * 10_000)
     assert len({k.rsplit(":", 1)[0] for k in keys}) == 1 and max(map(len, keys)) < 120
     assert store.keys("a}b")[0].startswith("toolguard:{sha256:")
+
+
+scalars = st.one_of(
+    st.text(), st.integers(), st.floats(allow_nan=False), st.booleans(), st.binary()
+)
+values = st.recursive(scalars, lambda inner: st.tuples(inner, inner), max_leaves=8)
+
+
+@given(values)
+def test_a_bound_value_crosses_the_store_unchanged(value) -> None:
+    encoded = _encode(value)
+    decoded = _decode(json.loads(json.dumps(encoded)))
+    assert decoded == value and type(decoded) is type(value)
+    assert repr(decoded) == repr(value)  # 1 stays 1, True stays True, -0.0 stays -0.0
+
+
+def test_values_json_cannot_carry_are_not_shared() -> None:
+    assert _encode(frozenset({1})) is _UNSHARABLE
+    assert _encode((1, object())) is _UNSHARABLE
+    assert _decode(json.loads(json.dumps(_encode(float("inf"))))) == float("inf")

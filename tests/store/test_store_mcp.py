@@ -145,3 +145,15 @@ async def test_a_killed_proxy_is_continued_by_the_next(redis_url: str, tmp_path:
     assert int(summaries[0][contract.TRAJECTORY_LENGTH]) == 5
     assert int(summaries[0][contract.TRAJECTORY_FED]) == 3
 
+
+def test_a_bad_store_url_is_a_usage_error(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [str(PROXY), "--store", "mem://x", "--no-spans", "--", *ECHO],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2
+    assert "--store: 'mem://x' is no trajectory store" in proc.stderr

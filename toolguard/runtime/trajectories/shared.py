@@ -236,9 +236,9 @@ class SharedTrajectory(Trajectory):
     def _write_summary(self, exc: BaseException | None) -> None:
         events, floor = self._take_outbox(), self._floor
         try:
-            summary = self._store.end(
-                floor, self.writes_summary, self._token, self.success, self.labels, events
-            )
+            # As in memory, a trajectory never started writes no summary.
+            claim = self.writes_summary and self._started
+            summary = self._store.end(floor, claim, self._token, self.success, self.labels, events)
         except TrajectoryStoreError as err:
             logger.error(
                 "toolguard: trajectory %r: its summary could not be claimed in the trajectory "
@@ -251,7 +251,7 @@ class SharedTrajectory(Trajectory):
             )
             return
         if summary is None:
-            if self.writes_summary:
+            if claim:
                 logger.info(
                     "toolguard: trajectory %r: its summary was written by another process",
                     self._shown_id,
