@@ -157,3 +157,94 @@ def test_a_bad_store_url_is_a_usage_error(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "--store: 'mem://x' is no trajectory store" in proc.stderr
+
+
+class Balancer:
+    """An HTTP/1.1 balancer on loopback, as a deployment runs one: a request that starts a
+    session (no ``Mcp-Session-Id``) goes to the next replica in turn; a request of a session
+    goes to the replica that opened it (the session lives there). Each request gets its own
+    upstream connection (``Connection: close``), so a response ends where the upstream does."""
+
+    def __init__(self, backends: list[tuple[str, int]]) -> None:
+        self.backends = backends
+        self.turn = 0
+        self.sessions: dict[str, int] = {}
+        self.opened: list[int] = []  # the replica each new session went to
+
+    async def serve(self) -> Any:
+        import asyncio
+
+        return await asyncio.start_server(self._client, "127.0.0.1", 0)
+
+    async def _client(self, reader: Any, writer: Any) -> None:
+        import asyncio
+
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                headers = {k.strip().lower(): v.strip() for k, _, v in
+                           (ln.partition(":") for ln in lines[1:] if ln)}  # fmt: skip
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                session = headers.get("mcp-session-id")
+                if session is not None and session in self.sessions:
+                    index = self.sessions[session]
+                else:
+                    index = self.turn % len(self.backends)
+                    self.turn += 1
+                    self.opened.append(index)
+                kept = [ln for ln in lines[1:] if ln and not ln.lower().startswith("connection:")]
+                request = "\r\n".join([lines[0], *kept, "Connection: close", "", ""]).encode()
+                up_reader, up_writer = await asyncio.open_connection(*self.backends[index])
+                up_writer.write(request + body)
+                await up_writer.drain()
+                answer = await up_reader.readuntil(b"\r\n\r\n")
+                for line in answer.decode("latin-1").split("\r\n"):
+                    name, _, value = line.partition(":")
+                    if name.strip().lower() == "mcp-session-id":
+                        self.sessions[value.strip()] = index
+                writer.write(answer)
+                while data := await up_reader.read(65536):
+                    writer.write(data)
+                    await writer.drain()
+                up_writer.close()
+        except (ConnectionError, OSError):
+            return
+        finally:
+            writer.close()
+
+
+async def test_three_replicas_behind_a_balancer(redis_url: str, tmp_path: Path) -> None:
+    from contextlib import ExitStack
+    from urllib.parse import urlsplit
+
+    files = [tmp_path / f"replica{i}.jsonl" for i in range(3)]
+    with ExitStack() as stack:
+        urls = [stack.enter_context(http_proxy(f, ECHO, "--store", redis_url))[0] for f in files]
+        balancer = Balancer([(urlsplit(u).hostname or "", urlsplit(u).port or 0) for u in urls])
+        server = await balancer.serve()
+        front = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/mcp"
+        try:
+            for text in ("a", "b", "c"):  # each call its own host session, hence replica
+                assert not (await call(front, "echo", {"text": text}, "ep-rr")).is_error
+            bad = await call(front, "echo", {"txt": "typo"}, "ep-rr")
+            assert bad.is_error and "rejected (schema)" in bad.content[0].text
+            for text in ("e", "f", "g"):
+                assert not (await call(front, "echo", {"text": text}, "ep-rr")).is_error
+        finally:
+            server.close()
+    assert sorted(set(balancer.opened)) == [0, 1, 2]
+    spans = spans_in(*files)
+    steps = sorted(int(s[contract.STEP]) for s in spans if contract.STEP in s)
+    assert steps == list(range(1, 8))
+    assert all(any(contract.STEP in s for s in spans_in(f)) for f in files)  # all three served
+    summaries = [s for s in spans if s["name"] == contract.SUMMARY_SPAN_NAME]
+    assert len(summaries) == 1
+    summary = summaries[0]
+    assert int(summary[contract.TRAJECTORY_LENGTH]) == 7
+    assert int(summary[contract.TRAJECTORY_FED]) == 4
+    figures = report(*files)
+    assert (figures["n"], figures["mean_fed"], figures["disagreements"]) == (1, 4.0, 0)
