@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean browser node test-html
+.PHONY: demo test lint bench clean browser node redis test-html
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +64,20 @@ browser:
 	else \
 		echo "make browser: no chromium: run 'apt-get install -y chromium chromium-driver' as root" \
 			"(the HTML report's browser tests skip without it)"; \
+	fi
+
+# redis-server for the trajectory store's tests (tests/store start their own on a free loopback
+# port, persisting nothing; no daemon is needed): installed as browser is; the tests skip,
+# saying so, without it.
+redis:
+	@if command -v redis-server >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			redis-server >/dev/null) \
+		|| echo "make redis: could not install redis-server: the store tests will skip"; \
+	else \
+		echo "make redis: no redis-server: run 'apt-get install -y redis-server' as root" \
+			"(the trajectory store's tests skip without it)"; \
 	fi
 
 # Node and npm for the MCP adapter's tests against the official Node servers (server-everything,

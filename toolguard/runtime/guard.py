@@ -29,6 +29,9 @@ from .tools.suggest import ToolNames
 from .tools.tool import Tool
 from .trajectories.nesting import counted_in
 from .trajectories.registry import TrajectoryRegistry
+from .trajectories.shared import open_trajectory
+from .trajectories.store import TrajectoryStore
+from .trajectories.store_url import store_from
 from .trajectories.trajectory import Trajectory
 from .verdict import Failure, Rejection
 
@@ -57,6 +60,11 @@ class Guard:
     ``dry_run``: a fork strategy (or True for ``tg.DeepCopyFork()``) that every tool declared
     afterwards, unless it says otherwise or ``external_effects=True``, tries each call on
     before running it (docs/fork-and-plans.md); ``None`` or ``False``: no dry run.
+    ``store``: where the trajectories opened with :meth:`trajectory` keep their record
+    (steps, bindings, what was seen, the summary's claim): ``"memory"`` (this process), a
+    Redis URL (``"redis://host:6379/0"``: shared by every guard using it, in any process;
+    docs/deployment.md) or a store object; None (the default): ``$TOOLGUARD_STORE``, else
+    memory.
 
     A tool's ``error_result``, ``mode``, ``strict`` and ``dry_run`` default to
     :data:`tg.INHERIT`, these; a value given there means what it means here.
@@ -76,6 +84,7 @@ class Guard:
         trajectory_idle_timeout: float | None = 3600.0,
         strict: bool = True,
         dry_run: DryRun = None,
+        store: TrajectoryStore | str | None = None,
     ) -> None:
         if mode not in ("block", "log"):
             raise ValueError(f"mode must be 'block' or 'log', not {mode!r}")
@@ -98,6 +107,8 @@ class Guard:
         self.tracer = tel.get_tracer(tracer_provider)
         self.observes_outputs = False  # turned on by the first tool with grounded arguments
         self.trajectories = TrajectoryRegistry(max_live_trajectories, trajectory_idle_timeout)
+        # Where trajectories keep their record: memory (one process) or a shared store.
+        self.store = store_from(store, trajectory_idle_timeout)
         self._tools: dict[str, tuple[Tool, GuardedTool | None]] = {}
         self._pipelines: dict[str, Pipeline] = {}  # each tool's call path, by name
         self._suggest = ToolNames()
@@ -264,7 +275,8 @@ class Guard:
         ``key`` (a session or thread id), :meth:`find_trajectory` finds it while it is open.
         ``summary=False``: another process writes this trajectory's summary (a proxy or MCP
         server continuing a host's trajectory); this one writes its call spans only."""
-        return Trajectory(
+        return open_trajectory(
+            self.store,
             id,
             labels=labels,
             user_input=user_input,

@@ -407,10 +407,14 @@ def start(
                 # the next free one.
                 if call_id is not None and traj._reserved:
                     step = traj._take_step(call_id)
-                else:
+                elif not traj._shared:
                     with traj._lock:
                         traj._length += 1
                         step = traj._length
+                else:  # kept in a shared store: step and state in one round trip
+                    step, failed = traj._begin(call_id, guard.fail_open)
+                    if failed is not None:  # the store did not answer: admit blocks it
+                        call._failures = (failed,)
     call._traj = traj
     call.step = step
     mode = tool.spec.mode if tool is not None else INHERIT  # a tool's own, or the guard's

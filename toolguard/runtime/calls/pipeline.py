@@ -229,6 +229,8 @@ class Pipeline:
                 if block:
                     call._reject()
                     return
+        if block and call._failures:  # found as the call started: the trajectory store's
+            call._reject()
 
     # -- [dry run] -> run -------------------------------------------------------------------
     def _run_tried(self, call: _Call, fn: Callable[..., Any], dispatch: bool) -> Any:

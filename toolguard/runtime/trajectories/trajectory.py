@@ -93,6 +93,9 @@ class Trajectory:
         self._seen_texts = SeenTexts()
         self._texts: list[str] = self._seen_texts.texts  # the free texts, in order
         self._reserved: dict[str, int] = {}
+        # True: the record lives in a shared store (shared.py) and a call's step comes from
+        # it (calls/call.py asks this; False keeps the in-memory path as it was).
+        self._shared = False
         self._span: Any = None
         self._span_token: object | None = None
         self._var_token: Token[Trajectory | None] | None = None
@@ -158,6 +161,11 @@ class Trajectory:
         with self._lock:
             self._length += 1
             return self._length
+
+    def _begin(self, call_id: str | None, fail_open: bool) -> tuple[int, Failure | None]:
+        """A call's step, and the failure of a store that did not answer: a trajectory kept
+        in a shared store overrides this (shared.py); in memory nothing can fail."""
+        return self._take_step(call_id), None
 
     def _record(
         self, step: int, tool: str, decision: str, failures: list[Failure], call_id: str | None
@@ -268,6 +276,11 @@ class Trajectory:
             _open_count(-1)
         if self._registry is not None:
             self._registry._forget(self)
+        self._write_summary(exc)
+
+    def _write_summary(self, exc: BaseException | None) -> None:
+        """The summary span opened at start, with T, FED, Y and the labels (a trajectory
+        kept in a shared store claims it instead: shared.py)."""
         span = self._span
         if span is None:
             return

@@ -95,6 +95,12 @@ def build_parser(prog: str = "toolguard mcp-proxy") -> argparse.ArgumentParser:
         help="a trajectory without a call this long is ended (default %(default)g)",
     )
     parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="keep trajectories in a shared store (redis://host:6379/0), so proxies in "
+        "several processes continue one trajectory; default $TOOLGUARD_STORE, else memory",
+    )
+    parser.add_argument(
         "--record-content",
         action="store_true",
         help="record argument and result values on spans (off by default)",
@@ -182,12 +188,16 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     )
     service = None if "OTEL_SERVICE_NAME" in os.environ else "toolguard-mcp-proxy"
     provider = None if args.no_spans else tg.setup_file_export(args.spans, service_name=service)
-    guard = tg.Guard(
-        mode=mode,
-        record_content=args.record_content,
-        max_live_trajectories=args.max_trajectories,
-        trajectory_idle_timeout=args.idle_timeout or None,
-    )
+    try:
+        guard = tg.Guard(
+            mode=mode,
+            record_content=args.record_content,
+            max_live_trajectories=args.max_trajectories,
+            trajectory_idle_timeout=args.idle_timeout or None,
+            store=args.store,
+        )
+    except (ValueError, ImportError) as exc:  # --store (or $TOOLGUARD_STORE) unusable
+        parser.error(str(exc).replace("store=:", "--store:"))
     if provider is not None:
         provider.add_span_processor(call_notes())
     calls = CallGuard(guard, contract, labels=labels, policy=policy, forward_unknown=False)

@@ -1,0 +1,486 @@
+"""A trajectory whose record lives in a shared store: this process's replica of it.
+
+The checks read a trajectory's bindings and what it has seen from local structures, as
+they do for an in-memory trajectory; here those structures are a replica of the shared
+record, kept up to date by the round trips a call makes anyway:
+
+- begin (``_Call.__init__`` takes the step): the step (reserved for the call id, else the
+  next), and every event other processes wrote since the replica's cursor, applied before
+  the checks run;
+- finish (the call's verdict is recorded: ``_verdicts.append``, whether ``_Call._finish``
+  appends a valid call's verdict inline or ``Trajectory._record`` does): what the call
+  produced, invalidated and saw, its first failure if any, and the events written since.
+
+What this process's own calls produce is applied to the replica at once and written to the
+store with the call's finish; events carry their writer's token, so a replica never applies
+its own twice. The summary is claimed in the store when the trajectory ends: the first
+process to end it writes it, with T and FED from the shared record; the others write none.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry.trace import SpanKind, Tracer
+
+from ... import _contract as contract
+from ..._errors import UsageError
+from ..telemetry import spans as tel
+from ..verdict import NAME_LIMIT, Failure, shorten_text
+from .bindings import Bindings
+from .leaves import add_leaves
+from .registry import TrajectoryRegistry
+from .store import MemoryStore, SharedRecord, Sync, TrajectoryStore, TrajectoryStoreError
+from .trajectory import Trajectory
+
+logger = logging.getLogger("toolguard")
+
+STORE_CHECK = "dependency.trajectory_store"  # the check a call fails when the store is down
+_SCALARS = (str, int, float, bool)
+
+
+def open_trajectory(
+    store: TrajectoryStore,
+    id: str | None,
+    *,
+    labels: Mapping[str, Any] | None,
+    user_input: str | Iterable[str] | None,
+    conversation_id: str | None,
+    tracer: Tracer | None,
+    tracer_provider: Any,
+    registry: TrajectoryRegistry | None,
+    key: str | None,
+    summary: bool,
+) -> Trajectory:
+    """A trajectory of a guard whose record is in ``store`` (``Guard.trajectory``): a plain
+    in-memory one unless the store keeps a shared record."""
+    options: dict[str, Any] = {
+        "labels": labels,
+        "user_input": user_input,
+        "conversation_id": conversation_id,
+        "tracer": tracer,
+        "tracer_provider": tracer_provider,
+        "registry": registry,
+        "key": key,
+        "summary": summary,
+    }
+    if type(store) is MemoryStore:
+        return Trajectory(id, **options)
+    traj_id = id if id is not None else uuid.uuid4().hex
+    record = store.record(traj_id)
+    if record is None:
+        return Trajectory(traj_id, **options)
+    return SharedTrajectory(traj_id, record=record, **options)
+
+
+class SharedTrajectory(Trajectory):
+    """A :class:`Trajectory` kept in a shared store (module docstring). Made by the guard
+    (``Guard(store=...).trajectory(...)``), never directly."""
+
+    def __init__(self, id: str, *, record: SharedRecord, **options: Any) -> None:
+        # Set before Trajectory.__init__, which observes the user input.
+        self._store = record
+        self._token = uuid.uuid4().hex[:12]  # this replica's mark on the events it writes
+        self._outbox: list[str] = []
+        self._out_lock = threading.Lock()
+        self._sync_lock = threading.Lock()
+        self._cursor = 0  # log entries [0, cursor) are applied
+        # The largest step taken while the store did not answer (0: none since the last
+        # round trip that worked): the store raises T to it, so no step is taken twice.
+        self._floor = 0
+        self._given: dict[str, int] = {}  # steps another process assigned (reserve(mapping))
+        self._claimed = False  # the summary was claimed (by any process)
+        self._warned: set[str] = set()
+        super().__init__(id, **options)
+        self._shared = True
+        self._bindings = _SharedBindings(self)
+        self._verdicts = _Finishing(self)
+
+    # -- steps ---------------------------------------------------------------------------
+    def _begin(self, call_id: str | None, fail_open: bool) -> tuple[int, Failure | None]:
+        """A call's step and the replica brought up to date, in one round trip; when the
+        store does not answer, a provisional step and (failing closed) the call's failure."""
+        given = self._given.pop(call_id, None) if call_id is not None and self._given else None
+        events, floor = self._take_outbox(), self._floor
+        try:
+            step, sync = self._store.begin(self._cursor, floor, call_id, given, events)
+        except TrajectoryStoreError as exc:
+            self._put_back(events)
+            with self._lock:
+                self._length += 1
+                step = given if given is not None else self._length
+                self._floor = self._length
+            return step, self._unavailable(exc, fail_open, step)
+        self._apply(sync, floor)
+        if sync.claimed and "claimed" not in self._warned:
+            self._warned.add("claimed")
+            logger.warning(
+                "toolguard: a call (step %s) of trajectory %r after its summary was written "
+                "by the process that ended it: the summary does not count it",
+                step,
+                self._shown_id,
+            )
+        return step, None
+
+    def _take_step(self, call_id: str | None) -> int:
+        # Not reached from the call path (which asks _begin, and its failure, itself).
+        return self._begin(call_id, False)[0]
+
+    def next_step(self) -> int:
+        return self.reserve([None])[0]  # type: ignore[list-item]
+
+    def reserve(self, call_ids: Iterable[str] | Mapping[str, int]) -> list[int]:
+        """As :meth:`Trajectory.reserve`, the steps taken in the shared record (one round
+        trip); steps another process assigned (a mapping) are kept here for the calls that
+        carry them."""
+        if isinstance(call_ids, Mapping):
+            given = dict(call_ids)
+            for call_id, step in given.items():
+                if not isinstance(call_id, str):
+                    raise UsageError(f"reserve() takes call ids (strings), got {call_id!r}")
+                if isinstance(step, bool) or not isinstance(step, int) or step < 1:
+                    raise UsageError(f"reserve(): the step of {call_id!r} must be an int >= 1")
+            with self._lock:
+                self._given.update(given)
+                self._length = max(self._length, *given.values()) if given else self._length
+            return list(given.values())
+        ids = list(call_ids)
+        for call_id in ids:
+            if call_id is not None and not isinstance(call_id, str):
+                raise UsageError(f"reserve() takes call ids (strings), got {call_id!r}")
+        events, floor = self._take_outbox(), self._floor
+        try:
+            steps, sync = self._store.reserve(self._cursor, floor, ids, events)
+        except TrajectoryStoreError as exc:
+            self._put_back(events)
+            self._log_store(exc, "reserving steps")
+            with self._lock:
+                first = self._length + 1
+                self._length += len(ids)
+                self._floor = self._length
+            return list(range(first, first + len(ids)))
+        self._apply(sync, floor)
+        return steps
+
+    # -- finishing a call ----------------------------------------------------------------
+    def _finish_call(self, step: int, failures: list[Failure]) -> None:
+        cause = (failures[0].cause or "") if failures else None
+        if cause is None and not self._outbox:
+            return  # a valid call that bound and saw nothing: nothing to tell the store
+        events, floor = self._take_outbox(), self._floor
+        try:
+            sync = self._store.finish(self._cursor, floor, step, cause, events)
+        except TrajectoryStoreError as exc:
+            self._put_back(events)
+            if cause is not None:
+                self._outbox_failure(step, cause)
+            self._log_store(exc, f"recording step {step}")
+            return
+        self._apply(sync, floor)
+
+    def _outbox_failure(self, step: int, cause: str) -> None:
+        """A first failure the store did not get: sent with the next round trip that works."""
+        self._out(f"f{json.dumps([self._token, step, cause])}")
+
+    # -- what the calls bind and see -----------------------------------------------------
+    def observe(self, value: Any) -> None:
+        if isinstance(value, str):
+            Trajectory.observe(self, value)
+            self._out(f"t{json.dumps([self._token, value])}")
+            return
+        leaves: list[str] = []
+        add_leaves(value, leaves.append)
+        if leaves:
+            self._seen.update(leaves)
+            self._out(f"l{json.dumps([self._token, leaves])}")
+
+    def bind(self, kind: str, value: Any, *, source: str = "user", shown: bool = True) -> None:
+        Trajectory.bind(self, kind, value, source=source, shown=shown)
+        if self._started:  # made known to the other processes now, not at the next call
+            self._push("binding a value")
+
+    def _push(self, what: str) -> None:
+        events, floor = self._take_outbox(), self._floor
+        try:
+            sync = self._store.finish(self._cursor, floor, None, None, events)
+        except TrajectoryStoreError as exc:
+            self._put_back(events)
+            self._log_store(exc, what)
+            return
+        self._apply(sync, floor)
+
+    def sync(self) -> None:
+        """Bring the replica up to date now (one round trip) and send what it holds back."""
+        self._push("syncing")
+
+    # -- life cycle ----------------------------------------------------------------------
+    def start(self) -> Trajectory:
+        Trajectory.start(self)
+        events, floor = self._take_outbox(), self._floor
+        try:
+            sync = self._store.join(self._cursor, floor, self.labels, self.conversation_id, events)
+        except TrajectoryStoreError as exc:
+            self._put_back(events)
+            self._log_store(exc, "opening it")
+        else:
+            self._apply(sync, floor)
+        return self
+
+    def _write_summary(self, exc: BaseException | None) -> None:
+        events, floor = self._take_outbox(), self._floor
+        try:
+            # As in memory, a trajectory never started writes no summary.
+            claim = self.writes_summary and self._started
+            summary = self._store.end(floor, claim, self._token, self.success, self.labels, events)
+        except TrajectoryStoreError as err:
+            logger.error(
+                "toolguard: trajectory %r: its summary could not be claimed in the trajectory "
+                "store %s (%s): no summary written here (T so far %d, FED %d)",
+                self._shown_id,
+                self._store.store_name,
+                err,
+                self.length,
+                self.first_error_depth,
+            )
+            return
+        if summary is None:
+            if claim:
+                logger.info(
+                    "toolguard: trajectory %r: its summary was written by another process",
+                    self._shown_id,
+                )
+            return
+        with self._lock:
+            self._length = max(self._length, summary.length)
+            self._first_error = summary.first_error
+        if self.success is None:
+            self.success = summary.success
+        if self.conversation_id is None:
+            self.conversation_id = summary.conversation_id
+        self.labels = {**summary.labels, **self.labels}
+        try:  # a root of its own, started when the trajectory was first seen by any process
+            span = self._tracer.start_span(
+                contract.SUMMARY_SPAN_NAME,
+                context=otel_context.Context(),
+                kind=SpanKind.INTERNAL,
+                start_time=summary.created_ns,
+            )
+        except Exception:
+            logger.exception("toolguard: could not start the summary span of %r", self.id)
+            return
+        if span.is_recording():
+            tel.set_attributes(span, self.summary_attributes())
+            if exc is not None:
+                tel.set_error(span, f"trajectory ended by {type(exc).__name__}")
+        tel.end_span(span)
+
+    # -- the replica -----------------------------------------------------------------------
+    def _out(self, event: str) -> None:
+        with self._out_lock:
+            self._outbox.append(event)
+
+    def _take_outbox(self) -> list[str]:
+        if not self._outbox:
+            return []
+        with self._out_lock:
+            events, self._outbox = self._outbox, []
+        return events
+
+    def _put_back(self, events: list[str]) -> None:
+        if events:
+            with self._out_lock:
+                self._outbox[:0] = events
+
+    def _apply(self, sync: Sync, floor: int) -> None:
+        """Apply the entries other processes wrote, in the store's order, once each; the
+        store has the steps taken while it did not answer, up to ``floor``."""
+        token = self._token
+        with self._sync_lock:
+            if floor and self._floor == floor:
+                self._floor = 0
+            skip = self._cursor - sync.start
+            entries = sync.entries[skip:] if skip > 0 else sync.entries
+            self._cursor = max(self._cursor, sync.start + len(sync.entries))
+            for entry in entries:
+                try:
+                    kind, data = entry[0], json.loads(entry[1:])
+                    if data[0] != token:
+                        self._apply_one(kind, data)
+                except Exception:  # a malformed entry (another version?) is skipped, loudly
+                    logger.exception("toolguard: trajectory %r: an unreadable store entry", self.id)
+            with self._lock:
+                self._length = max(self._length, sync.length)
+                if sync.first_error is not None:
+                    self._first_error = sync.first_error
+            self._claimed = self._claimed or sync.claimed
+        if sync.dropped and "dropped" not in self._warned:
+            self._warned.add("dropped")
+            logger.warning(
+                "toolguard: trajectory %r: the trajectory store keeps no more of what it has "
+                "seen (its bound is reached): other processes' information checks no longer "
+                "see this process's newer results",
+                self._shown_id,
+            )
+
+    def _apply_one(self, kind: str, data: list[Any]) -> None:
+        base = Bindings
+        if kind == "p":
+            _, name, values, source, step, shown = data
+            decoded = [_decode(v) for v in values]
+            if shown:
+                base.produce_all(self._bindings, name, decoded, source, step)
+            else:
+                for value in decoded:
+                    base.produce(self._bindings, name, value, source, step, False)
+        elif kind == "i":
+            _, name, value, by = data
+            base.invalidate(self._bindings, name, _decode(value), by)
+        elif kind == "t":
+            Trajectory.observe(self, data[1])
+        elif kind == "l":
+            self._seen.update(data[1])
+        # "f": a first failure sent late; the store read it (its step and cause), nothing here
+
+    def _unavailable(self, exc: TrajectoryStoreError, fail_open: bool, step: int) -> Failure | None:
+        name = self._store.store_name
+        if fail_open:
+            logger.warning(
+                "toolguard: trajectory %r step %s: the trajectory store %s did not answer "
+                "(%s); failing open: checked against what this process last knew",
+                self._shown_id,
+                step,
+                name,
+                exc,
+            )
+            return None
+        logger.error(
+            "toolguard: trajectory %r step %s: the trajectory store %s did not answer (%s); "
+            "failing closed: the call is blocked",
+            self._shown_id,
+            step,
+            name,
+            exc,
+        )
+        return Failure(
+            contract.DEPENDENCY,
+            STORE_CHECK,
+            f"guard error: the trajectory store {name} did not answer ({exc}) (fail closed)",
+            "This call could not be verified (the guard's trajectory store is unavailable), so "
+            "it was not run. Try again in a moment.",
+            guard_error=True,
+            telemetry_message=f"guard error: the trajectory store {name} did not answer "
+            "(fail closed)",
+        )
+
+    def _log_store(self, exc: TrajectoryStoreError, what: str) -> None:
+        logger.error(
+            "toolguard: trajectory %r: the trajectory store %s did not answer %s (%s); "
+            "kept here and sent with the next round trip that works",
+            self._shown_id,
+            self._store.store_name,
+            what,
+            exc,
+        )
+
+    @property
+    def _shown_id(self) -> str:
+        return shorten_text(self.id, NAME_LIMIT)
+
+
+class _SharedBindings(Bindings):
+    """The replica's bindings: what this process's calls bind is applied here at once and
+    sent to the store (as events) with the call's finish."""
+
+    __slots__ = ("_traj",)
+
+    def __init__(self, traj: SharedTrajectory) -> None:
+        super().__init__()
+        self._traj = traj
+
+    def produce(
+        self, kind: str, value: Any, source: str, step: int | None, shown: bool = True
+    ) -> None:
+        super().produce(kind, value, source, step, shown)
+        self._send(kind, [value], source, step, shown)
+
+    def produce_all(self, kind: str, values: list[Any], source: str, step: int | None) -> None:
+        super().produce_all(kind, values, source, step)
+        self._send(kind, values, source, step, True)
+
+    def invalidate(self, kind: str, value: Any, by: str) -> None:
+        super().invalidate(kind, value, by)
+        encoded = _encode(value)
+        if encoded is not _UNSHARABLE:
+            traj = self._traj
+            traj._out(f"i{json.dumps([traj._token, kind, encoded, by])}")
+
+    def _send(
+        self, kind: str, values: list[Any], source: str, step: int | None, shown: bool
+    ) -> None:
+        traj = self._traj
+        encoded = [e for e in map(_encode, values) if e is not _UNSHARABLE]
+        if len(encoded) < sum(v is not None for v in values) and "value" not in traj._warned:
+            traj._warned.add("value")
+            logger.warning(
+                "toolguard: trajectory %r: a %s value that is no str, int, float, bool, bytes "
+                "or tuple of them is bound in this process only (the store keeps JSON)",
+                traj._shown_id,
+                kind,
+            )
+        if encoded:
+            traj._out(f"p{json.dumps([traj._token, kind, encoded, source, step, shown])}")
+
+
+class _Finishing(list[tuple[int, str, str, list[Failure], str | None]]):
+    """The replica's verdicts. Every call's verdict is appended here exactly once, when the
+    call closes (inline in ``_Call._finish`` for a valid call, by ``Trajectory._record``
+    otherwise): for a shared trajectory that append is the call's finish round trip."""
+
+    __slots__ = ("_traj",)
+
+    def __init__(self, traj: SharedTrajectory) -> None:
+        super().__init__()
+        self._traj = traj
+
+    def append(self, entry: tuple[int, str, str, list[Failure], str | None]) -> None:
+        super().append(entry)
+        self._traj._finish_call(entry[0], entry[3])
+
+
+_UNSHARABLE: Any = object()
+
+
+def _encode(value: Any) -> Any:
+    """A bound value as JSON that decodes to an equal value of the same type."""
+    kind = type(value)
+    if kind is str or kind is bool or kind is int:
+        return value
+    if kind is float:
+        return (
+            value
+            if value == value and value not in (float("inf"), float("-inf"))
+            else {"f": repr(value)}
+        )
+    if kind is bytes:
+        return {"b": base64.b64encode(value).decode("ascii")}
+    if kind is tuple:
+        items = [_encode(v) for v in value]
+        return _UNSHARABLE if any(i is _UNSHARABLE for i in items) else {"t": items}
+    return _UNSHARABLE
+
+
+def _decode(value: Any) -> Any:
+    if type(value) is dict:
+        if "b" in value:
+            return base64.b64decode(value["b"])
+        if "t" in value:
+            return tuple(_decode(v) for v in value["t"])
+        return float(value["f"])
+    return value
