@@ -47,7 +47,9 @@ from .runtime.tools.spec import ToolOptions, ToolSpec
 from .runtime.tools.tool import Tool
 from .runtime.trajectories.adopt import run_trajectory
 from .runtime.trajectories.at_exit import end_at_exit
+from .runtime.trajectories.redis_store import RedisStore
 from .runtime.trajectories.registry import TrajectoryRegistry
+from .runtime.trajectories.store import MemoryStore, TrajectoryStore, TrajectoryStoreError
 from .runtime.trajectories.trajectory import Trajectory, current_trajectory, trajectory
 from .runtime.verdict import Failure, Rejection, Verdict
 
@@ -150,6 +152,7 @@ __all__ = [  # noqa: RUF022
     "GuardedFunction",
     "INHERIT",
     "Inherit",
+    "MemoryStore",
     "PendingCall",
     "PlanRefError",
     "PlanStep",
@@ -157,6 +160,7 @@ __all__ = [  # noqa: RUF022
     "PlanVerdict",
     "Postcondition",
     "Precondition",
+    "RedisStore",
     "Ref",
     "Rejection",
     "ReplayInputError",
@@ -174,6 +178,8 @@ __all__ = [  # noqa: RUF022
     "Trajectory",
     "TrajectoryRecord",
     "TrajectoryRegistry",
+    "TrajectoryStore",
+    "TrajectoryStoreError",
     "UndoLogFork",
     "UsageError",
     "Verdict",
