@@ -14,6 +14,7 @@ from conftest import Spans, call, scripted, turn
 from langchain.agents import create_agent
 from langchain_core.tools import ToolException, tool
 from opentelemetry import trace
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
 from toolguard_langchain import ToolGuardMiddleware, declare_tool
 
@@ -83,3 +84,37 @@ def test_spans_the_tool_makes_nest_below_its_call_span(spans: Spans) -> None:
     assert span.end_time is not None and http.end_time is not None
     assert span.end_time >= http.end_time
     assert (span.attributes or {})["toolguard.decision"] == "allowed"
+
+
+class Broken(SpanProcessor):
+    """A span processor that raises on every span: telemetry trouble."""
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        raise RuntimeError("processor down")
+
+    def on_end(self, span: Any) -> None:
+        raise RuntimeError("processor down")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_telemetry_trouble_never_breaks_a_call(mode: str) -> None:
+    ran = []
+
+    @tool
+    def lookup(q: str) -> str:
+        """Look up."""
+        ran.append(q)
+        return "found"
+
+    provider = TracerProvider()
+    provider.add_span_processor(Broken())
+    guard = tg.Guard(tracer_provider=provider)
+    agent = create_agent(
+        scripted(turn(call("lookup", {"q": "x"}, "c1")), "done"),
+        [lookup],
+        middleware=[ToolGuardMiddleware(guard)],
+    )
+    inputs: Any = {"messages": [("user", "go")]}
+    out = asyncio.run(agent.ainvoke(inputs)) if mode == "async" else agent.invoke(inputs)
+    assert ran == ["x"]
+    assert out["messages"][-2].content == "found"

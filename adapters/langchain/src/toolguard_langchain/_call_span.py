@@ -107,6 +107,13 @@ class CallSpan(Span):
     def enter(self) -> object | None:
         """Bind the span (the instrumentation's for this run, else the guard's own) and make
         it current while the tool runs. Returns the token for :meth:`leave`."""
+        try:
+            return self._enter()
+        except Exception:  # telemetry trouble never breaks the call
+            logger.exception("toolguard: could not bind the call's span")
+            return None
+
+    def _enter(self) -> object | None:
         if self._target is None and not self._closed:
             theirs = _instrumentation.tool_span(self._tool) if self._adopt else None
             if theirs is not None and _sdk_span(theirs) not in _bound and self._hold(theirs):
@@ -133,6 +140,12 @@ class CallSpan(Span):
     def close(self) -> None:
         """After the guard has closed the call (its verdict written): end the guard's span,
         or end the instrumentation's where it asked to end already. Idempotent."""
+        try:
+            self._close()
+        except Exception:  # telemetry trouble never breaks the call
+            logger.exception("toolguard: could not end the call's span")
+
+    def _close(self) -> None:
         if self._closed:
             return
         if self._target is None:
