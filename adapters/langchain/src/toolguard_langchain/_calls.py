@@ -76,8 +76,8 @@ class GuardedCalls:
                 if span is not None:
                     span.close()
                 return rejection_message(pending.rejection, call)
-            request = self._plain(request)
             try:
+                request = self._plain(request)
                 with pending:
                     inside = _inside.set(True)
                     raw, kept = capture(span)
@@ -122,8 +122,8 @@ class GuardedCalls:
                 if span is not None:
                     span.close()
                 return rejection_message(pending.rejection, call)
-            request = self._plain(request)
             try:
+                request = self._plain(request)
                 async with pending:
                     inside = _inside.set(True)
                     raw, kept = capture(span)
