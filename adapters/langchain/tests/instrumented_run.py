@@ -201,8 +201,7 @@ class _Switch(SpanExporter):
 def langsmith_runs(out: Path) -> dict[str, Any]:
     """LangSmith's OTel mode: its tracer turns the runs into OTel spans on the global tracer
     provider, in a background thread, with nothing sent anywhere else (``otel`` mode)."""
-    os.environ.update(LANGSMITH_TRACING="true", LANGSMITH_OTEL_ENABLED="true")
-    os.environ.update(LANGSMITH_OTEL_ONLY="true", LANGSMITH_TRACING_MODE="otel")
+    os.environ.update(LANGSMITH_TRACING="true", LANGSMITH_TRACING_MODE="otel")
     from langchain_core.tracers.langchain import wait_for_all_tracers
     from opentelemetry import trace
 
