@@ -34,8 +34,9 @@ from . import _instrumentation
 
 logger = logging.getLogger("toolguard")
 
-# The spans calls were bound to: never taken for another call's (a tool of the same name
-# run inside this one's tool sees this span current).
+# The instrumentations' spans calls were bound to: never taken for another call's (a tool of
+# the same name run inside this one's tool sees this span current). The guard's own spans
+# are never taken (``_instrumentation.tool_span`` passes over its scope's).
 _bound: weakref.WeakSet[Span] = weakref.WeakSet()
 
 
@@ -52,7 +53,7 @@ class CallSpan(Span):
         self._status: tuple[Status | Any, str | None] | None = None
         self._target: Span | None = None
         self._own = False
-        self._lock = threading.Lock()
+        self._lock: threading.Lock | None = None  # made when an instrumentation's end is held
         self._closed = False
         self._held_end: int | None = None  # the instrumentation's end time, while held
 
@@ -157,6 +158,7 @@ class CallSpan(Span):
                 _safely(target.end)
             return
         inner = _sdk_span(target)
+        assert self._lock is not None  # made by _hold
         with self._lock:
             self._closed = True
             held = self._held_end
@@ -173,9 +175,10 @@ class CallSpan(Span):
         writes its last attributes, then ends the span it wraps)."""
         inner = _sdk_span(span)
         real_end = inner.end
+        lock = self._lock = threading.Lock()
 
         def end(end_time: int | None = None) -> None:
-            with self._lock:
+            with lock:
                 if not self._closed:
                     if self._held_end is None:
                         self._held_end = end_time if end_time is not None else time.time_ns()
@@ -209,7 +212,6 @@ class CallSpan(Span):
             return
         self._target = span
         self._own = True
-        _bound.add(span)
         if self._status is not None:
             _safely(span.set_status, *self._status)
 

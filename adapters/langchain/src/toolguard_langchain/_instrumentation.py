@@ -30,6 +30,7 @@ from opentelemetry import trace
 logger = logging.getLogger("toolguard")
 
 _OPENINFERENCE = "openinference.instrumentation.langchain"
+_GUARD_SCOPE = "toolguard"  # the instrumentation scope of the guard's own spans
 
 
 def run_span() -> Any:
@@ -76,6 +77,11 @@ def tool_span(tool: str) -> Any:
 
 
 def _is_tool_span(span: Any, tool: str) -> bool:
+    """An instrumentation's span for a call of ``tool``: named ``execute_tool {tool}``, or
+    with the GenAI attributes of one; never the guard's own (its tracer's scope)."""
+    scope = getattr(span, "instrumentation_scope", None)
+    if scope is not None and getattr(scope, "name", None) == _GUARD_SCOPE:
+        return False
     if getattr(span, "name", None) == f"execute_tool {tool}":
         return True
     attributes = getattr(span, "attributes", None) or {}
