@@ -2,7 +2,8 @@
 
 The same ``create_agent`` agent and the same scripted model (``GenericFakeChatModel``), run
 without the guard and with it, in interleaved rounds of one process; tracing off (no SDK
-provider). Two ways to add the guard are measured:
+provider; ``--traced``: the guard's spans recorded by an SDK provider whose exporter drops
+them, the agent itself still untraced). Two ways to add the guard are measured:
 
 - ``ToolGuardMiddleware``: one trajectory per run, opened and closed by the middleware's
   ``before_agent`` / ``after_agent`` hooks (each one more step of LangGraph's loop);
@@ -15,7 +16,7 @@ two no-op middlewares, to tell LangChain's cost of having such a middleware at a
 guard's own: one with only ``wrap_tool_call``, one that also has the two episode hooks.
 
     python adapters/langchain/bench.py [--rounds 200] [--runs 3] [--turns 1] [--async]
-                                       [--reference]
+                                       [--reference] [--traced]
 
 A run: a search, then ``--turns`` turns of two parallel look-ups whose ids come from the
 search (so the dependency check does real work), then the final answer.
@@ -38,6 +39,8 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 from toolguard_langchain import ToolCallGuard, ToolGuardMiddleware, declare_tool
 
@@ -107,8 +110,17 @@ def script(turns: int) -> list[AIMessage]:
     return [*out, AIMessage(content="Alice and Bob.")]
 
 
+class Dropped(SpanExporter):
+    def export(self, spans: Any) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+TRACED: list[Any] = []  # --traced: the guards' tracer provider
+
+
 def guard() -> tg.Guard:
-    g = tg.Guard()  # no tracer provider given and none installed: tracing off
+    # No tracer provider given and none installed: tracing off (unless --traced).
+    g = tg.Guard(tracer_provider=TRACED[0] if TRACED else None)
     declare_tool(g, search_contacts, produces={"id": "contact_id"})
     declare_tool(g, get_contact, refs={"contact_id": "contact_id"})
     return g
@@ -171,7 +183,12 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=1, help="turns of two parallel calls")
     parser.add_argument("--async", dest="use_async", action="store_true", help="ainvoke")
     parser.add_argument("--reference", action="store_true", help="add no-op middlewares")
+    parser.add_argument("--traced", action="store_true", help="the guard's spans recorded")
     args = parser.parse_args()
+    if args.traced:
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(Dropped()))
+        TRACED.append(provider)
     ways = runners(args.turns, args.use_async, args.reference)
     for name, run in ways.items():
         out = run()
@@ -192,7 +209,8 @@ def main() -> None:
     mode = "ainvoke" if args.use_async else "invoke"
     print(
         f"LangChain create_agent, {mode}: {calls} tool calls in {args.turns + 2} model turns "
-        f"per run; tracing off; medians of {args.rounds} interleaved rounds of {args.runs} runs"
+        f"per run; {'the guard traced' if args.traced else 'tracing off'}; medians of "
+        f"{args.rounds} interleaved rounds of {args.runs} runs"
     )
     for clock, index in (("wall", 0), ("cpu", 1)):
         base = statistics.median(t[index] for t in times["without"])

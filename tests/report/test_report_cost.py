@@ -187,3 +187,68 @@ def test_cost_counts_a_span_read_twice_once(write_lines: Writer) -> None:
     ]
     assert figures[0] == figures[1]
     assert figures[0]["mean_tool_ms"] == (1 + 2 + 3 + 4) / 1000
+
+
+PROMPT, COMPLETION = "llm.token_count.prompt", "llm.token_count.completion"
+TOTAL = "llm.token_count.total"
+
+
+def openinference_llm(trace: str, prompt: Any, completion: Any, **more: Any) -> Any:
+    """An LLM span as OpenInference's instrumentations write it (and Phoenix keeps it)."""
+    attrs: dict[str, Any] = {"openinference.span.kind": "LLM"}
+    for key, value in ((PROMPT, prompt), (COMPLETION, completion)):
+        if value is not None:
+            attrs[key] = value
+    if isinstance(prompt, int) and isinstance(completion, int):
+        attrs[TOTAL] = prompt + completion
+    attrs.update(more)
+    return span(attrs, trace=trace, name="ChatOpenAI")
+
+
+def openinference_cohort() -> list[dict[str, Any]]:
+    return [
+        export(
+            timed(call("a", 1, trace=T1), 0, 1_000_000),
+            summary("a", 1, 2, success=True, labels={"model": "x"}, trace=T1),
+            openinference_llm(T1, 10, 3),
+            openinference_llm(T1, "20", "4"),  # digits, as ClickHouse stores them
+            # A span carrying both spellings of a count is counted once, by gen_ai.usage.
+            openinference_llm(T1, 999, 999, **{IN: 5, OUT: 1}),
+        ),
+        export(
+            timed(call("b", 1, trace=T2), 0, 2_000_000),
+            summary("b", 1, 2, success=False, labels={"model": "x"}, trace=T2),
+            openinference_llm(T2, 7, None),  # prompt only
+            openinference_llm(T2, "many", 2),  # no valid prompt count: a warning
+            # gen_ai.usage present but invalid: not replaced by OpenInference's count
+            openinference_llm(T2, 50, None, **{IN: "n/a"}),
+        ),
+    ]
+
+
+def test_cost_reads_openinference_token_counts(write_lines: Writer, tmp_path: Path) -> None:
+    path = write_lines(openinference_cohort())
+    records, stats = read_records([str(path)], cost=True)
+    report = build_report(records, by=["model"], warnings=read_warnings(stats), cost=True)
+    (x,) = (g["cost"] for g in report["groups"])
+    # a: 10 + 20 + 5 in, 3 + 4 + 1 out; b: 7 in, 2 out.
+    assert x["n_with_tokens"] == 2
+    assert x["mean_input_tokens"] == (35 + 7) / 2
+    assert x["mean_output_tokens"] == (8 + 2) / 2
+    assert "2 model-call spans have a token count that is not a whole number" in " ".join(
+        report["warnings"]
+    )
+    # The reliability figures do not depend on the token spans.
+    plain = build_report(read_records([str(path)])[0], by=["model"])
+    assert {k: v for k, v in report["groups"][0].items() if k != "cost"} == plain["groups"][0]
+
+    pytest.importorskip("chdb", reason="chdb (embedded ClickHouse) comes with the dev extra")
+    from chdb_engine import RUN, load, python_report, to_rows
+
+    from toolguard.report.clickhouse import sql_report
+
+    want = python_report([path], ["model"], cost=True)
+    rows = to_rows([path], tmp_path / "rows.jsonl")
+    assert json.dumps(python_report([rows], ["model"], cost=True)) == json.dumps(want)
+    got = sql_report(RUN, load([path], tmp_path), by=["model"], cost=True)
+    assert json.dumps(got) == json.dumps(want)

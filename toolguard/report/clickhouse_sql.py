@@ -37,6 +37,8 @@ AUC_SHIFT = 1 << 32
 (docs/report-limits.md bounds them by --max-length)."""
 USAGE_INPUT = "gen_ai.usage.input_tokens"
 USAGE_OUTPUT = "gen_ai.usage.output_tokens"
+PROMPT_TOKENS = "llm.token_count.prompt"  # OpenInference's, read where gen_ai.usage is absent
+COMPLETION_TOKENS = "llm.token_count.completion"
 _INT = "'^[+-]?[0-9]+$'"  # a decimal integer as the Python reader accepts it
 _DIGITS = "'^[0-9]+$'"  # a token count: a string of digits
 _TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
@@ -93,12 +95,15 @@ def report_query(
     s_cause, success = _lit(A.TRAJECTORY_FIRST_ERROR_CAUSE), _lit(A.TRAJECTORY_SUCCESS)
     prefix = _lit(A.LABEL_PREFIX)
     inp, out = _lit(USAGE_INPUT), _lit(USAGE_OUTPUT)
+    alt_in, alt_out = _lit(PROMPT_TOKENS), _lit(COMPLETION_TOKENS)
     ranks = "[" + ", ".join(_lit(c) for c in A.CAUSES) + "]"
     keys = "[" + ", ".join(_hex(k) for k in by) + "]" if by else "CAST([], 'Array(String)')"
     user = f"({where})" if where and where.strip() else "1"
     wanted = f"mapContains(SpanAttributes, {tid})"
     if cost:
-        wanted += f" OR mapContains(SpanAttributes, {inp}) OR mapContains(SpanAttributes, {out})"
+        wanted += "".join(
+            f" OR mapContains(SpanAttributes, {key})" for key in (inp, out, alt_in, alt_out)
+        )
     limit = max_length
     # Where a span id is kept apart: summaries always, call spans only for their durations.
     kept = "kind = 's' OR kind = 'c'" if cost else "kind = 's'"
@@ -126,7 +131,7 @@ WITH raw AS (
         a[{s_cause}] AS s_cause_s,
         arrayFilter(kv -> startsWith(kv.1, {prefix}),
             arrayZip(CAST(mapKeys(a), 'Array(String)'), mapValues(a))) AS label_kvs
-        {cost_columns(inp, out) if cost else ""}
+        {cost_columns(inp, out, alt_in, alt_out) if cost else ""}
     FROM {quote_table(table)}
     WHERE ({wanted}) AND {user}
 ),
@@ -345,15 +350,19 @@ def _missing_ids(keys: int) -> str:
     return "[" + ", ".join(parts) + "]" if parts else "CAST([], 'Array(Array(String))')"
 
 
-def cost_columns(inp: str, out: str) -> str:
+def cost_columns(inp: str, out: str, alt_in: str, alt_out: str) -> str:
+    """A span's two token counts: the ``gen_ai.usage`` key where the span has it, else
+    OpenInference's (``alt_in`` / ``alt_out``), as cost.py reads them."""
     return f""",
         Duration AS dur,
-        mapContains(a, {inp}) AS has_in,
-        mapContains(a, {out}) AS has_out,
-        has_in AND match(a[{inp}], {_DIGITS}) AND toUInt64OrNull(a[{inp}]) IS NOT NULL AS in_ok,
-        has_out AND match(a[{out}], {_DIGITS}) AND toUInt64OrNull(a[{out}]) IS NOT NULL AS out_ok,
-        if(in_ok, toUInt64(a[{inp}]), 0) AS in_v,
-        if(out_ok, toUInt64(a[{out}]), 0) AS out_v"""
+        mapContains(a, {inp}) OR mapContains(a, {alt_in}) AS has_in,
+        mapContains(a, {out}) OR mapContains(a, {alt_out}) AS has_out,
+        if(mapContains(a, {inp}), a[{inp}], a[{alt_in}]) AS in_s,
+        if(mapContains(a, {out}), a[{out}], a[{alt_out}]) AS out_s,
+        has_in AND match(in_s, {_DIGITS}) AND toUInt64OrNull(in_s) IS NOT NULL AS in_ok,
+        has_out AND match(out_s, {_DIGITS}) AND toUInt64OrNull(out_s) IS NOT NULL AS out_ok,
+        if(in_ok, toUInt64(in_s), 0) AS in_v,
+        if(out_ok, toUInt64(out_s), 0) AS out_v"""
 
 
 def cost_ctes() -> str:

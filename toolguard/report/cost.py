@@ -4,6 +4,9 @@ mean time spent in tool calls, per trajectory (docs/protocol.md section 7, ``cos
 - A **model span** is any span carrying ``gen_ai.usage.input_tokens`` or
   ``gen_ai.usage.output_tokens`` with a valid count: an int >= 0, or a string of digits (as
   ClickHouse stores it), below 2**64. Other values are ignored and counted in a warning.
+  OpenInference's spans (Phoenix, its LangChain and LlamaIndex instrumentations) carry
+  ``llm.token_count.prompt`` / ``llm.token_count.completion`` instead: each is read where the
+  span has no ``gen_ai.usage`` key for the same count (a span carrying both is counted once).
 - It belongs to the trajectory whose toolguard spans (call spans or summary span) share its
   trace id. A trace holding spans of several trajectories attributes nothing: its model spans
   are counted in a warning (``cost_unattributed_spans``), never guessed.
@@ -33,6 +36,9 @@ from .metrics import TrajectoryRecord
 
 USAGE_INPUT = "gen_ai.usage.input_tokens"
 USAGE_OUTPUT = "gen_ai.usage.output_tokens"
+# OpenInference's names for the same two counts, read where a span has no gen_ai.usage one.
+PROMPT_TOKENS = "llm.token_count.prompt"
+COMPLETION_TOKENS = "llm.token_count.completion"
 MAX_TOKENS = (1 << 64) - 1
 _NS_PER_MS = 1_000_000
 
@@ -104,7 +110,8 @@ def cost_warnings(unattributed: int, invalid: int) -> list[str]:
     if invalid:
         out.append(
             f"{invalid} model-call spans have a token count that is not a whole number "
-            f"({USAGE_INPUT} / {USAGE_OUTPUT}); those counts are ignored"
+            f"({USAGE_INPUT} / {USAGE_OUTPUT}, or {PROMPT_TOKENS} / {COMPLETION_TOKENS}); "
+            "those counts are ignored"
         )
     return out
 
@@ -207,6 +214,10 @@ class CostCollector:
                                 if dur > odd.get(key, -1):
                                     odd[key] = dur
                     iv, ov = d.get(USAGE_INPUT), d.get(USAGE_OUTPUT)
+                    if iv is None:
+                        iv = d.get(PROMPT_TOKENS)
+                    if ov is None:
+                        ov = d.get(COMPLETION_TOKENS)
                     if iv is not None or ov is not None:
                         mkey = _model_key(trace, ident)
                         old_in, old_out = models.get(mkey, (None, None))

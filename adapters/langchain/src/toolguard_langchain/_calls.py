@@ -18,6 +18,7 @@ from typing import Any
 import toolguard as tg
 from opentelemetry import trace
 
+from ._call_span import CallSpan
 from ._contracts import KnownTools
 from ._framework import BaseTool, Command, GraphBubbleUp, GraphInterrupt, ToolCallRequest
 from ._history import RawResults
@@ -56,7 +57,8 @@ class GuardedCalls:
     def run(self, request: ToolCallRequest, handler: Handler, traj: tg.Trajectory | None) -> Any:
         call = request.tool_call
         name, call_id = call["name"], call.get("id")
-        with active(self.guard, traj):
+        traced = _traced(self.guard)
+        with active(self.guard, traj, traced):
             if traj is not None and call_id:
                 self.ledger.account(traj, request.state, call_id)
             tool = request.tool
@@ -66,25 +68,34 @@ class GuardedCalls:
                 return answer
             if tool is not None:
                 self.known.ensure(tool)
-            pending = self.guard.check(name, call.get("args"), call_id=call_id, trajectory=traj)
+            span = self._span(name) if traced else None
+            pending = self.guard.check(
+                name, call.get("args"), call_id=call_id, trajectory=traj, span=span
+            )
             if pending.rejection is not None:
+                if span is not None:
+                    span.close()
                 return rejection_message(pending.rejection, call)
-            request = self._plain(request)
-            with pending:
-                inside = _inside.set(True)
-                raw, kept = capture()
-                try:
-                    answer = handler(request)
-                except GraphBubbleUp as exc:
-                    _bubbled(pending, exc, traj, call_id)
-                    raise
-                finally:
-                    release(kept)
-                    _inside.reset(inside)
-                result, error = outcome(answer, call_id, raw, request.tool)
-                pending.finish(result, error=error)
-                if raw and call_id:
-                    self.raw.keep(call_id, name, raw[-1], message_content(answer, call_id))
+            try:
+                request = self._plain(request)
+                with pending:
+                    inside = _inside.set(True)
+                    raw, kept = capture(span)
+                    try:
+                        answer = handler(request)
+                    except GraphBubbleUp as exc:
+                        _bubbled(pending, exc, traj, call_id)
+                        raise
+                    finally:
+                        release(kept)
+                        _inside.reset(inside)
+                    result, error = outcome(answer, call_id, raw, request.tool)
+                    pending.finish(result, error=error)
+                    if raw and call_id:
+                        self.raw.keep(call_id, name, raw[-1], message_content(answer, call_id))
+            finally:
+                if span is not None:
+                    span.close()  # after the verdict: the span ends with it
             return answer
 
     async def arun(
@@ -92,7 +103,8 @@ class GuardedCalls:
     ) -> Any:
         call = request.tool_call
         name, call_id = call["name"], call.get("id")
-        with active(self.guard, traj):
+        traced = _traced(self.guard)
+        with active(self.guard, traj, traced):
             if traj is not None and call_id:
                 self.ledger.account(traj, request.state, call_id)
             tool = request.tool
@@ -102,26 +114,40 @@ class GuardedCalls:
                 return answer
             if tool is not None:
                 self.known.ensure(tool)
-            pending = self.guard.check(name, call.get("args"), call_id=call_id, trajectory=traj)
+            span = self._span(name) if traced else None
+            pending = self.guard.check(
+                name, call.get("args"), call_id=call_id, trajectory=traj, span=span
+            )
             if pending.rejection is not None:
+                if span is not None:
+                    span.close()
                 return rejection_message(pending.rejection, call)
-            request = self._plain(request)
-            async with pending:
-                inside = _inside.set(True)
-                raw, kept = capture()
-                try:
-                    answer = await handler(request)
-                except GraphBubbleUp as exc:
-                    _bubbled(pending, exc, traj, call_id)
-                    raise
-                finally:
-                    release(kept)
-                    _inside.reset(inside)
-                result, error = outcome(answer, call_id, raw, request.tool)
-                pending.finish(result, error=error)
-                if raw and call_id:
-                    self.raw.keep(call_id, name, raw[-1], message_content(answer, call_id))
+            try:
+                request = self._plain(request)
+                async with pending:
+                    inside = _inside.set(True)
+                    raw, kept = capture(span)
+                    try:
+                        answer = await handler(request)
+                    except GraphBubbleUp as exc:
+                        _bubbled(pending, exc, traj, call_id)
+                        raise
+                    finally:
+                        release(kept)
+                        _inside.reset(inside)
+                    result, error = outcome(answer, call_id, raw, request.tool)
+                    pending.finish(result, error=error)
+                    if raw and call_id:
+                        self.raw.keep(call_id, name, raw[-1], message_content(answer, call_id))
+            finally:
+                if span is not None:
+                    span.close()  # after the verdict: the span ends with it
             return answer
+
+    def _span(self, name: str) -> CallSpan:
+        """The call's span, bound when the tool runs (``_call_span.py``); made only while
+        the guard's spans record (else the guard makes none)."""
+        return CallSpan(self.guard.tracer, name, adopt=self.guard.reuse_framework_spans)
 
     def _framework_answered(
         self, name: str, call_id: str | None, answer: Any, traj: tg.Trajectory | None
@@ -190,18 +216,28 @@ def _bubbled(
 _NOTHING = contextlib.nullcontext()
 
 
-def active(guard: tg.Guard, traj: tg.Trajectory | None) -> contextlib.AbstractContextManager[Any]:
+def active(
+    guard: tg.Guard, traj: tg.Trajectory | None, traced: bool | None = None
+) -> contextlib.AbstractContextManager[Any]:
     """Make ``traj`` current for the call when its spans record: tool nodes run calls in
     worker threads and tasks where the run's trajectory is not, and being current parents
-    the call's span on the trajectory's span. (The checks get the trajectory explicitly.)"""
-    if traj is None or not _traced(guard) or tg.current_trajectory() is traj:
+    the call's span on the trajectory's span. (The checks get the trajectory explicitly.)
+    Also where it is current but the current span records nothing: LangSmith's tracing makes
+    a stand-in for its run current (ids derived from the run's, not those of the spans its
+    OTel mode exports), and a call span below it would be in a trace of its own."""
+    if traj is None or not (_traced(guard) if traced is None else traced):
+        return _NOTHING
+    if tg.current_trajectory() is traj and trace.get_current_span().is_recording():
         return _NOTHING
     return traj.activate()
 
 
 def _traced(guard: tg.Guard) -> bool:
-    # Asked per call: a provider installed later is picked up, as the guard itself does.
-    provider = guard.tracer_provider
-    if provider is None:
-        provider = trace.get_tracer_provider()
-    return not isinstance(provider, trace.NoOpTracerProvider | trace.ProxyTracerProvider)
+    """Whether the guard's calls make spans. Asked per call: a provider installed later is
+    picked up, as the guard itself does. The guard's tracer follows the global provider
+    unless it was given one; what that proxy delegates to is read as the guard reads it (no
+    provider look-up: while none is installed, that reads an environment variable)."""
+    tracer = guard.tracer
+    if type(tracer) is trace.ProxyTracer:
+        tracer = getattr(tracer, "_tracer", tracer)
+    return not isinstance(tracer, trace.NoOpTracer)

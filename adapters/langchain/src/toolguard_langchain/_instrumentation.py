@@ -1,4 +1,5 @@
-"""The trace of a LangChain instrumentation's run, for the trajectory's summary span.
+"""LangChain instrumentations' spans: the run's, for the trajectory's summary span, and the
+tool's, for the call's (``_call_span.py``).
 
 Instrumentations of LangChain (Traceloop's ``opentelemetry-instrumentation-langchain``,
 OpenInference's) open their spans from LangChain's callbacks. Traceloop's makes each run's
@@ -9,6 +10,10 @@ from the model spans whose tokens ``toolguard report --cost`` attributes by trac
 no span is current, the trajectory is opened below OpenInference's root span of the run,
 found with its public ``get_ancestor_spans()`` / ``get_current_span()``; the guard's call
 spans nest below the trajectory, so the whole run is one trace.
+
+A tool's span is the instrumentation's span of the tool's run, looked up while the tool runs:
+the current span where it is one for this tool (Traceloop's ``execute_tool {tool}``, or any
+span with the GenAI attributes of one), else OpenInference's span of the current run.
 
 Looked up only in ``sys.modules``: the adapter never imports an instrumentation itself.
 """
@@ -25,6 +30,7 @@ from opentelemetry import trace
 logger = logging.getLogger("toolguard")
 
 _OPENINFERENCE = "openinference.instrumentation.langchain"
+_GUARD_SCOPE = "toolguard"  # the instrumentation scope of the guard's own spans
 
 
 def run_span() -> Any:
@@ -32,7 +38,7 @@ def run_span() -> Any:
     already, or no instrumentation that needs this is loaded)."""
     if trace.get_current_span().get_span_context().is_valid:
         return None
-    module = sys.modules.get(_OPENINFERENCE)
+    module = _openinference()
     if module is None:
         return None
     try:
@@ -50,3 +56,49 @@ def below(span: Any) -> contextlib.AbstractContextManager[Any]:
     if span is None:
         return contextlib.nullcontext()
     return trace.use_span(span, end_on_exit=False)
+
+
+def tool_span(tool: str) -> Any:
+    """The instrumentation's span of the running tool ``tool``, or None."""
+    try:
+        current = trace.get_current_span()
+        if current.is_recording() and _is_tool_span(current, tool):
+            return current
+        module = _openinference()
+        if module is None:
+            return None
+        span = module.get_current_span()  # the span of the run the tool's config is in
+    except Exception:  # telemetry trouble never breaks the call: the guard's own span
+        logger.debug("toolguard: could not look up the instrumentation's tool span", exc_info=True)
+        return None
+    if span is None or not span.is_recording() or getattr(span, "name", None) != tool:
+        return None
+    return span
+
+
+def _is_tool_span(span: Any, tool: str) -> bool:
+    """An instrumentation's span for a call of ``tool``: named ``execute_tool {tool}``, or
+    with the GenAI attributes of one; never the guard's own (its tracer's scope)."""
+    scope = getattr(span, "instrumentation_scope", None)
+    if scope is not None and getattr(scope, "name", None) == _GUARD_SCOPE:
+        return False
+    if getattr(span, "name", None) == f"execute_tool {tool}":
+        return True
+    attributes = getattr(span, "attributes", None) or {}
+    return bool(
+        attributes.get("gen_ai.operation.name") == "execute_tool"
+        and attributes.get("gen_ai.tool.name") == tool
+    )
+
+
+def _openinference() -> Any:
+    """OpenInference's LangChain module while it instruments (its look-ups print a line to
+    stdout when it does not)."""
+    module = sys.modules.get(_OPENINFERENCE)
+    if module is None:
+        return None
+    try:
+        instrumented = module.LangChainInstrumentor().is_instrumented_by_opentelemetry
+    except Exception:
+        return None
+    return module if instrumented else None

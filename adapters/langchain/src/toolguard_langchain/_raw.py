@@ -3,7 +3,8 @@
 A ``ToolMessage`` holds ``json.dumps(value)`` when that works and ``str(value)`` when it does
 not (pydantic models, dataclasses, a ``datetime`` inside a dict), and ``produces`` cannot be
 read back from ``str(value)``. So the framework runs a copy of the tool whose ``_run`` /
-``_arun`` keep what they return in the call's cell: the value the other adapters read.
+``_arun`` keep what they return in the call's cell: the value the other adapters read. The
+cell also holds the call's span (``_call_span.py``), bound and made current while they run.
 """
 
 from __future__ import annotations
@@ -14,19 +15,31 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
+from ._call_span import CallSpan
 from ._framework import BaseTool
 
 logger = logging.getLogger("toolguard")
 
+
+class Cell(list[Any]):
+    """The running call's raw return values (one per attempt) and its span."""
+
+    __slots__ = ("span",)
+
+    def __init__(self, span: CallSpan | None) -> None:
+        super().__init__()
+        self.span = span
+
+
 # The running call's cell: the tool copy appends its raw return value. A list, not a value:
 # LangChain runs ``_run`` in a copied context (and ``_arun`` may run it in an executor), where
 # setting a variable would not reach the caller, but appending to the same list does.
-_cell: ContextVar[list[Any] | None] = ContextVar("toolguard_langchain_raw", default=None)
+_cell: ContextVar[Cell | None] = ContextVar("toolguard_langchain_raw", default=None)
 
 
-def capture() -> tuple[list[Any], Any]:
+def capture(span: CallSpan | None = None) -> tuple[Cell, Any]:
     """A fresh cell for one call, current until :func:`release`."""
-    cell: list[Any] = []
+    cell = Cell(span)
     return cell, _cell.set(cell)
 
 
@@ -65,22 +78,32 @@ def _keeping(method: Callable[..., Any], is_async: bool) -> Callable[..., Any]:
 
         @functools.wraps(method)
         async def arun(*args: Any, **kwargs: Any) -> Any:
-            value = await method(*args, **kwargs)
-            _keep(value)
+            cell = _cell.get()
+            span = None if cell is None else cell.span
+            token = None if span is None else span.enter()
+            try:
+                value = await method(*args, **kwargs)
+            finally:
+                if span is not None:
+                    span.leave(token)
+            if cell is not None:
+                cell.append(value)
             return value
 
         return arun
 
     @functools.wraps(method)
     def run(*args: Any, **kwargs: Any) -> Any:
-        value = method(*args, **kwargs)
-        _keep(value)
+        cell = _cell.get()
+        span = None if cell is None else cell.span
+        token = None if span is None else span.enter()
+        try:
+            value = method(*args, **kwargs)
+        finally:
+            if span is not None:
+                span.leave(token)
+        if cell is not None:
+            cell.append(value)
         return value
 
     return run
-
-
-def _keep(value: Any) -> None:
-    cell = _cell.get()
-    if cell is not None:
-        cell.append(value)

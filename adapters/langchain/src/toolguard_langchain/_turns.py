@@ -41,15 +41,15 @@ class TurnLedger:
     def account(self, traj: tg.Trajectory, state: Any, call_id: str) -> None:
         """Fix the steps of the turn that emitted ``call_id`` (once per turn)."""
         messages = messages_of(state, self.messages_key)
-        if messages:
-            last = messages[-1]
+        last = messages[-1] if messages else None
+        if type(last) is AIMessage:
+            calls = last.tool_calls
             # The common turn, one call and nothing refused: its step is simply the next one.
-            if (
-                type(last) is AIMessage
-                and len(last.tool_calls) == 1
-                and not last.invalid_tool_calls
-                and last.tool_calls[0].get("id") == call_id
-            ):
+            if len(calls) == 1 and not last.invalid_tool_calls and calls[0].get("id") == call_id:
+                return
+            # A turn of parallel calls whose steps are fixed already (by its first check).
+            entry = self._seen.get(traj)
+            if entry is not None and entry[0] == _turn_key(last) and call_id in entry[1]:
                 return
         message, answered = _turn_of(messages, call_id)
         if message is None:  # tool calls handed to the node directly: no turn to read
