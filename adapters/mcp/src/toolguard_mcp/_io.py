@@ -2,8 +2,8 @@
 
 What arrives on a pipe is handed to the relay in the callback that read it (no task to wake,
 no extra turn of the loop per message), and the relay answers in that same callback. Flow
-control replaces ``drain()``: a writer whose pipe is full tells the relay (``on_pause`` /
-``on_resume``), which stops reading the side that feeds it until the pipe empties.
+control replaces ``drain()``: a writer whose pipe fills or empties tells the relay
+(``on_change``), which stops reading the side that feeds it until the pipe has room again.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ class Writer:
     """Writes to a pipe: its asyncio transport, or plain writes for a regular file (``fd``).
 
     ``cork()`` ... ``uncork()`` gathers what is written in between into one write (the
-    answers to a chunk of messages read at once). ``on_pause`` / ``on_resume`` are called
-    when the pipe is full and when it has room again."""
+    answers to a chunk of messages read at once). ``on_change`` is called when the pipe gets
+    full (``full``) and when it has room again."""
 
     def __init__(
         self,
@@ -70,8 +70,7 @@ class Writer:
         if flow is not None:
             flow.writer = self
         self.discard = discard  # no host yet (the proxy's own start): nothing to write to
-        self.on_pause: Callable[[], None] | None = None
-        self.on_resume: Callable[[], None] | None = None
+        self.on_change: Callable[[], None] | None = None
         self.full = False
         self._parts: list[bytes] = []
         self._corked = 0
@@ -107,9 +106,8 @@ class Writer:
 
     def paused(self, full: bool) -> None:
         self.full = full
-        callback = self.on_pause if full else self.on_resume
-        if callback is not None:
-            callback()
+        if self.on_change is not None:
+            self.on_change()
         if not full and self._resumed is not None:
             self._resumed.set()
 

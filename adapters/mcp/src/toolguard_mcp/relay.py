@@ -90,15 +90,23 @@ class StdioRelay(HostSide):
         except OSError as exc:
             logger.error("toolguard-mcp-proxy: cannot start %s: %s", self.command[0], exc)
             return False
-        # Flow control: a full pipe stops the reading of the side that fills it.
-        self.server_in.on_pause = lambda: self._pause_host(True)
-        self.server_in.on_resume = lambda: self._pause_host(False)
+        self.server_in.on_change = self._flow
         if isinstance(self.host_writer, _io.Writer):
-            stdout = self.server.get_pipe_transport(1)
-            assert isinstance(stdout, asyncio.ReadTransport)
-            self.host_writer.on_pause = stdout.pause_reading
-            self.host_writer.on_resume = stdout.resume_reading
+            self.host_writer.on_change = self._flow
         return True
+
+    def _flow(self) -> None:
+        """A full pipe stops the reading of what would fill it: the server's output while the
+        host does not read its answers; the host's messages while the server does not read
+        them, or the host its answers."""
+        host_full = isinstance(self.host_writer, _io.Writer) and self.host_writer.full
+        stdout = self.server.get_pipe_transport(1)
+        if isinstance(stdout, asyncio.ReadTransport) and not stdout.is_closing():
+            if host_full:
+                stdout.pause_reading()
+            else:
+                stdout.resume_reading()
+        self._pause_host(host_full or self.server_in.full)
 
     async def _from_server(self) -> None:
         await asyncio.shield(self.server_done)
@@ -143,7 +151,7 @@ class StdioRelay(HostSide):
                 status = 128 - status
         else:
             from_host.cancel()
-            self._pause_host(True)  # the host's later lines are not relayed any more
+            self._stop_host()
             await self._stop_server()
             with contextlib.suppress(asyncio.TimeoutError, Exception):
                 await asyncio.wait_for(from_server, _STOP_GRACE)
@@ -248,7 +256,16 @@ class StdioRelay(HostSide):
                 await later
             await self.host_writer.drain()
 
+    def _stop_host(self) -> None:
+        """Relay no more of the host's messages (the proxy is stopping)."""
+        done = getattr(self, "host_done", None)
+        if done is not None and not done.done():
+            done.set_result(None)
+        self._pause_host(True)
+
     def _pause_host(self, pause: bool) -> None:
+        done = getattr(self, "host_done", None)
+        pause = pause or (done is not None and done.done())
         reader = getattr(self, "host_reader", None)
         if reader is not None and not reader.is_closing():
             if pause:
