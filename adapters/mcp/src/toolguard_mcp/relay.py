@@ -290,6 +290,9 @@ class StdioRelay(HostSide):
         if self.host_waiting is not None or self.host_done.done():
             return
         try:
+            # The requests of one chunk go to the server in one write once all are checked:
+            # with 50 calls in flight from the mcp client this gave 83-88% of direct against
+            # 73-80% written one by one (bench.py's throughput, side by side in one run).
             with self._corked():
                 while self.host_queue:
                     later = self._host_item(self.host_queue.popleft())
