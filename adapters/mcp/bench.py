@@ -7,6 +7,9 @@ median with minus the median without. Throughput: rounds of calls with 50 in fli
 alternating between the two. Servers: mcp-server-time (Python) and
 ``@modelcontextprotocol/server-everything`` (Node, installed from npm into a temporary folder
 when npm is there), plus an ``echo`` server that does nothing, which shows the relay's cost.
+Each server is also measured behind a floor relay (``FLOOR_RELAY``: lines both ways, each
+parsed, nothing checked or traced), printed as ``floor``: what the extra process costs by
+itself on this machine, so what the proxy adds beyond it is its own.
 
 Targets: added median latency <= 1 ms for the Python and the Node server; throughput with 50
 calls in flight >= 80% of direct. Prints each as met or MISSED.
@@ -46,14 +49,69 @@ def echo(text: str) -> str:
 
 anyio.run(server.run_stdio_async)
 """
+# The least any Python relay does, for the floor: lines both ways, each parsed and written
+# again (as the proxy forwards what it parsed), one write per chunk read; nothing checked,
+# nothing traced. What the proxy adds beyond this is its own; this much is the extra process.
+FLOOR_RELAY = """
+import asyncio, os, sys
+import orjson
+
+
+def splitter(write):
+    partial = b""
+
+    def feed(data):
+        nonlocal partial
+        *lines, partial = (partial + data).split(b"\\n")
+        out = [orjson.dumps(orjson.loads(line)) + b"\\n" for line in lines if line.strip()]
+        if out:
+            write(b"".join(out))
+
+    return feed
+
+
+class Host(asyncio.Protocol):
+    def __init__(self, feed, done):
+        self.data_received, self.done = feed, done
+
+    def connection_lost(self, exc):
+        self.done.set_result(None)
+
+
+class Server(asyncio.SubprocessProtocol):
+    def __init__(self, feed):
+        self.feed = feed
+
+    def pipe_data_received(self, fd, data):
+        self.feed(data)
+
+
+async def main():
+    loop = asyncio.get_running_loop()
+    out, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(1, "wb", buffering=0))
+    server, _ = await loop.subprocess_exec(
+        lambda: Server(splitter(out.write)), *sys.argv[1:], stdin=-1, stdout=-1, stderr=None
+    )
+    done = loop.create_future()
+    stdin = server.get_pipe_transport(0)
+    await loop.connect_read_pipe(
+        lambda: Host(splitter(stdin.write), done), os.fdopen(0, "rb", buffering=0)
+    )
+    await done
+    server.close()
+
+
+asyncio.run(main())
+"""
 IN_FLIGHT = 50
 LATENCY_TARGET_MS = 1.0
 THROUGHPUT_TARGET = 0.80
 
 
-def proxy_cpu_seconds() -> float | None:
-    """CPU time (user + system) of this process's toolguard-mcp-proxy children, from /proc:
-    what the proxy itself spends, whatever the scheduler adds on a busy machine."""
+def proxy_cpu_seconds(marker: bytes = b"toolguard-mcp-proxy") -> float | None:
+    """CPU time (user + system) of this process's children whose command line holds
+    ``marker`` (the proxy's, or the floor relay's), from /proc: what the relay itself spends,
+    whatever the scheduler adds on a busy machine."""
     total, found = 0.0, False
     ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     for entry in Path("/proc").glob("[0-9]*"):
@@ -63,19 +121,26 @@ def proxy_cpu_seconds() -> float | None:
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[1]) == os.getpid() and b"toolguard-mcp-proxy" in cmdline:
+        if int(fields[1]) == os.getpid() and marker in cmdline:
             total += (int(fields[11]) + int(fields[12])) / ticks
             found = True
     return total if found else None
 
 
+def relay_command(via: list[str]) -> list[str]:
+    """The proxy with ``via`` as its options, or ``via`` itself when it names the floor relay."""
+    return via if via[-1].endswith(".py") else [str(PROXY), *via, "--"]
+
+
 async def measure(
-    server: list[str], proxy_args: list[str], tool: str, args: dict[str, Any], rounds: int
+    server: list[str], via: list[str], tool: str, args: dict[str, Any], rounds: int
 ) -> tuple[list[float], list[float], float | None]:
     from mcp import Client, StdioServerParameters
 
+    relay = relay_command(via)
+    marker = relay[-1].encode() if relay[-1].endswith(".py") else b"toolguard-mcp-proxy"
     direct = StdioServerParameters(command=server[0], args=server[1:])
-    proxied = StdioServerParameters(command=str(PROXY), args=[*proxy_args, "--", *server])
+    proxied = StdioServerParameters(command=relay[0], args=[*relay[1:], *server])
     async with Client(direct, cache=None) as a, Client(proxied, cache=None) as b:
         for client in (a, b):
             for _ in range(30):  # warm-up: imports, caches, the guard's first declarations
@@ -83,14 +148,14 @@ async def measure(
                 assert not result.is_error, result
         without: list[float] = []
         with_proxy: list[float] = []
-        cpu_before = proxy_cpu_seconds()
+        cpu_before = proxy_cpu_seconds(marker)
         for i in range(rounds):
             order = ((a, without), (b, with_proxy)) if i % 2 else ((b, with_proxy), (a, without))
             for client, times in order:
                 start = time.perf_counter()
                 await client.call_tool(tool, args)
                 times.append(time.perf_counter() - start)
-        cpu_after = proxy_cpu_seconds()
+        cpu_after = proxy_cpu_seconds(marker)
     cpu = None
     if cpu_before is not None and cpu_after is not None:
         cpu = (cpu_after - cpu_before) / rounds
@@ -98,13 +163,14 @@ async def measure(
 
 
 async def throughput(
-    server: list[str], proxy_args: list[str], tool: str, args: dict[str, Any], rounds: int
+    server: list[str], via: list[str], tool: str, args: dict[str, Any], rounds: int
 ) -> tuple[float, float]:
     """Calls per second with IN_FLIGHT at once, direct and behind the proxy (rounds alternate)."""
     from mcp import Client, StdioServerParameters
 
+    relay = relay_command(via)
     direct = StdioServerParameters(command=server[0], args=server[1:])
-    proxied = StdioServerParameters(command=str(PROXY), args=[*proxy_args, "--", *server])
+    proxied = StdioServerParameters(command=relay[0], args=[*relay[1:], *server])
     spent = {"direct": 0.0, "proxy": 0.0}
 
     async def burst(client: Any) -> float:
@@ -126,10 +192,10 @@ async def throughput(
 
 
 def run_case(
-    name: str, server: list[str], proxy_args: list[str], tool: str, args: dict[str, Any],
+    name: str, server: list[str], via: list[str], tool: str, args: dict[str, Any],
     rounds: int,
 ) -> float:  # fmt: skip
-    without, with_proxy, cpu = anyio.run(measure, server, proxy_args, tool, args, rounds)
+    without, with_proxy, cpu = anyio.run(measure, server, via, tool, args, rounds)
     return summary(name, without, with_proxy, cpu)
 
 
@@ -178,6 +244,8 @@ def main() -> int:
         echo = root / "echo_server.py"
         echo.write_text(ECHO_SERVER)
         spans = ["--spans", str(root / "spans.jsonl")]
+        (root / "floor_relay.py").write_text(FLOOR_RELAY)
+        floor = [sys.executable, str(root / "floor_relay.py")]
         cases: list[tuple[str, list[str], str, dict[str, Any]]] = [
             ("time (Python)", [sys.executable, "-m", "mcp_server_time", "--local-timezone",
                                "UTC"], "get_current_time", {"timezone": "UTC"}),
@@ -204,6 +272,13 @@ def main() -> int:
                                    added <= LATENCY_TARGET_MS))  # fmt: skip
             results.append(verdict(f"{name}: throughput >= {THROUGHPUT_TARGET:.0%} of direct",
                                    share >= THROUGHPUT_TARGET))  # fmt: skip
+            # The same server behind the floor relay: what the extra process costs by itself.
+            run_case("  floor", server, floor, tool, args, options.rounds)
+            direct, relayed = anyio.run(throughput, server, floor, tool, args, options.bursts)
+            print(
+                f"{'':<12} throughput with {IN_FLIGHT} in flight: direct {direct:7.0f}/s   "
+                f"with floor {relayed:7.0f}/s   {relayed / direct:.1%} of direct"
+            )
         run_case("echo", [sys.executable, str(echo)], spans, "echo", {"text": "x"}, options.rounds)
         run_case("  no spans", [sys.executable, str(echo)], ["--no-spans"], "echo",
                  {"text": "x"}, options.rounds)  # fmt: skip

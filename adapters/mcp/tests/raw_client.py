@@ -19,13 +19,17 @@ WAIT = float(os.environ.get("RAW_CLIENT_WAIT", "60"))  # a bound against a hung 
 
 
 class RawProxy:
-    def __init__(self, tmp_path: Path, server: list[str], *options: str) -> None:
+    def __init__(
+        self, tmp_path: Path, server: list[str], *options: str, record: bool = False
+    ) -> None:
+        """``record``: the spans are written by ``--record`` instead of ``--spans``."""
         self.spans = tmp_path / "spans.jsonl"
         self.log = tmp_path / "proxy.log"
         tmp_path.mkdir(parents=True, exist_ok=True)
         self._err = self.log.open("wb")
+        spans = ["--record" if record else "--spans", str(self.spans)]
         self.process = subprocess.Popen(
-            [str(PROXY), "--spans", str(self.spans), *options, "--", *server],
+            [str(PROXY), *spans, *options, "--", *server],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._err,

@@ -5,6 +5,7 @@ forwarded)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -69,3 +70,56 @@ def test_reading_any_bytes_never_raises(line: bytes) -> None:
         assert parsed.id is None or wire.valid_id(parsed.id)
     elif not isinstance(parsed, list):
         wire.check(parsed)
+
+
+def _cut(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
+    return [data[a:b] for a, b in itertools.pairwise(points)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=8),
+    st.booleans(),
+    st.lists(st.integers(min_value=0), max_size=10),
+    st.integers(min_value=1, max_value=24),
+)
+def test_lines_come_out_whole_however_the_stream_is_cut(
+    bodies: list[bytes], last_open: bool, cuts: list[int], limit: int
+) -> None:
+    """The relay reads pipes chunk by chunk: every line comes out once and whole, with its
+    newline, in order; one past the limit comes out as Oversized with its true size (never
+    cut into messages); a last line without a newline comes out at the end."""
+    data = b"".join(b + b"\n" for b in bodies)
+    if last_open:
+        data += b'{"id": 7}'
+    splitter = wire.LineSplitter(limit)
+    out: list[bytes | wire.Oversized] = []
+    for chunk in _cut(data, cuts):
+        out.extend(splitter.feed(chunk))
+    last = splitter.end()
+    if last is not None:
+        out.append(last)
+    expected: list[bytes | wire.Oversized] = []
+    for line in [b + b"\n" for b in bodies] + ([b'{"id": 7}'] if last_open else []):
+        content = len(line) - line.endswith(b"\n")
+        if content > limit:
+            found = out[len(expected)] if len(out) > len(expected) else None
+            assert isinstance(found, wire.Oversized), (line, found)
+            assert found.size == len(line)
+            expected.append(found)
+        else:
+            expected.append(line)
+    assert out == expected
+
+
+def test_an_oversized_line_keeps_the_id_at_either_end() -> None:
+    splitter = wire.LineSplitter(64)
+    head = b'{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"x":"' + b"a" * 9000
+    tail = b"b" * 9000 + b'"},"jsonrpc":"2.0","id":"last"}\n'
+    lines = splitter.feed(head) + splitter.feed(b"c" * 100_000) + splitter.feed(tail + b"{}\n")
+    assert len(lines) == 2 and lines[1] == b"{}\n"
+    first = lines[0]
+    assert isinstance(first, wire.Oversized)
+    assert first.size == len(head) + 100_000 + len(tail)
+    assert first.id == 41

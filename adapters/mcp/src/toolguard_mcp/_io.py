@@ -1,5 +1,10 @@
-"""The stdio proxy's pipes: the host's stdin and stdout as asyncio streams (or plain reads and
-writes where they are regular files), and the server's exit code."""
+"""The stdio proxy's pipes, read and written from the event loop's own callbacks.
+
+What arrives on a pipe is handed to the relay in the callback that read it (no task to wake,
+no extra turn of the loop per message), and the relay answers in that same callback. Flow
+control replaces ``drain()``: a writer whose pipe fills or empties tells the relay
+(``on_change``), which stops reading the side that feeds it until the pipe has room again.
+"""
 
 from __future__ import annotations
 
@@ -7,81 +12,231 @@ import asyncio
 import contextlib
 import os
 import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 LINE_LIMIT = 64 * 1024 * 1024  # one JSON-RPC message; tool lists and results can be large
+_CLOSE_WAIT = 5.0  # seconds a closing writer waits for its pipe to take what is left
 
 
-async def exit_code(proc: asyncio.subprocess.Process, timeout: float) -> int | None:
-    # Polled: on 3.11+ proc.wait() also waits for the pipes' EOF, which a grandchild that
-    # inherited them can hold open after the server itself has exited.
+async def exit_code(server: asyncio.SubprocessTransport, timeout: float) -> int | None:
+    # Polled: waiting for the exit through the transport also waits for the pipes' EOF, which a
+    # grandchild that inherited them can hold open after the server itself has exited.
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while proc.returncode is None and loop.time() < deadline:
+    while server.get_returncode() is None and loop.time() < deadline:
         await asyncio.sleep(0.01)
-    return proc.returncode
+    return server.get_returncode()
+
+
+class _Flow(asyncio.Protocol):
+    """A write pipe's protocol: the transport's pause and resume passed on to the writer."""
+
+    def __init__(self) -> None:
+        self.writer: Writer | None = None
+        self.lost = asyncio.get_running_loop().create_future()
+
+    def pause_writing(self) -> None:
+        if self.writer is not None:
+            self.writer.paused(True)
+
+    def resume_writing(self) -> None:
+        if self.writer is not None:
+            self.writer.paused(False)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.lost.done():
+            self.lost.set_result(None)
 
 
 class Writer:
-    """Writes to the host: an asyncio pipe transport, or plain writes for a regular file."""
+    """Writes to a pipe: its asyncio transport, or plain writes for a regular file (``fd``).
+
+    ``cork()`` ... ``uncork()`` gathers what is written in between into one write (the
+    answers to a chunk of messages read at once). ``on_change`` is called when the pipe gets
+    full (``full``) and when it has room again."""
 
     def __init__(
-        self, fd: int, stream: asyncio.StreamWriter | None, *, discard: bool = False
+        self,
+        transport: asyncio.WriteTransport | None,
+        *,
+        fd: int | None = None,
+        flow: _Flow | None = None,
+        discard: bool = False,
     ) -> None:
+        self.transport = transport
         self.fd = fd
-        self.stream = stream
+        self.flow = flow
+        if flow is not None:
+            flow.writer = self
         self.discard = discard  # no host yet (the proxy's own start): nothing to write to
+        self.on_change: Callable[[], None] | None = None
+        self.full = False
+        self._parts: list[bytes] = []
+        self._corked = 0
+        self._resumed: asyncio.Event | None = None
 
     def write(self, data: bytes) -> None:
         if self.discard:
             return
-        if self.stream is not None:
-            if not self.stream.is_closing():
-                self.stream.write(data)
+        if self._corked:
+            self._parts.append(data)
+        else:
+            self._send(data)
+
+    def cork(self) -> None:
+        self._corked += 1
+
+    def uncork(self) -> None:
+        self._corked -= 1
+        if not self._corked and self._parts:
+            parts, self._parts = self._parts, []
+            self._send(parts[0] if len(parts) == 1 else b"".join(parts))
+
+    def _send(self, data: bytes) -> None:
+        if self.transport is not None:
+            if not self.transport.is_closing():
+                self.transport.write(data)
+            return
+        if self.fd is None:
             return
         view = memoryview(data)
         while view:
             view = view[os.write(self.fd, view) :]
 
+    def paused(self, full: bool) -> None:
+        self.full = full
+        if self.on_change is not None:
+            self.on_change()
+        if not full and self._resumed is not None:
+            self._resumed.set()
+
     async def drain(self) -> None:
-        if self.stream is not None:
-            with contextlib.suppress(ConnectionError):
-                await self.stream.drain()
+        """Wait while the pipe is full (the reader is slow)."""
+        while self.full and self.transport is not None and not self.transport.is_closing():
+            self._resumed = asyncio.Event()
+            await self._resumed.wait()
+
+    def closing(self) -> bool:
+        return self.transport is not None and self.transport.is_closing()
 
     async def close(self) -> None:
-        """Flush and close, so the host reads the end of the stream now."""
+        """Flush and close, so the reader sees the end of the stream now."""
         if self.discard:
             return
-        if self.stream is not None:
-            await self.drain()
-            self.stream.close()
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
+        if self.transport is not None:
+            self.transport.close()  # writes what is buffered first, then closes
+            if self.flow is not None:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(self.flow.lost), _CLOSE_WAIT)
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
 
 
 async def open_writer(fd: int) -> Writer:
     loop = asyncio.get_running_loop()
     pipe = os.fdopen(fd, "wb", buffering=0, closefd=False)
+    flow = _Flow()
     try:
-        transport, protocol = await loop.connect_write_pipe(
-            lambda: asyncio.streams.FlowControlMixin(loop=loop), pipe
-        )
+        transport, _ = await loop.connect_write_pipe(lambda: flow, pipe)
     except ValueError:  # not a pipe, socket or character device
-        return Writer(fd, None)
-    return Writer(fd, asyncio.StreamWriter(transport, protocol, None, loop))
+        return Writer(None, fd=fd)
+    return Writer(transport, fd=fd, flow=flow)
 
 
-async def open_reader(fd: int, limit: int = LINE_LIMIT) -> asyncio.StreamReader:
+class _Reading(asyncio.Protocol):
+    def __init__(self, on_data: Callable[[bytes], None], on_end: Callable[[], None]) -> None:
+        self.on_data, self.on_end = on_data, on_end
+        self.ended = False
+
+    def data_received(self, data: bytes) -> None:
+        self.on_data(data)
+
+    def eof_received(self) -> bool:
+        self._end()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end()
+
+    def _end(self) -> None:
+        if not self.ended:
+            self.ended = True
+            self.on_end()
+
+
+async def open_reader(
+    fd: int, on_data: Callable[[bytes], None], on_end: Callable[[], None]
+) -> asyncio.ReadTransport | None:
+    """Hand what arrives on ``fd`` to ``on_data`` in the loop, then call ``on_end``. Returns
+    the transport (to pause), or None for a regular file, which is read on a thread."""
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=limit, loop=loop)
     pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)
     try:
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+        transport, _ = await loop.connect_read_pipe(lambda: _Reading(on_data, on_end), pipe)
     except ValueError:  # a regular file: read it on a thread
+        reading = _Reading(on_data, on_end)
 
         def pump() -> None:
             while chunk := os.read(fd, 65536):
-                loop.call_soon_threadsafe(reader.feed_data, chunk)
-            loop.call_soon_threadsafe(reader.feed_eof)
+                loop.call_soon_threadsafe(reading.data_received, chunk)
+            loop.call_soon_threadsafe(reading.connection_lost, None)
 
         threading.Thread(target=pump, daemon=True, name="toolguard-mcp-stdin").start()
-    return reader
+        return None
+    return transport
+
+
+class ServerPipes(asyncio.SubprocessProtocol):
+    """The server subprocess's protocol: its stdout to ``on_data`` / ``on_end``, its stdin's
+    flow control to the :class:`Writer` over it."""
+
+    def __init__(self, on_data: Callable[[bytes], None], on_end: Callable[[], None]) -> None:
+        self.stdout = _Reading(on_data, on_end)
+        self.stdin: Writer | None = None
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        if fd == 1:
+            self.stdout.data_received(data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1:
+            self.stdout.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        if self.stdin is not None:
+            self.stdin.paused(True)
+
+    def resume_writing(self) -> None:
+        if self.stdin is not None:
+            self.stdin.paused(False)
+
+
+async def spawn(
+    command: Sequence[str],
+    on_data: Callable[[bytes], None],
+    on_end: Callable[[], None],
+    *,
+    env: Mapping[str, str] | None,
+    cwd: str | None,
+    options: Mapping[str, Any],
+) -> tuple[asyncio.SubprocessTransport, Writer]:
+    """Start ``command`` with pipes on its stdin and stdout (stderr is the proxy's), and
+    ``options`` for ``subprocess.Popen``: its transport, and a :class:`Writer` to its stdin."""
+    loop = asyncio.get_running_loop()
+    pipes = ServerPipes(on_data, on_end)
+    transport, _ = await loop.subprocess_exec(
+        lambda: pipes,
+        *command,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=None,
+        env=env,
+        cwd=cwd,
+        **options,
+    )
+    stdin = transport.get_pipe_transport(0)
+    assert isinstance(stdin, asyncio.WriteTransport)
+    pipes.stdin = Writer(stdin)
+    return transport, pipes.stdin

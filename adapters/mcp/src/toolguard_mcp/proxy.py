@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import ipaddress
 import logging
 import os
@@ -29,6 +30,7 @@ from .policy import ToolPolicy
 logger = logging.getLogger("toolguard.mcp")
 
 DEFAULT_TIMEOUT = 300.0
+DEFAULT_SPANS = "toolguard-spans.jsonl"
 
 
 def build_parser(prog: str = "toolguard mcp-proxy") -> argparse.ArgumentParser:
@@ -53,9 +55,15 @@ def build_parser(prog: str = "toolguard mcp-proxy") -> argparse.ArgumentParser:
     parser.add_argument(
         "--spans",
         metavar="FILE",
-        default="toolguard-spans.jsonl",
-        help="span file (OTLP JSON Lines; default %(default)s); "
+        help=f"span file (OTLP JSON Lines; default {DEFAULT_SPANS}); "
         "OTEL_TRACES_EXPORTER selects other exporters instead",
+    )
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="record shadow traffic to FILE (the span file, for toolguard infer): log mode, "
+        "nothing the contract forbids is blocked, and argument and result values are "
+        "recorded on the spans (they may hold personal data)",
     )
     parser.add_argument(
         "--no-spans",
@@ -176,6 +184,20 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
             parser.error(f"--auth-token-env: the variable {args.auth_token_env} is not set")
     if args.max_message_mib < 1:
         parser.error("--max-message-mib takes a whole number of MiB, at least 1")
+    if args.record is not None:
+        clash = [
+            flag
+            for flag, given in (
+                ("--spans", args.spans is not None),
+                ("--no-spans", args.no_spans),
+                ("--mode block", args.mode == "block"),
+            )
+            if given
+        ]
+        if clash:
+            parser.error(f"--record FILE writes its spans to FILE, in log mode: drop {clash[0]}")
+        if not args.record.strip():
+            parser.error("--record needs a file name")
     try:
         contract, policy = _load(args.contract) if args.contract else (None, ToolPolicy())
         if args.pin:
@@ -183,15 +205,27 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     except tg.ContractFileError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
-    mode: Literal["block", "log"] = args.mode or (
-        "log" if contract is not None and contract.mode == "log" else "block"
+    recording = args.record is not None
+    if recording and contract is not None:
+        contract = shadow(contract)
+    mode: Literal["block", "log"] = (
+        "log"
+        if recording
+        else args.mode or ("log" if contract is not None and contract.mode == "log" else "block")
     )
     service = None if "OTEL_SERVICE_NAME" in os.environ else "toolguard-mcp-proxy"
-    provider = None if args.no_spans else tg.setup_file_export(args.spans, service_name=service)
+    spans = args.record if recording else args.spans or DEFAULT_SPANS
+    provider = None if args.no_spans else tg.setup_file_export(spans, service_name=service)
+    if recording:
+        logger.warning(
+            "toolguard-mcp-proxy: recording to %s: nothing is blocked, and argument and "
+            "result values are written to the span file",
+            spans,
+        )
     try:
         guard = tg.Guard(
             mode=mode,
-            record_content=args.record_content,
+            record_content=args.record_content or recording,
             max_live_trajectories=args.max_trajectories,
             trajectory_idle_timeout=args.idle_timeout or None,
             store=args.store,
@@ -262,6 +296,13 @@ def _serve_stdio(
         os.dup2(saved_out, 1)
         os.close(saved_in)
         os.close(saved_out)
+
+
+def shadow(contract: tg.Contract) -> tg.Contract:
+    """The contract for ``--record``: every tool in log mode, its own ``mode`` included, so
+    what the contract forbids runs and is recorded with its failure."""
+    tools = {name: dataclasses.replace(spec, mode="log") for name, spec in contract.tools.items()}
+    return dataclasses.replace(contract, mode="log", tools=tools)
 
 
 def _load(path: str) -> tuple[tg.Contract, ToolPolicy]:

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,7 +66,9 @@ class _Batch:
 class RelayBase:
     """The relay's state; see :class:`toolguard_mcp.relay.StdioRelay`."""
 
-    proc: asyncio.subprocess.Process
+    server: asyncio.SubprocessTransport
+    server_in: _io.Writer  # the server's stdin
+    server_done: asyncio.Future[None]  # the server closed its stdout (or reading it failed)
     host_writer: Any  # _io.Writer, or an HTTP session's writer
 
     def __init__(
@@ -102,6 +104,8 @@ class RelayBase:
         self._own_ids = itertools.count(1)
         self.tools_complete = False  # a whole tool list has been declared
         self.probing = False
+        self.server_lines = wire.LineSplitter(limit)
+        self._answered: list[dict[str, Any]] = []  # answers out, their bookkeeping not yet
 
     async def _request(
         self, method: str, params: dict[str, Any], *, timeout: float | None = None
@@ -110,7 +114,7 @@ class RelayBase:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.own[rid] = future
         try:
-            await self._to_server(
+            self._to_server(
                 orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
                 + b"\n"
             )
@@ -124,45 +128,79 @@ class RelayBase:
         result = answer.get("result")
         return result if isinstance(result, dict) else {}
 
-    async def _to_server(self, raw: bytes) -> None:
-        stdin = self.proc.stdin
-        if stdin is None or stdin.is_closing():
-            return
-        stdin.write(raw)
-        with contextlib.suppress(ConnectionError):
-            await stdin.drain()
+    def _to_server(self, raw: bytes) -> None:
+        self.server_in.write(raw)
 
-    async def _from_server(self) -> None:
-        stdout = self.proc.stdout
-        assert stdout is not None
-        while True:
-            line = await wire.read_line(stdout)
-            if isinstance(line, wire.Oversized):
-                self._oversized_answer(line)
-                await self.host_writer.drain()
-                continue
-            if not line:
-                return
-            if not line.endswith(b"\n"):
-                line += b"\n"
-            try:
-                msg = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                if not self.probing:
-                    self.host_writer.write(line)
-                continue
-            if isinstance(msg, list):
-                items = [m for m in msg if isinstance(m, dict)]
-                forward = [m for m in items if self._server_message(m, forward_now=False)]
-                if forward:
-                    self.host_writer.write(orjson.dumps(forward) + b"\n")
-                    for m in forward:
-                        self._after_answer(m)
-            elif isinstance(msg, dict):
-                self._server_message(msg, line)
-            elif not self.probing:
+    @contextlib.contextmanager
+    def _corked(self) -> Iterator[None]:
+        """Gather the writes of one chunk's messages into one write per pipe."""
+        host = self.host_writer if hasattr(self.host_writer, "cork") else None
+        if host is not None:
+            host.cork()
+        self.server_in.cork()
+        try:
+            yield
+        finally:
+            self.server_in.uncork()
+            if host is not None:
+                host.uncork()
+
+    def _server_data(self, data: bytes) -> None:
+        """A chunk of the server's stdout: every message in it routed, the host's answers
+        written in one go, then the bookkeeping (closing the calls) for all of them."""
+        try:
+            with self._corked():
+                for line in self.server_lines.feed(data):
+                    self._server_line(line)
+            self._bookkeeping()
+        except Exception as exc:
+            self._relay_failed(self.server_done, exc)
+
+    def _server_end(self) -> None:
+        try:
+            last = self.server_lines.end()
+            if last is not None:
+                with self._corked():
+                    self._server_line(last)
+                self._bookkeeping()
+        except Exception as exc:
+            self._relay_failed(self.server_done, exc)
+        if not self.server_done.done():
+            self.server_done.set_result(None)
+
+    def _bookkeeping(self) -> None:
+        done, self._answered = self._answered, []
+        for msg in done:
+            self._after_answer(msg)
+
+    def _relay_failed(self, done: asyncio.Future[None], exc: Exception) -> None:
+        if not done.done():
+            done.set_exception(exc)
+        else:
+            logger.error("toolguard-mcp-proxy: relay failed", exc_info=exc)
+
+    def _server_line(self, line: bytes | wire.Oversized) -> None:
+        if isinstance(line, wire.Oversized):
+            self._oversized_answer(line)
+            return
+        if not line.endswith(b"\n"):
+            line += b"\n"
+        try:
+            msg = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            if not self.probing:
                 self.host_writer.write(line)
-            await self.host_writer.drain()
+            return
+        if isinstance(msg, list):
+            items = [m for m in msg if isinstance(m, dict)]
+            forward = [m for m in items if self._server_message(m, forward_now=False)]
+            if forward:
+                self.host_writer.write(orjson.dumps(forward) + b"\n")
+                self._answered.extend(forward)
+        elif isinstance(msg, dict):
+            self._server_message(msg, line)
+        elif not self.probing:
+            self.host_writer.write(line)
 
     def _oversized_answer(self, line: wire.Oversized) -> None:
         """A server message past the limit: the request it answers gets an error instead."""
@@ -216,7 +254,7 @@ class RelayBase:
             if forward_now:
                 # The host is waiting for this answer: it goes out before the bookkeeping.
                 self._answer(rid, msg, raw)
-                self._after_answer(msg)
+                self._answered.append(msg)
             return True
         if msg.get("method") == "notifications/tools/list_changed":
             self.tools_complete = False
@@ -286,10 +324,8 @@ class RelayBase:
             batch.answers = []
 
     def _reply_server(self, rid: Any, code: int, message: str) -> None:
-        stdin = self.proc.stdin
-        if stdin is not None and not stdin.is_closing():
-            error = {"code": code, "message": message}
-            stdin.write(orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": error}) + b"\n")
+        error = {"code": code, "message": message}
+        self._to_server(orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": error}) + b"\n")
 
     def _write_host(self, message: dict[str, Any]) -> None:
         self.host_writer.write(orjson.dumps(message) + b"\n")

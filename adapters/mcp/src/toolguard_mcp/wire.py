@@ -10,7 +10,6 @@ what was checked (no second parser can read a duplicate key or an odd number ano
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Mapping
@@ -181,27 +180,61 @@ _HEAD_ID = re.compile(rb'^\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?\d+
 _TAIL_ID = re.compile(rb'"id"\s*:\s*(-?\d+|"[^"\\]{0,256}")\s*\}\s*$')
 
 
-async def read_line(reader: asyncio.StreamReader) -> bytes | Oversized:
-    """One line (b"" at the end of the stream), or :class:`Oversized` for a line past the
-    reader's limit: read to its newline and dropped, never cut into messages."""
-    try:
-        return await reader.readuntil(b"\n")
-    except asyncio.IncompleteReadError as exc:
-        return exc.partial
-    except asyncio.LimitOverrunError as exc:
-        chunk = await reader.readexactly(exc.consumed)
-    head, tail, size = chunk[:_EDGE], chunk[-_EDGE:], len(chunk)
-    while True:
-        try:
-            rest = await reader.readuntil(b"\n")
-        except asyncio.IncompleteReadError as exc:
-            rest = exc.partial
-        except asyncio.LimitOverrunError as exc:
-            chunk = await reader.readexactly(exc.consumed)
-            tail, size = (tail + chunk)[-_EDGE:], size + len(chunk)
-            continue
-        tail, size = (tail + rest)[-_EDGE:], size + len(rest)
-        return Oversized(size, _edge_id(head, tail))
+class LineSplitter:
+    """Cuts a byte stream into lines as its chunks arrive: every complete line of a chunk at
+    once (so a burst of messages is handled, and answered, in one go), each with its newline.
+    A line longer than ``limit`` (not counting the newline) is read to its newline and comes
+    out as :class:`Oversized`, never cut into messages; only its ends are kept meanwhile."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._partial = bytearray()  # the start of a line whose newline has not come yet
+        self._over: tuple[bytes, bytes, int] | None = None  # head, tail, size of a long line
+
+    def feed(self, data: bytes) -> list[bytes | Oversized]:
+        lines: list[bytes | Oversized] = []
+        start, size = 0, len(data)
+        while start < size:
+            end = data.find(b"\n", start)
+            stop = size if end < 0 else end + 1
+            if self._over is not None:
+                head, tail, length = self._over
+                self._over = (head, (tail + data[start:stop])[-_EDGE:], length + stop - start)
+                if end >= 0:
+                    lines.append(self._oversized())
+            elif end < 0:
+                self._partial += data[start:]
+                if len(self._partial) > self.limit:
+                    whole = bytes(self._partial)
+                    self._partial.clear()
+                    self._over = (whole[:_EDGE], whole[-_EDGE:], len(whole))
+            else:
+                line = data[start:stop]
+                if self._partial:
+                    line = bytes(self._partial) + line
+                    self._partial.clear()
+                if len(line) - 1 > self.limit:
+                    lines.append(Oversized(len(line), _edge_id(line[:_EDGE], line[-_EDGE:])))
+                else:
+                    lines.append(line)
+            start = stop
+        return lines
+
+    def end(self) -> bytes | Oversized | None:
+        """At the end of the stream: the last line when it had no newline, else None."""
+        if self._over is not None:
+            return self._oversized()
+        if not self._partial:
+            return None
+        line = bytes(self._partial)
+        self._partial.clear()
+        return line
+
+    def _oversized(self) -> Oversized:
+        assert self._over is not None
+        head, tail, length = self._over
+        self._over = None
+        return Oversized(length, _edge_id(head, tail))
 
 
 def _edge_id(head: bytes, tail: bytes) -> str | int | None:

@@ -1,0 +1,239 @@
+"""The stdio relay's handling of what the host sends: each message parsed strictly and checked
+(:mod:`toolguard_mcp.wire`), ``tools/call`` admitted by the guard before it is forwarded (or
+answered here with the refusal), batches answered as one array, and the server's tool list
+read first when a call names a tool the guard does not know yet.
+:class:`toolguard_mcp.relay.StdioRelay` adds the reading, the run and the server's process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine, Iterator, Mapping
+from typing import Any
+
+import orjson
+import toolguard as tg
+
+from . import _meta, wire
+from .relay_base import (
+    _MAX_EXPIRED,
+    RelayBase,
+    _Batch,
+    _cancel_timer,
+    _Inflight,
+    _progress_token,
+    _safely,
+)
+from .results import error_result
+
+logger = logging.getLogger("toolguard.mcp")
+
+
+class HostSide(RelayBase):
+    """The host's messages, one by one; see :class:`toolguard_mcp.relay.StdioRelay`."""
+
+    # The handlers below return None when the message is dealt with, or the coroutine that
+    # finishes it once the server has answered the proxy (the tool list a call needs first).
+    def _host_line(self, line: bytes) -> Coroutine[Any, Any, None] | None:
+        if not line.strip():
+            return None
+        msg = wire.parse(line)
+        if isinstance(msg, wire.Refusal):
+            self._refuse(msg)
+            return None
+        if isinstance(msg, list):
+            return self._host_batch(msg)
+        return self._host_message(msg)
+
+    def _host_batch(self, items: list[Any]) -> Coroutine[Any, Any, None] | None:
+        """A JSON-RPC batch (MCP 2025-03-26): each message checked and relayed on its own, the
+        answers sent back as one array, as JSON-RPC 2.0 says; ``[]`` is an invalid request."""
+        if not items:
+            self._refuse(wire.Refusal(wire.INVALID_REQUEST, "Invalid Request: empty batch"))
+            return None
+        batch = _Batch()
+        for i, item in enumerate(items):
+            later = self._host_message(item, batch)
+            if later is not None:
+                return self._batch_rest(later, items[i + 1 :], batch)
+        self._seal(batch)
+        return None
+
+    async def _batch_rest(
+        self, later: Coroutine[Any, Any, None], rest: list[Any], batch: _Batch
+    ) -> None:
+        await later
+        for item in rest:
+            more = self._host_message(item, batch)
+            if more is not None:
+                await more
+        self._seal(batch)
+
+    def _seal(self, batch: _Batch) -> None:
+        batch.sealed = True
+        self._flush(batch)
+
+    def _host_message(
+        self, msg: Any, batch: _Batch | None = None
+    ) -> Coroutine[Any, Any, None] | None:
+        refusal = wire.check(msg)
+        if refusal is not None:
+            self._refuse(refusal, batch)
+            return None
+        method = msg.get("method")
+        params = msg.get("params")
+        if "id" in msg and method is not None:
+            rid = msg["id"]
+            if batch is not None:
+                self.batch_of[rid] = batch
+                batch.waiting.add(rid)
+            token = _progress_token(params)
+            if token is not None:
+                self.progress[token] = rid
+            if method == "tools/call":
+                return self._tools_call(rid, params, msg)
+            if method == "tools/list":
+                self.listing.add(rid)
+            elif method == "initialize":
+                self._note_client(params)
+        elif method == "notifications/cancelled" and isinstance(params, dict):
+            rid = params.get("requestId")
+            entry = self.inflight.pop(rid, None) if wire.valid_id(rid) else None
+            if entry is not None:
+                _cancel_timer(entry)
+                _safely(entry.pending.cancel)
+        self._to_server(orjson.dumps(msg) + b"\n")
+        return None
+
+    def _refuse(self, refusal: wire.Refusal, batch: _Batch | None = None) -> None:
+        if refusal.call is not None:
+            name, meta = refusal.call
+            _safely(self.calls.record_refusal, name, refusal.message, meta, self.session)
+        if batch is not None:
+            batch.answers.append(refusal.answer())
+            return
+        self._write_host(refusal.answer())
+
+    def _note_client(self, params: Any) -> None:
+        info = params.get("clientInfo") if isinstance(params, dict) else None
+        if isinstance(info, dict) and isinstance(info.get("name"), str):
+            version = info.get("version")
+            who = info["name"] + (f"/{version}" if isinstance(version, str) else "")
+            self.client = who[:256]
+
+    def _tools_call(
+        self, rid: Any, params: dict[str, Any], msg: dict[str, Any]
+    ) -> Coroutine[Any, Any, None] | None:
+        name = params["name"]
+        if not self.calls.knows(name) and not self.tools_complete:
+            return self._tools_call_listed(rid, params, msg)
+        self._admit(rid, params, msg)
+        return None
+
+    async def _tools_call_listed(
+        self, rid: Any, params: dict[str, Any], msg: dict[str, Any]
+    ) -> None:
+        """A call of a tool the guard does not know yet: the server's tool list read first."""
+        await self._list_tools(params.get("_meta"))
+        with self._corked():
+            self._admit(rid, params, msg)
+
+    def _admit(self, rid: Any, params: dict[str, Any], msg: dict[str, Any]) -> None:
+        """Check the call; forward it (the message as parsed) or answer the refusal."""
+        name = params["name"]
+        meta = params.get("_meta")
+        with _trace_parent(meta):
+            pending = self.calls.admit(
+                name, params.get("arguments"), meta, self.session, client=self.client
+            )
+        rejection = pending if isinstance(pending, tg.Rejection) else pending.rejection
+        if rejection is not None:
+            self._answer(rid, {"jsonrpc": "2.0", "id": rid, "result": error_result(str(rejection))})
+            return
+        timer = None
+        if self.timeout is not None:
+            timer = asyncio.get_running_loop().call_later(self.timeout, self._expire, rid)
+        old = self.inflight.pop(rid, None)
+        if old is not None:  # the host reused an id still in flight
+            _cancel_timer(old)
+            _safely(old.pending.cancel)
+        assert isinstance(pending, tg.PendingCall)
+        self.inflight[rid] = _Inflight(pending, name, timer)
+        self._to_server(orjson.dumps(msg) + b"\n")
+
+    def _expire(self, rid: Any) -> None:
+        entry = self.inflight.pop(rid, None)
+        if entry is None:
+            return
+        _safely(entry.pending.cancel)
+        if len(self.expired) >= _MAX_EXPIRED:
+            self.expired.clear()
+        self.expired.add(rid)
+        self._answer(
+            rid,
+            {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "result": error_result(
+                    f"The tool `{entry.name}` did not answer within {self.timeout:g} s; "
+                    "toolguard-mcp-proxy cancelled the call."
+                ),
+            },
+        )
+        notice = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": rid, "reason": f"timed out after {self.timeout:g} s"},
+        }
+        self._to_server(orjson.dumps(notice) + b"\n")
+
+    async def _list_tools(
+        self, meta: Any, *, at_start: bool = False, timeout: float | None = None
+    ) -> bool:
+        """Make sure the server's whole tool list is declared; False when it cannot be read."""
+        if self.tools_complete:
+            return True
+        # On a 2026-07-28 connection every request carries the envelope: reuse the host's.
+        envelope = (
+            {k: v for k, v in meta.items() if k.startswith(_meta.RESERVED_PREFIX)}
+            if isinstance(meta, Mapping)
+            else {}
+        )
+        tools: list[Any] = []
+        cursor = None
+        try:
+            while True:
+                params: dict[str, Any] = {"_meta": envelope} if envelope else {}
+                if cursor:
+                    params["cursor"] = cursor
+                page = await self._request("tools/list", params, timeout=timeout)
+                tools.extend(page.get("tools") or ())
+                cursor = page.get("nextCursor")
+                if not cursor:
+                    break
+        except Exception as exc:
+            logger.warning(
+                "toolguard-mcp-proxy: could not read the server's tool list (%s); tools not "
+                "listed yet are blocked",
+                exc,
+            )
+            return False
+        self.calls.declare_tools(tools, at_start=at_start)
+        self.tools_complete = True
+        return True
+
+
+@contextlib.contextmanager
+def _trace_parent(meta: Any) -> Iterator[None]:
+    """The host's W3C trace context (``_meta.traceparent``, SEP-414) as the call span's parent."""
+    if not isinstance(meta, Mapping) or "traceparent" not in meta:
+        yield
+        return
+    from opentelemetry import context, propagate
+
+    token = context.attach(propagate.extract(meta))
+    try:
+        yield
+    finally:
+        context.detach(token)
