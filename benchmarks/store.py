@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import toolguard as tg
 
@@ -89,8 +89,12 @@ def counting_store(url: str) -> tuple[Any, list[int]]:
     return RedisStore(url, client=redis.Redis(connection_pool=pool)), sent
 
 
-def item_guard(store: Any) -> tg.Guard:
-    guard = tg.Guard(store=store)
+def item_guard(
+    store: Any, on_guard_error: Literal["fail_closed", "fail_open"] = "fail_closed"
+) -> tg.Guard:
+    """A guard with ``create`` (binds an item id) and ``use`` (refers to one): the store's
+    tests use it too."""
+    guard = tg.Guard(store=store, on_guard_error=on_guard_error)
 
     @guard.tool(produces={"id": "item"})
     def create(name: str) -> dict[str, str]:

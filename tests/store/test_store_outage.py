@@ -12,21 +12,8 @@ import pytest
 from redis_server import RedisServer
 
 import toolguard as tg
+from benchmarks.store import item_guard
 from toolguard.runtime.trajectories.shared import STORE_CHECK
-
-
-def make_guard(url: str, **options: Any) -> tg.Guard:
-    guard = tg.Guard(store=url, **options)
-
-    @guard.tool(produces={"id": "item"})
-    def create(name: str) -> dict[str, str]:
-        return {"id": name}
-
-    @guard.tool(refs={"item_id": "item"})
-    def use(item_id: str) -> str:
-        return item_id
-
-    return guard
 
 
 def call_in_thread(guard: tg.Guard, *args: Any, **kw: Any) -> Any:
@@ -40,7 +27,7 @@ def call_in_thread(guard: tg.Guard, *args: Any, **kw: Any) -> Any:
 
 
 def test_stopped_store_fails_closed(redis_server: RedisServer, caplog) -> None:
-    guard = make_guard(redis_server.url)
+    guard = item_guard(redis_server.url)
     traj = guard.trajectory("outage")
     traj.start()
     assert guard.call("create", {"name": "a"}, trajectory=traj) == {"id": "a"}
@@ -65,7 +52,7 @@ def test_stopped_store_fails_closed(redis_server: RedisServer, caplog) -> None:
 
 
 def test_hung_store_times_out_then_recovers(redis_server: RedisServer) -> None:
-    guard = make_guard(redis_server.url)
+    guard = item_guard(redis_server.url)
     traj = guard.trajectory("hung")
     traj.start()
     redis_server.pause()  # accepts nothing, answers nothing: a round trip times out
@@ -76,7 +63,7 @@ def test_hung_store_times_out_then_recovers(redis_server: RedisServer) -> None:
     assert isinstance(answer, tg.Rejection) and answer.check == STORE_CHECK
     # Back: calls are checked against the shared record again.
     assert guard.call("create", {"name": "c"}, trajectory=traj) == {"id": "c"}
-    other = make_guard(redis_server.url).trajectory("hung", summary=False)
+    other = item_guard(redis_server.url).trajectory("hung", summary=False)
     other.start()
     assert other.live_values("item") == ["c"]  # the blocked call bound nothing
     # T counts the blocked call; FED is its step (fail closed: it was not valid).
@@ -84,7 +71,7 @@ def test_hung_store_times_out_then_recovers(redis_server: RedisServer) -> None:
 
 
 def test_fail_open_runs_the_call_and_logs(redis_server: RedisServer, caplog) -> None:
-    guard = make_guard(redis_server.url, on_guard_error="fail_open")
+    guard = item_guard(redis_server.url, on_guard_error="fail_open")
     traj = guard.trajectory("open")
     traj.start()
     assert guard.call("create", {"name": "d"}, trajectory=traj) == {"id": "d"}
@@ -99,14 +86,14 @@ def test_fail_open_runs_the_call_and_logs(redis_server: RedisServer, caplog) -> 
     assert any("kept here and sent with the next round trip" in m for m in messages)
     redis_server.start()  # an empty server on the same port (nothing persisted)
     assert guard.call("create", {"name": "f"}, trajectory=traj) == {"id": "f"}
-    other = make_guard(redis_server.url).trajectory("open", summary=False)
+    other = item_guard(redis_server.url).trajectory("open", summary=False)
     other.start()
     assert set(other.live_values("item")) == {"e", "f"}
 
 
 @pytest.mark.parametrize("url", ["redis://127.0.0.1:1/0"])
 def test_unreachable_at_start_blocks_not_crashes(url: str) -> None:
-    guard = make_guard(url)
+    guard = item_guard(url)
     with guard.trajectory("never") as traj:
         answer = call_in_thread(guard, "create", {"name": "x"}, trajectory=traj)
     assert isinstance(answer, tg.Rejection) and answer.check == STORE_CHECK

@@ -32,7 +32,6 @@ from opentelemetry.trace import SpanKind, Tracer
 
 from ... import _contract as contract
 from ..._errors import UsageError
-from ..telemetry import spans as tel
 from ..verdict import NAME_LIMIT, Failure, shorten_text
 from .bindings import Bindings
 from .leaves import add_leaves
@@ -275,11 +274,7 @@ class SharedTrajectory(Trajectory):
         except Exception:
             logger.exception("toolguard: could not start the summary span of %r", self.id)
             return
-        if span.is_recording():
-            tel.set_attributes(span, self.summary_attributes())
-            if exc is not None:
-                tel.set_error(span, f"trajectory ended by {type(exc).__name__}")
-        tel.end_span(span)
+        self._end_summary(span, exc)
 
     # -- the replica -----------------------------------------------------------------------
     def _out(self, event: str) -> None:

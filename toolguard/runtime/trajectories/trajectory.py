@@ -16,7 +16,7 @@ from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any
 
-from opentelemetry.trace import Tracer
+from opentelemetry.trace import Span, Tracer
 
 from ... import _contract as contract
 from ..._errors import UsageError
@@ -281,9 +281,11 @@ class Trajectory:
     def _write_summary(self, exc: BaseException | None) -> None:
         """The summary span opened at start, with T, FED, Y and the labels (a trajectory
         kept in a shared store claims it instead: shared.py)."""
-        span = self._span
-        if span is None:
-            return
+        if self._span is not None:
+            self._end_summary(self._span, exc)
+
+    def _end_summary(self, span: Span, exc: BaseException | None) -> None:
+        """Write T, FED, Y and the labels on the summary span, and end it."""
         if span.is_recording():
             tel.set_attributes(span, self.summary_attributes())
             if exc is not None:
