@@ -122,7 +122,53 @@ def condition_stage(
                 break
         return found
 
+    if len(resolved) == 1 and not resolved[0].general and not post:
+        one = resolved[0]
+        if all(source in (_ARG, _STATE) for _, source in one.sources):
+            return _one_condition(one, cause)
     return check
+
+
+def _one_condition(
+    one: _Resolved, cause: str
+) -> Callable[[_Call, Mapping[str, Any], bool, bool, Any], list[Failure] | None]:
+    """``condition_stage``'s check for a tool with one precondition that reads only
+    arguments and the guard's state (most tools that declare any): its parameters gathered
+    without asking each one's source."""
+    predicate = one.predicate
+    arg_names = tuple(name for name, source in one.sources if source == _ARG)
+    state_names = tuple(name for name, source in one.sources if source == _STATE)
+
+    def check_one(
+        call: _Call,
+        values: Mapping[str, Any],
+        stop: bool,
+        unvalidated: bool,
+        result: Any = None,
+    ) -> list[Failure] | None:
+        given = {}
+        for name in arg_names:
+            given[name] = values.get(name)
+        if state_names:
+            state = call._guard.state
+            for name in state_names:
+                given[name] = state
+        try:
+            if predicate(**given):
+                return None
+        except Exception as exc:
+            if unvalidated:  # as in condition_stage's check
+                logger.debug("toolguard: %s raised on arguments that failed the schema", one.check)
+                return None
+            guard = call._guard
+            failure = condition_error(
+                one.condition, one.check, cause, exc, guard.fail_open, guard.record_content
+            )
+            return None if failure is None else [failure]
+        in_order = {name: given[name] for name, _ in one.sources}  # as the predicate lists them
+        return [condition_failure(one.condition, one.check, cause, in_order)]
+
+    return check_one
 
 
 def precondition_stage(conditions: tuple[_Condition, ...]) -> CheckStage | None:

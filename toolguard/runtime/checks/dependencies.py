@@ -71,6 +71,30 @@ def dependency_stage(tool: Tool) -> CheckStage | None:
                 found.append(failure)
         return found
 
+    if len(refs) == 1 and not paths:
+        ((one_arg, one_kind),) = refs
+
+        def check_one(
+            call: _Call, values: Mapping[str, Any], stop: bool, unvalidated: bool
+        ) -> list[Failure] | None:
+            # One reference (most tools that declare any): its live value answered here;
+            # anything else (stale, absent, a collection, unhashable) by check above.
+            traj = call._traj
+            if traj is None:
+                return None
+            value = values.get(one_arg)
+            if value is None:
+                return None
+            if not isinstance(value, _COLLECTIONS):
+                try:
+                    binding = traj._bindings.by_kind.get(one_kind, _NONE).get(value)
+                except TypeError:
+                    binding = None
+                if binding is not None and binding.live:
+                    return None
+            return check(call, values, stop, unvalidated)
+
+        return check_one
     return check
 
 
