@@ -417,8 +417,7 @@ def start(
                         call._failures = (failed,)
     call._traj = traj
     call.step = step
-    mode = tool.spec.mode if tool is not None else INHERIT  # a tool's own, or the guard's
-    call._mode = mode if type(mode) is str else guard.mode
+    call._mode = (tool is not None and tool.own_mode) or guard.mode  # a tool's own, or the guard's
     # The call's span: none while tracing is off, the framework's own when it opened one.
     if span is None:
         tracer = guard.tracer

@@ -43,6 +43,14 @@ def schema_failure(
 
 def parse_arguments(tool: str, raw: str | bytes | Mapping[str, Any] | None) -> dict[str, Any]:
     """Arguments straight from a model: a mapping, or JSON text of an object."""
+    if type(raw) is str:  # the model's text (most calls): json.loads without its wrapper
+        try:
+            value = _DECODER.decode(raw) if raw.strip() else {}
+        except (ValueError, RecursionError) as exc:  # nested past the parser's depth
+            raise _not_json(tool, exc) from None
+        if type(value) is dict:
+            return value  # type: ignore[no-any-return]
+        raise _not_an_object(tool, value)
     if raw is None:
         return {}
     if isinstance(raw, Mapping):
@@ -60,20 +68,33 @@ def parse_arguments(tool: str, raw: str | bytes | Mapping[str, Any] | None) -> d
     try:
         value = json.loads(raw) if raw.strip() else {}
     except (ValueError, TypeError, RecursionError) as exc:  # nested past the parser's depth
-        raise schema_failure(
-            "schema.json",
-            f"arguments of {tool!r} are not valid JSON: {exc}",
-            f"The arguments for `{tool}` are not valid JSON ({exc}). "
-            "Send the arguments as one JSON object.",
-        ) from None
+        raise _not_json(tool, exc) from None
     if not isinstance(value, dict):
-        raise schema_failure(
-            "schema.json",
-            f"arguments of {tool!r} are JSON {type(value).__name__}, not an object",
-            f"The arguments for `{tool}` must be a JSON object of named arguments, "
-            f"not {shorten(value)}.",
-        )
+        raise _not_an_object(tool, value)
     return value
+
+
+_DECODER = json.JSONDecoder()  # what json.loads uses for text, called without its wrapper
+
+
+def _not_json(tool: str, exc: BaseException) -> SchemaFailure:
+    tool = shorten_text(tool, NAME_LIMIT)
+    return schema_failure(
+        "schema.json",
+        f"arguments of {tool!r} are not valid JSON: {exc}",
+        f"The arguments for `{tool}` are not valid JSON ({exc}). "
+        "Send the arguments as one JSON object.",
+    )
+
+
+def _not_an_object(tool: str, value: Any) -> SchemaFailure:
+    tool = shorten_text(tool, NAME_LIMIT)
+    return schema_failure(
+        "schema.json",
+        f"arguments of {tool!r} are JSON {type(value).__name__}, not an object",
+        f"The arguments for `{tool}` must be a JSON object of named arguments, "
+        f"not {shorten(value)}.",
+    )
 
 
 Located = tuple[tuple[Any, ...], str]  # (place in the arguments, what is wrong there)

@@ -38,6 +38,8 @@ class Tool:
             raise ToolDefinitionError("a tool needs a name (pass name=...)")
         self.name: str = name
         self.spec = _call_view(name, spec)
+        # The tool's own mode, or None where it is the guard's (read on every call).
+        self.own_mode: str | None = spec.mode if isinstance(spec.mode, str) else None
         self.has_function = fn is not None
         self.description = spec.description or (inspect.getdoc(fn) if fn else None) or ""
         self.is_async = fn is not None and _is_async_callable(fn)
