@@ -22,7 +22,6 @@ from ... import _contract as contract
 from ..._errors import UsageError
 from ..checks.outcome import default_error_result, exception_failure
 from ..forks.strategies import DRY_RUN_CHECK
-from ..inherit import INHERIT
 from ..telemetry import spans as tel
 from ..trajectories.nesting import _inside_tool, shown, warn_outside
 from ..trajectories.trajectory import Trajectory, _current, _open

@@ -108,15 +108,14 @@ def _key_finder(key: str) -> Finder:
         elif kind is list:
             # A list of records (a search's answer): a flat record is looked up as above, a
             # record holding a container is walked whole.
+            leaves = _LEAVES.issuperset
             for item in result:
                 if type(item) is dict:
-                    for v in item.values():
-                        if type(v) not in _LEAVES:
-                            find_key_into(item, key, out, 1)
-                            break
-                    else:
+                    if leaves(map(type, item.values())):
                         if key in item:
                             out.append(item[key])
+                    else:
+                        find_key_into(item, key, out, 1)
                 elif type(item) not in _LEAVES:
                     find_key_into(item, key, out, 1)
         else:

@@ -49,7 +49,7 @@ def parse_arguments(tool: str, raw: str | bytes | Mapping[str, Any] | None) -> d
         except (ValueError, RecursionError) as exc:  # nested past the parser's depth
             raise _not_json(tool, exc) from None
         if type(value) is dict:
-            return value  # type: ignore[no-any-return]
+            return value
         raise _not_an_object(tool, value)
     if raw is None:
         return {}

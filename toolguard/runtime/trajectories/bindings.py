@@ -52,6 +52,11 @@ class Bindings:
         """What one call produced: every value gets the same binding (one object)."""
         known = self.by_kind.get(kind)
         binding = Binding(True, source, step, None, True)
+        if values and _HASHABLE.issuperset(map(type, values)):  # plain ids (most): bound at once
+            if known is None:
+                known = self.by_kind.setdefault(kind, {})
+            known.update(dict.fromkeys(values, binding))
+            return
         for value in values:
             if value is None:
                 continue
