@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
 
 from ..tools.places import _LEAVES, _find_key, find_key_into
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("toolguard")
 
+_DICTS = frozenset({dict})
 Finder = Callable[[Any, list[Any]], None]  # (result, out): the values found appended to out
 Record = Callable[["_Call", "Trajectory", Any, bool], None]
 
@@ -109,6 +111,17 @@ def _key_finder(key: str) -> Finder:
             # A list of records (a search's answer): a flat record is looked up as above, a
             # record holding a container is walked whole.
             leaves = _LEAVES.issuperset
+            if _DICTS.issuperset(map(type, result)) and leaves(
+                map(type, chain.from_iterable(map(dict.values, result)))
+            ):
+                # Flat records only (a search's answer, most lists): looked up without a
+                # Python step per record. A record without the key, or holding None, binds
+                # nothing, as _find_key finds nothing there.
+                values = list(map(dict.get, result, repeat(key)))
+                if None in values:
+                    values = [value for value in values if value is not None]
+                out.extend(values)
+                return
             for item in result:
                 if type(item) is dict:
                     if leaves(map(type, item.values())):
