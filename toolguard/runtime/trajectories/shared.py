@@ -33,7 +33,6 @@ process to end it writes it, with T and FED from the shared record; the others w
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import threading
@@ -52,6 +51,15 @@ from ..verdict import NAME_LIMIT, Failure, shorten_text
 from .bindings import Binding, Bindings
 from .leaves import add_leaves
 from .registry import TrajectoryRegistry
+from .shared_events import (  # noqa: F401  (the value encoding, as tests/runtime imports it)
+    _UNSHARABLE,
+    Finishing,
+    SharedBindings,
+    decode,
+    pending_flags,
+)
+from .shared_events import decode as _decode  # noqa: F401
+from .shared_events import encode as _encode  # noqa: F401
 from .store import (
     Held,
     MemoryStore,
@@ -137,8 +145,8 @@ class SharedTrajectory(Trajectory):
         self._warned: set[str] = set()
         super().__init__(id, **options)
         self._shared = True
-        self._bindings = _SharedBindings(self)
-        self._verdicts = _Finishing(self)
+        self._bindings = SharedBindings(self)
+        self._verdicts = Finishing(self)
 
     # -- steps ---------------------------------------------------------------------------
     def _begin(
@@ -149,7 +157,7 @@ class SharedTrajectory(Trajectory):
         ``tool`` and ``observes`` (the guard records what results show) say whether the
         call may write: then its step is pending until its finish lands."""
         given = self._given.pop(call_id, None) if call_id is not None and self._given else None
-        flags = _flags(tool, observes)
+        flags = pending_flags(tool, observes)
         events, floor = self._take_outbox(), self._floor
         try:
             step, sync = self._store.begin(self._cursor, floor, call_id, given, flags, events)
@@ -513,7 +521,7 @@ class SharedTrajectory(Trajectory):
         base = Bindings
         if kind == "p":
             _, name, values, source, step, shown = data
-            decoded = [_decode(v) for v in values]
+            decoded = [decode(v) for v in values]
             if shown:
                 base.produce_all(self._bindings, name, decoded, source, step)
             else:
@@ -521,7 +529,7 @@ class SharedTrajectory(Trajectory):
                     base.produce(self._bindings, name, value, source, step, False)
         elif kind == "i":
             _, name, value, by = data
-            base.invalidate(self._bindings, name, _decode(value), by)
+            base.invalidate(self._bindings, name, decode(value), by)
         elif kind == "t":
             Trajectory.observe(self, data[1])
         elif kind == "l":
@@ -574,108 +582,5 @@ class SharedTrajectory(Trajectory):
         return shorten_text(self.id, NAME_LIMIT)
 
 
-class _SharedBindings(Bindings):
-    """The replica's bindings: what this process's calls bind is applied here at once and
-    sent to the store (as events) with the call's finish."""
-
-    __slots__ = ("_traj",)
-
-    def __init__(self, traj: SharedTrajectory) -> None:
-        super().__init__()
-        self._traj = traj
-
-    def produce(
-        self, kind: str, value: Any, source: str, step: int | None, shown: bool = True
-    ) -> None:
-        super().produce(kind, value, source, step, shown)
-        self._send(kind, [value], source, step, shown)
-
-    def produce_all(self, kind: str, values: list[Any], source: str, step: int | None) -> None:
-        super().produce_all(kind, values, source, step)
-        self._send(kind, values, source, step, True)
-
-    def invalidate(self, kind: str, value: Any, by: str) -> None:
-        super().invalidate(kind, value, by)
-        encoded = _encode(value)
-        if encoded is not _UNSHARABLE:
-            traj = self._traj
-            traj._out(f"i{json.dumps([traj._token, kind, encoded, by])}")
-
-    def _send(
-        self, kind: str, values: list[Any], source: str, step: int | None, shown: bool
-    ) -> None:
-        traj = self._traj
-        encoded = [e for e in map(_encode, values) if e is not _UNSHARABLE]
-        if len(encoded) < sum(v is not None for v in values) and "value" not in traj._warned:
-            traj._warned.add("value")
-            logger.warning(
-                "toolguard: trajectory %r: a %s value that is no str, int, float, bool, bytes "
-                "or tuple of them is bound in this process only (the store keeps JSON)",
-                traj._shown_id,
-                kind,
-            )
-        if encoded:
-            traj._out(f"p{json.dumps([traj._token, kind, encoded, source, step, shown])}")
-
-
-class _Finishing(list[tuple[int, str, str, list[Failure], str | None]]):
-    """The replica's verdicts. Every call's verdict is appended here exactly once, when the
-    call closes (inline in ``_Call._finish`` for a valid call, by ``Trajectory._record``
-    otherwise): for a shared trajectory that append is the call's finish round trip."""
-
-    __slots__ = ("_traj",)
-
-    def __init__(self, traj: SharedTrajectory) -> None:
-        super().__init__()
-        self._traj = traj
-
-    def append(self, entry: tuple[int, str, str, list[Failure], str | None]) -> None:
-        super().append(entry)
-        self._traj._finish_call(entry[0], entry[3])
-
-
-_UNSHARABLE: Any = object()
-
-
 def _live(binding: Binding | None) -> bool:
     return binding is not None and binding.live
-
-
-def _flags(tool: Tool | None, observes: bool) -> str:
-    """A call's pending flags: ``w`` when its finish may write (it binds, invalidates, or
-    the guard records what results show), ``i`` when it may invalidate; empty otherwise."""
-    if tool is None:
-        return ""
-    stages = tool.stages
-    if not observes and stages is not None and stages.record is None:
-        return ""
-    return "wi" if tool.invalidates else "w"
-
-
-def _encode(value: Any) -> Any:
-    """A bound value as JSON that decodes to an equal value of the same type."""
-    kind = type(value)
-    if kind is str or kind is bool or kind is int:
-        return value
-    if kind is float:
-        return (
-            value
-            if value == value and value not in (float("inf"), float("-inf"))
-            else {"f": repr(value)}
-        )
-    if kind is bytes:
-        return {"b": base64.b64encode(value).decode("ascii")}
-    if kind is tuple:
-        items = [_encode(v) for v in value]
-        return _UNSHARABLE if any(i is _UNSHARABLE for i in items) else {"t": items}
-    return _UNSHARABLE
-
-
-def _decode(value: Any) -> Any:
-    if type(value) is dict:
-        if "b" in value:
-            return base64.b64decode(value["b"])
-        if "t" in value:
-            return tuple(_decode(v) for v in value["t"])
-        return float(value["f"])
-    return value
