@@ -25,9 +25,11 @@ a script that takes a step must not run twice.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -107,6 +109,10 @@ class RedisStore(TrajectoryStore):
         self._no_script: type[BaseException] = redis.exceptions.NoScriptError
         self.lanes = Lanes(client.connection_pool, redis.ResponseError)
         self.lanes.on_connect(self._load)
+        # A process that exits right after a call: its posted finish is read before the
+        # sockets close (a socket closed with an unread answer may be reset, and Redis may
+        # then drop the finish it had not read yet).
+        atexit.register(_settle_at_exit, weakref.ref(self.lanes))
 
     def _load(self, conn: Any) -> None:
         """Every script loaded on a new connection, in one round trip (a restarted server
@@ -309,6 +315,13 @@ class RedisRecord:
             conversation_id=meta.get("cv"),
             created_ns=int(created) * 1_000_000 if created is not None else None,
         )
+
+
+def _settle_at_exit(lanes: weakref.ref[Lanes]) -> None:
+    alive = lanes()
+    if alive is not None:
+        with contextlib.suppress(Exception):
+            alive.settle_all()
 
 
 def _pending(flat: Sequence[Any]) -> tuple[tuple[int, str], ...]:
