@@ -5,7 +5,9 @@
 Without ``--url`` it starts its own ``redis-server`` on a free loopback port (persisting
 nothing). Tracing is off, so the figures are the guard's and the store's alone. A call is
 ``guard.call("use", {"item_id": ...})``: a tool with a dependency check on a value a
-``create`` call bound earlier in the trajectory (one round trip to check, one to finish).
+``create`` call bound earlier in the trajectory: one round trip to check. A ``create`` call
+binds: it also posts its finish (written before it returns, its answer read later), a second
+round trip it does not wait for.
 
 - per-call overhead (time per call minus the bare function's, medians over interleaved
   rounds) with the Redis store, as a ratio to the in-memory store's;

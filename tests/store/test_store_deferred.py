@@ -139,7 +139,7 @@ def test_the_summary_waits_for_a_failure_in_flight(redis_url: str, otel) -> None
 def test_a_call_gives_up_waiting_after_the_store_timeout(redis_url: str, caplog) -> None:
     started, release = threading.Event(), threading.Event()
     a = held_guard(redis_url, started, release)
-    b = tg.Guard(store=RedisStore(redis_url, timeout=0.2))
+    b = tg.Guard(store=RedisStore(redis_url, timeout=1.0))  # its wait: 1 s, once
     b.tool(refs={"item_id": "item"})(lambda item_id: item_id)
     ta, tb = a.trajectory("gone"), b.trajectory("gone", summary=False)
     ta.start()
