@@ -5,13 +5,17 @@
 Without ``--url`` it starts its own ``redis-server`` on a free loopback port (persisting
 nothing). Tracing is off, so the figures are the guard's and the store's alone. A call is
 ``guard.call("use", {"item_id": ...})``: a tool with a dependency check on a value a
-``create`` call bound earlier in the trajectory (one round trip to check, one to finish).
+``create`` call bound earlier in the trajectory: one round trip to check. A ``create`` call
+binds: it also posts its finish (written before it returns, its answer read later), a second
+round trip it does not wait for.
 
 - per-call overhead (time per call minus the bare function's, medians over interleaved
   rounds) with the Redis store, as a ratio to the in-memory store's;
 - the added median latency of one call (median of single calls timed one by one, Redis
   minus memory, alternating): target <= 0.3 ms on loopback;
 - round trips per call, counted on the wire (every command or script sent): target <= 2;
+  and of those, how many the call waits for (a call's finish is posted: written before it
+  returns, its answer read later);
 - calls/s with 1, 4 and 16 trajectories in concurrent threads (one process), both stores.
 """
 
@@ -70,13 +74,14 @@ def redis_server() -> Iterator[str]:
 
 
 def counting_store(url: str) -> tuple[Any, list[int]]:
-    """A RedisStore whose connections count what they send (one send: one round trip)."""
+    """A RedisStore whose connections count what they send (one send: one round trip);
+    ``sent[1]`` counts the posted ones (their answers read later)."""
     import redis
     from redis.connection import Connection
 
     from toolguard.runtime.trajectories.redis_store import RedisStore
 
-    sent = [0]
+    sent = [0, 0]
 
     class Counting(Connection):
         def send_packed_command(self, command: Any, check_health: bool = True) -> None:
@@ -86,7 +91,15 @@ def counting_store(url: str) -> tuple[Any, list[int]]:
     pool = redis.ConnectionPool.from_url(
         url, connection_class=Counting, decode_responses=True, socket_timeout=2
     )
-    return RedisStore(url, client=redis.Redis(connection_pool=pool)), sent
+    store = RedisStore(url, client=redis.Redis(connection_pool=pool))
+    post = store.lanes.post
+
+    def counted_post(*args: Any) -> Any:
+        sent[1] += 1
+        return post(*args)
+
+    store.lanes.post = counted_post  # type: ignore[method-assign,assignment]
+    return store, sent
 
 
 def item_guard(
@@ -213,11 +226,12 @@ def run(url: str, quick: bool) -> dict[str, Any]:
     memory, shared = item_guard("memory"), item_guard(store)
     mem_traj, red_traj = opened(memory, "bench-memory"), opened(shared, "bench-redis")
 
-    trips = {}
+    trips, waited = {}, {}
     for shape, binds in (("check only", False), ("binds", True)):
-        before = sent[0]
+        before, posted = sent[0], sent[1]
         calls_case(shared, red_traj, binds)(100)
         trips[shape] = (sent[0] - before) / 100
+        waited[shape] = trips[shape] - (sent[1] - posted) / 100
 
     cases = {"bare": bare_case}
     for shape, binds in (("check only", False), ("binds", True)):
@@ -243,6 +257,7 @@ def run(url: str, quick: bool) -> dict[str, Any]:
             "latency_redis_s": latency[red],
             "added_ms": (latency[red] - latency[mem]) * 1e3,
             "round_trips_per_call": trips[shape],
+            "round_trips_waited_per_call": waited[shape],
         }
 
     rates: dict[str, dict[int, float]] = {"memory": {}, "redis": {}}
@@ -268,7 +283,10 @@ def run(url: str, quick: bool) -> dict[str, Any]:
             f"    latency    memory {f['latency_memory_s'] * 1e3:.3f} ms   redis"
             f" {f['latency_redis_s'] * 1e3:.3f} ms   added {f['added_ms']:.3f} ms"
         )
-        print(f"    round trips per call {f['round_trips_per_call']:.2f}")
+        print(
+            f"    round trips per call {f['round_trips_per_call']:.2f}, waited for"
+            f" {f['round_trips_waited_per_call']:.2f} (the finish is posted)"
+        )
     print(f"  one bare round trip (redis-py PING), median: {latency['PING'] * 1e3:.3f} ms")
     if scripts_us is not None:
         print(f"  Redis's own time per script (INFO commandstats): {scripts_us:.1f} us")

@@ -110,6 +110,33 @@ def hammer(phase: str, url: str, traj_id: str, proc: int, procs: int, threads: i
     return {"steps": steps}
 
 
+def relay(role: str, url: str, traj_id: str, n: int) -> dict[str, Any]:
+    """``make``: ``n`` calls that each bind an id, each followed at once by the id on stdout;
+    ``use``: a call using each id read from stdin (it was bound in the other process)."""
+    guard = tg.Guard(store=url)
+
+    @guard.tool(produces={"id": "item"})
+    def create(name: str) -> dict[str, str]:
+        return {"id": name}
+
+    @guard.tool(refs={"item_id": "item"})
+    def use(item_id: str) -> str:
+        return item_id
+
+    traj = guard.trajectory(traj_id, summary=role == "use")
+    with traj:
+        if role == "make":
+            for i in range(n):
+                guard.call("create", {"name": f"r{i}"}, trajectory=traj)
+                sys.stdout.write(f"r{i}\n")
+                sys.stdout.flush()
+        else:
+            for _ in range(n):  # the other process's last line is its own result
+                guard.call("use", {"item_id": sys.stdin.readline().strip()}, trajectory=traj)
+    verdicts = [(v.step, v.decision, v.cause) for v in traj.verdicts]
+    return {"verdicts": verdicts if role == "use" else []}
+
+
 def main(argv: list[str]) -> None:
     scenario = argv[0]
     if scenario == "contact":
@@ -118,6 +145,8 @@ def main(argv: list[str]) -> None:
         phase, url, traj_id = argv[1:4]
         proc, procs, threads, calls = (int(a) for a in argv[4:8])
         result = hammer(phase, url, traj_id, proc, procs, threads, calls)
+    elif scenario == "relay":
+        result = relay(argv[1], argv[2], argv[3], int(argv[4]))
     else:
         raise SystemExit(f"unknown scenario {scenario!r}")
     print(json.dumps(result))

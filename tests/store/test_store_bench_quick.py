@@ -28,4 +28,7 @@ def test_store_benchmark_quick(redis_url: str, tmp_path: Path) -> None:
     result = json.loads(out.read_text())
     assert result["calls"]["check only"]["round_trips_per_call"] == 1.0
     assert result["calls"]["binds"]["round_trips_per_call"] == 2.0
+    # the finish is posted: a call that binds waits for one round trip, as one that checks
+    assert result["calls"]["binds"]["round_trips_waited_per_call"] == 1.0
+    assert result["calls"]["check only"]["round_trips_waited_per_call"] == 1.0
     assert set(result["calls_per_s"]["redis"]) == {"1", "4", "16"}

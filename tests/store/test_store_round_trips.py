@@ -1,5 +1,7 @@
 """A checked call costs one round trip to check and one to finish, counted on the wire (a
-connection class that counts what it sends), and the record keeps what the issue lists."""
+connection class that counts what it sends); the finish is posted, so the call waits for
+one of them (the store still owes the other's answer when the call returns); and the
+record keeps what the issue lists."""
 
 from __future__ import annotations
 
@@ -43,12 +45,13 @@ def contacts(store: RedisStore) -> tg.Guard:
     return guard
 
 
-def test_a_call_is_two_round_trips(redis_url: str) -> None:
-    guard = contacts(counting_store(redis_url))
+def test_a_call_is_two_round_trips_and_waits_for_one(redis_url: str) -> None:
+    store = counting_store(redis_url)
+    guard = contacts(store)
     with guard.trajectory("rt", user_input="please tell Alex hello") as traj:
-        guard.call("search", {"phone": "1"}, trajectory=traj)  # loads the scripts once
+        guard.call("search", {"phone": "1"}, trajectory=traj)  # a connection: scripts loaded
         guard.call("remove", {"contact_id": "id_8923"}, trajectory=traj)
-        counts = []
+        counts, owed = [], []
         for call in [
             ("search", {"phone": "2"}),
             ("remove", {"contact_id": "id_8923"}),  # stale now: blocked, still 2 trips
@@ -58,11 +61,34 @@ def test_a_call_is_two_round_trips(redis_url: str) -> None:
             before = CountingConnection.sent
             guard.call(*call, trajectory=traj)
             counts.append(CountingConnection.sent - before)
+            owed.append(store.lanes.owed())
         assert counts == [2, 2, 2, 2]
+        # Each returned before its finish was answered: one round trip waited for, not two.
+        assert owed == [1, 1, 1, 1]
         pending = guard.check("search", {"phone": "3"}, trajectory=traj)
         before = CountingConnection.sent
         pending.finish([{"id": "id_1"}])
-        assert CountingConnection.sent - before == 1  # the finish alone
+        assert CountingConnection.sent - before == 1  # the finish alone, posted
+        assert store.lanes.owed() == 1
+
+
+def test_a_failing_call_that_writes_nothing_waits_for_its_finish(redis_url: str) -> None:
+    """No pending step tells the other processes to wait for its failure, so it is sent and
+    answered before the call returns: FED is right wherever the summary is written."""
+    store = counting_store(redis_url)
+    guard = tg.Guard(store=store)
+
+    @guard.tool(refs={"item_id": "item"})
+    def use(item_id: str) -> str:
+        return item_id
+
+    with guard.trajectory("failing") as traj:
+        traj.bind("item", "a")
+        use(item_id="a")  # a connection: scripts loaded
+        before = CountingConnection.sent
+        assert isinstance(guard.call("use", {"item_id": "b"}, trajectory=traj), tg.Rejection)
+        assert CountingConnection.sent - before == 2
+        assert store.lanes.owed() == 0
 
 
 def test_the_record_is_shared(redis_url: str) -> None:

@@ -411,7 +411,9 @@ def start(
                         traj._length += 1
                         step = traj._length
                 else:  # kept in a shared store: step and state in one round trip
-                    step, failed = traj._begin(call_id, guard.fail_open)
+                    step, failed = traj._begin(
+                        call_id, guard.fail_open, tool, guard.observes_outputs
+                    )
                     if failed is not None:  # the store did not answer: admit blocks it
                         call._failures = (failed,)
     call._traj = traj

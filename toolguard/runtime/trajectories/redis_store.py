@@ -1,138 +1,55 @@
 """The trajectory store on Redis (``redis-py``, the ``[redis]`` extra): :class:`RedisStore`.
 
-Per trajectory, two keys sharing one hash tag (one Cluster slot), both expiring after the
-idle timeout, renewed by every round trip:
+Per trajectory, three keys sharing one hash tag (one Cluster slot), expiring after the idle
+timeout since the last round trip:
 
 - ``{prefix}{id}:m`` a hash: ``n`` the largest step taken (T), ``fs``/``fc`` the first
   failure's step and cause, ``c`` when it was first seen (ms), ``cv`` the conversation id,
-  ``y`` the outcome, ``sb`` the bytes of seen values kept, ``r:<call id>`` the steps
-  reserved by call id, ``l:<key>`` the labels, and ``s`` the summary's claim (``HSETNX``:
-  the one process that sets it writes the summary);
+  ``y`` the outcome, ``sb`` the bytes of seen values kept, ``ln`` the log's length,
+  ``r:<call id>`` the steps reserved by call id, ``p:<step>`` the steps whose finish has
+  not landed (``pc`` of them), ``l:<key>`` the labels, ``e`` when the keys' expiry is next
+  renewed, ``w`` until when finishes notify waiters, and ``s`` the summary's claim (the one
+  process that sets it writes the summary);
 - ``{prefix}{id}:l`` the log: every binding, invalidation and value seen, in order
   (``shared.py`` writes and reads it); the seen values are bounded by ``seen_limit`` bytes
   per trajectory (beyond it they are dropped, and the writer says so once), the bindings
-  never.
+  never;
+- ``{prefix}{id}:f`` a short stream a replica waiting for another's finish blocks on.
 
-Every operation is one Lua script: one round trip, atomic (no read-modify-write in Python).
-Every command has a timeout (``timeout`` seconds to connect and to answer) and none is
-retried: a script that takes a step must not run twice.
+Every operation is one Lua script (``redis_scripts.py``): one round trip, atomic (no
+read-modify-write in Python), sent on a connection of the store's own (``redis_lanes.py``).
+A call's finish is posted: written before the call returns, its answer read later. Every
+command has a timeout (``timeout`` seconds to connect and to answer) and none is retried:
+a script that takes a step must not run twice.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import time
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..._extras import install_hint
-from .store import SharedRecord, SharedSummary, Sync, TrajectoryStore, TrajectoryStoreError, redact
+from .redis_lanes import Lanes, Ticket
+from .redis_scripts import PRELUDE, SCRIPTS
+from .store import (
+    Held,
+    Posted,
+    SharedRecord,
+    SharedSummary,
+    Sync,
+    TrajectoryStore,
+    TrajectoryStoreError,
+    redact,
+)
 
 TIMEOUT = 0.5  # seconds: connecting, and each round trip
 SEEN_LIMIT = 4 * 1024 * 1024  # bytes of seen values kept per trajectory
 _TAG_LIMIT = 200  # longer ids (or ids with braces) are keyed by their digest
-
-_PRELUDE = """
-local ttl, cursor, limit, floor = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4]),
-  tonumber(ARGV[5])
-local function raise(step)
-  local n = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')
-  if step > n then redis.call('HSET', KEYS[1], 'n', step) end
-end
-local function fail(step, cause)
-  local fs = redis.call('HGET', KEYS[1], 'fs')
-  if not fs or step < tonumber(fs) then redis.call('HSET', KEYS[1], 'fs', step, 'fc', cause) end
-end
--- the steps the replica took while the store did not answer are never taken again
-if floor > 0 then raise(floor) end
-local function push(from)
-  if #ARGV < from then return 0 end
-  local dropped, seen, added, batch = 0, tonumber(redis.call('HGET', KEYS[1], 'sb') or '0'), 0, {}
-  for i = from, #ARGV do
-    local ev = ARGV[i]
-    local t = string.sub(ev, 1, 1)
-    if t == 't' or t == 'l' then
-      if seen + added + #ev > limit then dropped = dropped + 1
-      else added = added + #ev; batch[#batch + 1] = ev end
-    elseif t == 'f' then
-      local d = cjson.decode(string.sub(ev, 2)); raise(d[2]); fail(d[2], d[3])
-    else batch[#batch + 1] = ev end
-    if #batch >= 1000 then redis.call('RPUSH', KEYS[2], unpack(batch)); batch = {} end
-  end
-  if #batch > 0 then redis.call('RPUSH', KEYS[2], unpack(batch)) end
-  if added > 0 then redis.call('HINCRBY', KEYS[1], 'sb', added) end
-  return dropped
-end
-local function expire()
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-end
-local function tail(dropped)
-  expire()
-  local m = redis.call('HMGET', KEYS[1], 'n', 'fs', 'fc', 's')
-  return {cursor, redis.call('LRANGE', KEYS[2], cursor, -1), tonumber(m[1] or '0'),
-          m[2], m[3], m[4] and 1 or 0, dropped}
-end
-"""
-
-_BEGIN = """
-local step
-if ARGV[7] ~= '' then
-  step = tonumber(ARGV[7]); raise(step)
-  if ARGV[6] ~= '' then redis.call('HDEL', KEYS[1], 'r:' .. ARGV[6]) end
-elseif ARGV[6] ~= '' then
-  local r = redis.call('HGET', KEYS[1], 'r:' .. ARGV[6])
-  if r then step = tonumber(r); redis.call('HDEL', KEYS[1], 'r:' .. ARGV[6]) end
-end
-if not step then
-  step = redis.call('HINCRBY', KEYS[1], 'n', 1)
-  if step == 1 then redis.call('HSETNX', KEYS[1], 'c', ARGV[3]) end
-end
-local out = tail(push(8))
-out[8] = step
-return out
-"""
-
-_RESERVE = """
-redis.call('HSETNX', KEYS[1], 'c', ARGV[3])
-local k, steps = tonumber(ARGV[6]), {}
-for i = 1, k do
-  local id, r = ARGV[6 + i], false
-  if id ~= '' then r = redis.call('HGET', KEYS[1], 'r:' .. id) end
-  if r then steps[i] = tonumber(r)
-  else
-    steps[i] = redis.call('HINCRBY', KEYS[1], 'n', 1)
-    if id ~= '' then redis.call('HSET', KEYS[1], 'r:' .. id, steps[i]) end
-  end
-end
-local out = tail(push(7 + k))
-out[8] = steps
-return out
-"""
-
-_FINISH = """
-if ARGV[7] ~= '' then fail(tonumber(ARGV[6]), ARGV[7]) end
-return tail(push(8))
-"""
-
-_JOIN = """
-redis.call('HSETNX', KEYS[1], 'c', ARGV[3])
-if ARGV[6] ~= '' then redis.call('HSETNX', KEYS[1], 'cv', ARGV[6]) end
-local k = tonumber(ARGV[7])
-for i = 0, k - 1 do redis.call('HSET', KEYS[1], 'l:' .. ARGV[8 + 2 * i], ARGV[9 + 2 * i]) end
-return tail(push(8 + 2 * k))
-"""
-
-_END = """
-local k = tonumber(ARGV[9])
-for i = 0, k - 1 do redis.call('HSET', KEYS[1], 'l:' .. ARGV[10 + 2 * i], ARGV[11 + 2 * i]) end
-push(10 + 2 * k)
-if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'y', ARGV[8]) end
-expire()
-if ARGV[6] ~= '1' or redis.call('HSETNX', KEYS[1], 's', ARGV[7]) == 0 then return {0} end
-return {1, redis.call('HGETALL', KEYS[1])}
-"""
 
 
 class RedisStore(TrajectoryStore):
@@ -185,28 +102,84 @@ class RedisStore(TrajectoryStore):
                 decode_responses=True,
             )
         self.client = client
-        scripts = {"begin": _BEGIN, "reserve": _RESERVE, "finish": _FINISH}
-        scripts |= {"join": _JOIN, "end": _END}
-        self._scripts = {k: client.register_script(_PRELUDE + v) for k, v in scripts.items()}
+        self._sources = {k: PRELUDE + v for k, v in SCRIPTS.items()}
+        self._sha = {
+            k: hashlib.sha1(v.encode("utf-8")).hexdigest() for k, v in self._sources.items()
+        }
+        self._no_script: type[BaseException] = redis.exceptions.NoScriptError
+        self.lanes = Lanes(client.connection_pool, redis.ResponseError)
+        self.lanes.on_connect(self._load)
+        # A process that exits right after a call: its posted finish is read before the
+        # sockets close (a socket closed with an unread answer may be reset, and Redis may
+        # then drop the finish it had not read yet).
+        atexit.register(_settle_at_exit, weakref.ref(self.lanes))
 
-    def record(self, trajectory_id: str) -> SharedRecord:
-        return RedisRecord(self, trajectory_id)
+    def _load(self, conn: Any) -> None:
+        """Every script loaded on a new connection, in one round trip (a restarted server
+        has none)."""
+        conn.send_packed_command(
+            conn.pack_commands([("SCRIPT", "LOAD", v) for v in self._sources.values()]), False
+        )
+        for _ in self._sources:
+            conn.read_response()
+
+    def record(self, trajectory_id: str, token: str = "") -> SharedRecord:
+        return RedisRecord(self, trajectory_id, token)
 
     def run(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        """One script, one round trip (after the first, which loads it)."""
+        """One script, one round trip."""
+        command = ("EVALSHA", self._sha[script], len(keys), *keys, *args)
         try:
-            return self._scripts[script](keys=keys, args=args)
+            try:
+                return self.lanes.call([command])[0]
+            except self._no_script:  # flushed since the connection loaded them: not run
+                return self.lanes.call([("SCRIPT", "LOAD", self._sources[script]), command])[1]
         except self._errors as exc:
             raise TrajectoryStoreError(f"{type(exc).__name__}: {exc}") from exc
+
+    def wait_then(
+        self,
+        stream: str,
+        mark: str,
+        seconds: float,
+        script: str,
+        keys: Sequence[str],
+        args: Sequence[Any],
+    ) -> Any:
+        """Block in Redis until an entry after ``mark`` lands in ``stream`` (or ``seconds``
+        pass), then run ``script``: one round trip (the connection's next command runs
+        once the blocking read returns)."""
+        block = max(1, int(seconds * 1000))
+        commands = [
+            ("XREAD", "BLOCK", block, "COUNT", 1, "STREAMS", stream, mark),
+            ("EVALSHA", self._sha[script], len(keys), *keys, *args),
+        ]
+        try:
+            return self.lanes.call(commands, timeout=seconds + self.timeout)[1]
+        except self._errors as exc:
+            raise TrajectoryStoreError(f"{type(exc).__name__}: {exc}") from exc
+
+    def post(
+        self,
+        script: str,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        done: Callable[[Any, BaseException | None], None],
+    ) -> Ticket:
+        """Write one script now; ``done(reply, error)`` hears its answer when it is read."""
+        command = ("EVALSHA", self._sha[script], len(keys), *keys, *args)
+        return self.lanes.post(command, done)
 
     def keys(self, trajectory_id: str) -> list[str]:
         tag = trajectory_id
         if len(tag) > _TAG_LIMIT or "{" in tag or "}" in tag:
             tag = "sha256:" + hashlib.sha256(tag.encode("utf-8", "surrogatepass")).hexdigest()
         base = f"{self.prefix}{{{tag}}}"
-        return [f"{base}:m", f"{base}:l"]
+        return [f"{base}:m", f"{base}:l", f"{base}:f"]
 
     def close(self) -> None:
+        """Read the answers still owed, then let the connections go."""
+        self.lanes.close()
         with contextlib.suppress(*self._errors):
             self.client.close()
 
@@ -215,21 +188,35 @@ class RedisStore(TrajectoryStore):
 
 
 class RedisRecord:
-    """One trajectory's record in a :class:`RedisStore` (the ``SharedRecord`` of store.py)."""
+    """One trajectory's record in a :class:`RedisStore` (the ``SharedRecord`` of store.py),
+    as the replica ``token`` writes it."""
 
-    __slots__ = ("_keys", "_store")
+    __slots__ = ("_keys", "_store", "_token")
 
-    def __init__(self, store: RedisStore, trajectory_id: str) -> None:
+    def __init__(self, store: RedisStore, trajectory_id: str, token: str) -> None:
         self._store = store
         self._keys = store.keys(trajectory_id)
+        self._token = token
 
     @property
     def store_name(self) -> str:
         return self._store.name
 
+    @property
+    def wait_timeout(self) -> float:
+        return self._store.timeout
+
     def _args(self, cursor: int, floor: int) -> list[Any]:
         store = self._store
-        return [store.ttl_ms, cursor, time.time_ns() // 1_000_000, store.seen_limit, floor]
+        return [
+            store.ttl_ms,
+            cursor,
+            time.time_ns() // 1_000_000,
+            store.seen_limit,
+            floor,
+            self._token,
+            int(store.timeout * 1000),
+        ]
 
     def join(
         self,
@@ -244,12 +231,18 @@ class RedisRecord:
         return _sync(self._store.run("join", self._keys, args))
 
     def begin(
-        self, cursor: int, floor: int, call_id: str | None, given: int | None, events: Sequence[str]
+        self,
+        cursor: int,
+        floor: int,
+        call_id: str | None,
+        given: int | None,
+        flags: str,
+        events: Sequence[str],
     ) -> tuple[int, Sync]:
         given_arg = "" if given is None else given
-        args = [*self._args(cursor, floor), call_id or "", given_arg, *events]
+        args = [*self._args(cursor, floor), call_id or "", given_arg, flags, *events]
         reply = self._store.run("begin", self._keys, args)
-        return int(reply[7]), _sync(reply)
+        return int(reply[10]), _sync(reply)
 
     def reserve(
         self, cursor: int, floor: int, call_ids: Sequence[str | None], events: Sequence[str]
@@ -257,14 +250,32 @@ class RedisRecord:
         ids = [c or "" for c in call_ids]
         args = [*self._args(cursor, floor), len(ids), *ids, *events]
         reply = self._store.run("reserve", self._keys, args)
-        return [int(s) for s in reply[7]], _sync(reply)
+        return [int(s) for s in reply[10]], _sync(reply)
 
-    def finish(
-        self, cursor: int, floor: int, step: int | None, cause: str | None, events: Sequence[str]
-    ) -> Sync:
-        step_arg = "" if step is None else step
-        args = [*self._args(cursor, floor), step_arg, cause or "", *events]
-        return _sync(self._store.run("finish", self._keys, args))
+    def sync(self, cursor: int, floor: int, events: Sequence[str]) -> Sync:
+        return _sync(self._store.run("sync", self._keys, [*self._args(cursor, floor), *events]))
+
+    def wait(self, cursor: int, floor: int, mark: str, seconds: float) -> Sync:
+        args = self._args(cursor, floor)
+        return _sync(self._store.wait_then(self._keys[2], mark, seconds, "sync", self._keys, args))
+
+    def post(
+        self,
+        floor: int,
+        events: Sequence[str],
+        done: Callable[[int, TrajectoryStoreError | None], None],
+    ) -> Posted:
+        def answered(reply: Any, error: BaseException | None) -> None:
+            if error is None:
+                done(int(reply), None)
+            else:
+                done(0, TrajectoryStoreError(f"{type(error).__name__}: {error}"))
+
+        return self._store.post("finish", self._keys, [*self._args(0, floor), *events], answered)
+
+    def settle(self, posted: Posted) -> None:
+        assert isinstance(posted, Ticket)
+        self._store.lanes.settle(posted)
 
     def end(
         self,
@@ -274,7 +285,8 @@ class RedisRecord:
         success: bool | None,
         labels: Mapping[str, str],
         events: Sequence[str],
-    ) -> SharedSummary | None:
+        hold: bool,
+    ) -> SharedSummary | Held | None:
         outcome = "" if success is None else ("1" if success else "0")
         flat = [x for item in labels.items() for x in item]
         args = [
@@ -282,11 +294,14 @@ class RedisRecord:
             "1" if claim else "0",
             owner,
             outcome,
+            "1" if hold else "0",
             len(labels),
             *flat,
             *events,
         ]
         reply = self._store.run("end", self._keys, args)
+        if reply[0] == 2:
+            return Held(_pending(reply[1]), str(reply[2]))
         if not reply[0]:
             return None
         pairs = reply[1]
@@ -302,8 +317,19 @@ class RedisRecord:
         )
 
 
+def _settle_at_exit(lanes: weakref.ref[Lanes]) -> None:
+    alive = lanes()
+    if alive is not None:
+        with contextlib.suppress(Exception):
+            alive.settle_all()
+
+
+def _pending(flat: Sequence[Any]) -> tuple[tuple[int, str], ...]:
+    return tuple((int(flat[i]), str(flat[i + 1])) for i in range(0, len(flat), 2))
+
+
 def _sync(reply: Sequence[Any]) -> Sync:
-    start, entries, length, fs, fc, claimed, dropped = reply[:7]
+    start, entries, length, fs, fc, claimed, dropped, end, pending, mark = reply[:10]
     return Sync(
         start=int(start),
         entries=entries,
@@ -311,4 +337,7 @@ def _sync(reply: Sequence[Any]) -> Sync:
         first_error=(int(fs), str(fc)) if fs is not None else None,
         claimed=bool(claimed),
         dropped=int(dropped),
+        end=int(end),
+        pending=_pending(pending) if pending else (),
+        mark=str(mark),
     )

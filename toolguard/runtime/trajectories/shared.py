@@ -9,7 +9,21 @@ record, kept up to date by the round trips a call makes anyway:
   the checks run;
 - finish (the call's verdict is recorded: ``_verdicts.append``, whether ``_Call._finish``
   appends a valid call's verdict inline or ``Trajectory._record`` does): what the call
-  produced, invalidated and saw, its first failure if any, and the events written since.
+  produced, invalidated and saw, and its first failure if any, *posted*: written to the
+  store before the call returns, its answer read later, so the call waits for one round
+  trip, not two.
+
+Posting the finish opens a window: another process may check its next call before this
+finish lands. So a call that may write registers its step as pending when it begins, and
+its finish clears it; a begin reports the steps other replicas have pending. A call whose
+dependency or information check would fail while such steps are pending waits for them
+(a blocking read in the store, bounded by the store's timeout) and is checked again; a
+call with references waits the same way for a pending step that may invalidate. A
+failing call that registered nothing sends its finish and waits for it (FED must be
+right wherever the summary is written). A posted finish that fails is logged with the
+trajectory id and its events are sent again with the next round trip that works; a
+trajectory's end reads its posted finishes' answers first, and the process that claims
+the summary waits for the others' pending steps, so T and FED count them.
 
 What this process's own calls produce is applied to the replica at once and written to the
 store with the call's finish; events carry their writer's token, so a replica never applies
@@ -19,13 +33,14 @@ process to end it writes it, with T and FED from the shared record; the others w
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import threading
+import time
 import uuid
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind, Tracer
@@ -33,16 +48,43 @@ from opentelemetry.trace import SpanKind, Tracer
 from ... import _contract as contract
 from ..._errors import UsageError
 from ..verdict import NAME_LIMIT, Failure, shorten_text
-from .bindings import Bindings
+from .bindings import Binding, Bindings
 from .leaves import add_leaves
 from .registry import TrajectoryRegistry
-from .store import MemoryStore, SharedRecord, Sync, TrajectoryStore, TrajectoryStoreError
+from .shared_events import (  # noqa: F401  (the value encoding, as tests/runtime imports it)
+    _UNSHARABLE,
+    Finishing,
+    SharedBindings,
+    decode,
+    pending_flags,
+)
+from .shared_events import decode as _decode  # noqa: F401
+from .shared_events import encode as _encode  # noqa: F401
+from .store import (
+    Held,
+    MemoryStore,
+    Posted,
+    SharedRecord,
+    SharedSummary,
+    Sync,
+    TrajectoryStore,
+    TrajectoryStoreError,
+)
 from .trajectory import Trajectory
+
+if TYPE_CHECKING:
+    from ..tools.tool import Tool
 
 logger = logging.getLogger("toolguard")
 
 STORE_CHECK = "dependency.trajectory_store"  # the check a call fails when the store is down
 _SCALARS = (str, int, float, bool)
+Pending = tuple[tuple[int, str], ...]
+# The steps other replicas had pending when this context's last call began, and where a
+# wait for their finishes starts: (the trajectory, those steps, the mark).
+_waiting: ContextVar[tuple[SharedTrajectory, Pending, str] | None] = ContextVar(
+    "toolguard_store_waiting", default=None
+)
 
 
 def open_trajectory(
@@ -73,21 +115,25 @@ def open_trajectory(
     if type(store) is MemoryStore:
         return Trajectory(id, **options)
     traj_id = id if id is not None else uuid.uuid4().hex
-    record = store.record(traj_id)
+    token = uuid.uuid4().hex[:12]  # this replica's mark on the events and steps it writes
+    record = store.record(traj_id, token)
     if record is None:
         return Trajectory(traj_id, **options)
-    return SharedTrajectory(traj_id, record=record, **options)
+    return SharedTrajectory(traj_id, record=record, token=token, **options)
 
 
 class SharedTrajectory(Trajectory):
     """A :class:`Trajectory` kept in a shared store (module docstring). Made by the guard
     (``Guard(store=...).trajectory(...)``), never directly."""
 
-    def __init__(self, id: str, *, record: SharedRecord, **options: Any) -> None:
+    def __init__(self, id: str, *, record: SharedRecord, token: str, **options: Any) -> None:
         # Set before Trajectory.__init__, which observes the user input.
         self._store = record
-        self._token = uuid.uuid4().hex[:12]  # this replica's mark on the events it writes
+        self._token = token  # this replica's mark on the events and steps it writes
         self._outbox: list[str] = []
+        self._posted: list[Posted] = []  # finishes written whose answer is not read yet
+        self._registered: set[int] = set()  # steps begun as pending: their finish clears them
+        self._abandoned: set[int] = set()  # others' pending steps waited for in vain
         self._out_lock = threading.Lock()
         self._sync_lock = threading.Lock()
         self._cursor = 0  # log entries [0, cursor) are applied
@@ -99,17 +145,22 @@ class SharedTrajectory(Trajectory):
         self._warned: set[str] = set()
         super().__init__(id, **options)
         self._shared = True
-        self._bindings = _SharedBindings(self)
-        self._verdicts = _Finishing(self)
+        self._bindings = SharedBindings(self)
+        self._verdicts = Finishing(self)
 
     # -- steps ---------------------------------------------------------------------------
-    def _begin(self, call_id: str | None, fail_open: bool) -> tuple[int, Failure | None]:
+    def _begin(
+        self, call_id: str | None, fail_open: bool, tool: Tool | None = None, observes: bool = False
+    ) -> tuple[int, Failure | None]:
         """A call's step and the replica brought up to date, in one round trip; when the
-        store does not answer, a provisional step and (failing closed) the call's failure."""
+        store does not answer, a provisional step and (failing closed) the call's failure.
+        ``tool`` and ``observes`` (the guard records what results show) say whether the
+        call may write: then its step is pending until its finish lands."""
         given = self._given.pop(call_id, None) if call_id is not None and self._given else None
+        flags = pending_flags(tool, observes)
         events, floor = self._take_outbox(), self._floor
         try:
-            step, sync = self._store.begin(self._cursor, floor, call_id, given, events)
+            step, sync = self._store.begin(self._cursor, floor, call_id, given, flags, events)
         except TrajectoryStoreError as exc:
             self._put_back(events)
             with self._lock:
@@ -118,6 +169,16 @@ class SharedTrajectory(Trajectory):
                 self._floor = self._length
             return step, self._unavailable(exc, fail_open, step)
         self._apply(sync, floor)
+        if flags:
+            self._registered.add(step)
+        pending = self._others(sync.pending)
+        if pending:
+            _waiting.set((self, pending, sync.mark))
+            if tool is not None and (tool.refs or tool.ref_paths):
+                # a reference checked live here may be invalidated by a finish in flight
+                self._wait_for(lambda: True, invalidating=True)
+        elif _waiting.get() is not None:
+            _waiting.set(None)
         if sync.claimed and "claimed" not in self._warned:
             self._warned.add("claimed")
             logger.warning(
@@ -127,6 +188,52 @@ class SharedTrajectory(Trajectory):
                 self._shown_id,
             )
         return step, None
+
+    def _others(self, pending: Pending) -> Pending:
+        if not pending or not self._abandoned:
+            return pending
+        return tuple(p for p in pending if p[0] not in self._abandoned)
+
+    def _wait_for(self, ok: Callable[[], bool], invalidating: bool = False) -> bool:
+        """Wait for the steps other replicas had pending when this context's call began
+        (only those that may invalidate, with ``invalidating``) until ``ok()`` or none is
+        left: blocking reads in the store, bounded by its timeout. The answer of ``ok()``."""
+        waiting = _waiting.get()
+        if waiting is None or waiting[0] is not self:
+            return False
+        _, pending, mark = waiting
+        steps = {s for s, f in pending if not invalidating or "i" in f}
+        if not steps:
+            return ok()
+        bound = self._store.wait_timeout
+        deadline = time.monotonic() + bound
+        while steps:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._abandoned.update(steps)
+                logger.warning(
+                    "toolguard: trajectory %r: steps %s of other processes did not finish "
+                    "within %.3g s; checked without them",
+                    self._shown_id,
+                    sorted(steps),
+                    bound,
+                )
+                break
+            floor = self._floor
+            try:
+                sync = self._store.wait(self._cursor, floor, mark, left)
+            except TrajectoryStoreError as exc:
+                self._log_store(exc, "waiting for other processes' steps")
+                break
+            self._apply(sync, floor)
+            mark = sync.mark or mark
+            now = {s for s, _ in sync.pending}
+            steps &= now
+            pending = tuple(p for p in pending if p[0] in now)
+            if not invalidating and ok():
+                break
+        _waiting.set((self, pending, mark) if pending else None)
+        return ok()
 
     def _take_step(self, call_id: str | None) -> int:
         # Not reached from the call path (which asks _begin, and its failure, itself).
@@ -171,18 +278,50 @@ class SharedTrajectory(Trajectory):
     # -- finishing a call ----------------------------------------------------------------
     def _finish_call(self, step: int, failures: list[Failure]) -> None:
         cause = (failures[0].cause or "") if failures else None
-        if cause is None and not self._outbox:
-            return  # a valid call that bound and saw nothing: nothing to tell the store
-        events, floor = self._take_outbox(), self._floor
-        try:
-            sync = self._store.finish(self._cursor, floor, step, cause, events)
-        except TrajectoryStoreError as exc:
-            self._put_back(events)
-            if cause is not None:
-                self._outbox_failure(step, cause)
-            self._log_store(exc, f"recording step {step}")
+        registered = step in self._registered
+        if registered:
+            self._registered.discard(step)
+        elif cause is None:
+            if not self._outbox:
+                return  # a valid call that bound and saw nothing: nothing to tell the store
+        else:
+            # No pending step tells the others to wait for this failure: sent and answered
+            # before the call returns (FED must be right wherever the summary is written).
+            self._outbox_failure(step, cause)
+            self._push(f"recording step {step}")
             return
-        self._apply(sync, floor)
+        if cause is not None:
+            self._outbox_failure(step, cause)
+        if registered:
+            self._out(f"d{step}")
+        events, floor = self._take_outbox(), self._floor
+        if not events:
+            return
+
+        def done(dropped: int, error: TrajectoryStoreError | None) -> None:
+            if error is not None:
+                self._put_back(events)
+                self._log_store(error, f"recording step {step}")
+            elif dropped:
+                self._warn_dropped()
+
+        posted = self._store.post(floor, events, done)
+        with self._out_lock:
+            self._posted = [p for p in self._posted if not p.done]
+            if not posted.done:
+                self._posted.append(posted)
+
+    def _settle(self) -> None:
+        """Read the answers of this replica's posted finishes (their errors put their events
+        back in the outbox)."""
+        with self._out_lock:
+            posted, self._posted = self._posted, []
+        for p in posted:
+            if not p.done:
+                try:
+                    self._store.settle(p)
+                except Exception:  # never raised into the caller; the answer is logged
+                    logger.exception("toolguard: trajectory %r: reading the store", self.id)
 
     def _outbox_failure(self, step: int, cause: str) -> None:
         """A first failure the store did not get: sent with the next round trip that works."""
@@ -200,6 +339,25 @@ class SharedTrajectory(Trajectory):
             self._seen.update(leaves)
             self._out(f"l{json.dumps([self._token, leaves])}")
 
+    def lookup(self, kind: str, value: Any) -> Binding | None:
+        """As :meth:`Trajectory.lookup`; a value not live here while other processes' steps
+        are pending is looked up again once they land (``_wait_for``)."""
+        binding = self._bindings.lookup(kind, value)
+        if (
+            (binding is None or not binding.live)
+            and _waiting.get() is not None
+            and self._wait_for(lambda: _live(self._bindings.lookup(kind, value)))
+        ):
+            return self._bindings.lookup(kind, value)
+        return binding
+
+    def has_seen(self, value: Any) -> bool:
+        if Trajectory.has_seen(self, value):
+            return True
+        if _waiting.get() is None:
+            return False
+        return self._wait_for(lambda: Trajectory.has_seen(self, value))
+
     def bind(self, kind: str, value: Any, *, source: str = "user", shown: bool = True) -> None:
         Trajectory.bind(self, kind, value, source=source, shown=shown)
         if self._started:  # made known to the other processes now, not at the next call
@@ -208,7 +366,7 @@ class SharedTrajectory(Trajectory):
     def _push(self, what: str) -> None:
         events, floor = self._take_outbox(), self._floor
         try:
-            sync = self._store.finish(self._cursor, floor, None, None, events)
+            sync = self._store.sync(self._cursor, floor, events)
         except TrajectoryStoreError as exc:
             self._put_back(events)
             self._log_store(exc, what)
@@ -233,11 +391,11 @@ class SharedTrajectory(Trajectory):
         return self
 
     def _write_summary(self, exc: BaseException | None) -> None:
-        events, floor = self._take_outbox(), self._floor
+        self._settle()  # what this replica's calls wrote has landed (or is back in the outbox)
         try:
             # As in memory, a trajectory never started writes no summary.
             claim = self.writes_summary and self._started
-            summary = self._store.end(floor, claim, self._token, self.success, self.labels, events)
+            summary = self._claim(claim)
         except TrajectoryStoreError as err:
             logger.error(
                 "toolguard: trajectory %r: its summary could not be claimed in the trajectory "
@@ -276,6 +434,35 @@ class SharedTrajectory(Trajectory):
             return
         self._end_summary(span, exc)
 
+    def _claim(self, claim: bool) -> SharedSummary | None:
+        """End the trajectory in the store and, with ``claim``, claim its summary once the
+        steps other replicas have pending have landed (or the store's timeout passed)."""
+        store = self._store
+        hold = claim
+        deadline = time.monotonic() + store.wait_timeout
+        while True:
+            events, floor = self._take_outbox(), self._floor
+            try:
+                answer = store.end(
+                    floor, claim, self._token, self.success, self.labels, events, hold
+                )
+            except TrajectoryStoreError:
+                self._put_back(events)
+                raise
+            if not isinstance(answer, Held):
+                return answer
+            left = deadline - time.monotonic()
+            if left > 0:
+                self._apply(store.wait(self._cursor, self._floor, answer.mark, left), self._floor)
+                continue
+            hold = False
+            logger.warning(
+                "toolguard: trajectory %r: steps %s of other processes had not finished "
+                "when its summary was claimed",
+                self._shown_id,
+                [s for s, _ in answer.pending],
+            )
+
     # -- the replica -----------------------------------------------------------------------
     def _out(self, event: str) -> None:
         with self._out_lock:
@@ -302,7 +489,9 @@ class SharedTrajectory(Trajectory):
                 self._floor = 0
             skip = self._cursor - sync.start
             entries = sync.entries[skip:] if skip > 0 else sync.entries
-            self._cursor = max(self._cursor, sync.start + len(sync.entries))
+            # past the entries this replica wrote in the same round trip (not sent back)
+            end = sync.end if sync.end is not None else sync.start + len(sync.entries)
+            self._cursor = max(self._cursor, end)
             for entry in entries:
                 try:
                     kind, data = entry[0], json.loads(entry[1:])
@@ -315,7 +504,11 @@ class SharedTrajectory(Trajectory):
                 if sync.first_error is not None:
                     self._first_error = sync.first_error
             self._claimed = self._claimed or sync.claimed
-        if sync.dropped and "dropped" not in self._warned:
+        if sync.dropped:
+            self._warn_dropped()
+
+    def _warn_dropped(self) -> None:
+        if "dropped" not in self._warned:
             self._warned.add("dropped")
             logger.warning(
                 "toolguard: trajectory %r: the trajectory store keeps no more of what it has "
@@ -328,7 +521,7 @@ class SharedTrajectory(Trajectory):
         base = Bindings
         if kind == "p":
             _, name, values, source, step, shown = data
-            decoded = [_decode(v) for v in values]
+            decoded = [decode(v) for v in values]
             if shown:
                 base.produce_all(self._bindings, name, decoded, source, step)
             else:
@@ -336,7 +529,7 @@ class SharedTrajectory(Trajectory):
                     base.produce(self._bindings, name, value, source, step, False)
         elif kind == "i":
             _, name, value, by = data
-            base.invalidate(self._bindings, name, _decode(value), by)
+            base.invalidate(self._bindings, name, decode(value), by)
         elif kind == "t":
             Trajectory.observe(self, data[1])
         elif kind == "l":
@@ -389,93 +582,5 @@ class SharedTrajectory(Trajectory):
         return shorten_text(self.id, NAME_LIMIT)
 
 
-class _SharedBindings(Bindings):
-    """The replica's bindings: what this process's calls bind is applied here at once and
-    sent to the store (as events) with the call's finish."""
-
-    __slots__ = ("_traj",)
-
-    def __init__(self, traj: SharedTrajectory) -> None:
-        super().__init__()
-        self._traj = traj
-
-    def produce(
-        self, kind: str, value: Any, source: str, step: int | None, shown: bool = True
-    ) -> None:
-        super().produce(kind, value, source, step, shown)
-        self._send(kind, [value], source, step, shown)
-
-    def produce_all(self, kind: str, values: list[Any], source: str, step: int | None) -> None:
-        super().produce_all(kind, values, source, step)
-        self._send(kind, values, source, step, True)
-
-    def invalidate(self, kind: str, value: Any, by: str) -> None:
-        super().invalidate(kind, value, by)
-        encoded = _encode(value)
-        if encoded is not _UNSHARABLE:
-            traj = self._traj
-            traj._out(f"i{json.dumps([traj._token, kind, encoded, by])}")
-
-    def _send(
-        self, kind: str, values: list[Any], source: str, step: int | None, shown: bool
-    ) -> None:
-        traj = self._traj
-        encoded = [e for e in map(_encode, values) if e is not _UNSHARABLE]
-        if len(encoded) < sum(v is not None for v in values) and "value" not in traj._warned:
-            traj._warned.add("value")
-            logger.warning(
-                "toolguard: trajectory %r: a %s value that is no str, int, float, bool, bytes "
-                "or tuple of them is bound in this process only (the store keeps JSON)",
-                traj._shown_id,
-                kind,
-            )
-        if encoded:
-            traj._out(f"p{json.dumps([traj._token, kind, encoded, source, step, shown])}")
-
-
-class _Finishing(list[tuple[int, str, str, list[Failure], str | None]]):
-    """The replica's verdicts. Every call's verdict is appended here exactly once, when the
-    call closes (inline in ``_Call._finish`` for a valid call, by ``Trajectory._record``
-    otherwise): for a shared trajectory that append is the call's finish round trip."""
-
-    __slots__ = ("_traj",)
-
-    def __init__(self, traj: SharedTrajectory) -> None:
-        super().__init__()
-        self._traj = traj
-
-    def append(self, entry: tuple[int, str, str, list[Failure], str | None]) -> None:
-        super().append(entry)
-        self._traj._finish_call(entry[0], entry[3])
-
-
-_UNSHARABLE: Any = object()
-
-
-def _encode(value: Any) -> Any:
-    """A bound value as JSON that decodes to an equal value of the same type."""
-    kind = type(value)
-    if kind is str or kind is bool or kind is int:
-        return value
-    if kind is float:
-        return (
-            value
-            if value == value and value not in (float("inf"), float("-inf"))
-            else {"f": repr(value)}
-        )
-    if kind is bytes:
-        return {"b": base64.b64encode(value).decode("ascii")}
-    if kind is tuple:
-        items = [_encode(v) for v in value]
-        return _UNSHARABLE if any(i is _UNSHARABLE for i in items) else {"t": items}
-    return _UNSHARABLE
-
-
-def _decode(value: Any) -> Any:
-    if type(value) is dict:
-        if "b" in value:
-            return base64.b64decode(value["b"])
-        if "t" in value:
-            return tuple(_decode(v) for v in value["t"])
-        return float(value["f"])
-    return value
+def _live(binding: Binding | None) -> bool:
+    return binding is not None and binding.live

@@ -18,7 +18,7 @@ call (docs/deployment.md).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -35,7 +35,11 @@ class TrajectoryStoreError(ToolGuardError):
 class Sync:
     """What a round trip brought back: the record's log entries from ``start`` on (each an
     event another process or this one wrote), the record's T, its first failure and whether
-    its summary was claimed; ``dropped``: seen values the store refused (over its bound)."""
+    its summary was claimed; ``dropped``: seen values the store refused (over its bound);
+    ``end``: the log's length after the round trip (entries this replica wrote in it are
+    not sent back); ``pending``: the steps other replicas took whose finish has not landed
+    (step, flags: ``w`` may write, ``i`` may invalidate), and ``mark``, where a wait for
+    the next finish starts."""
 
     start: int
     entries: Sequence[str]
@@ -43,6 +47,9 @@ class Sync:
     first_error: tuple[int, str] | None
     claimed: bool
     dropped: int = 0
+    end: int | None = None
+    pending: tuple[tuple[int, str], ...] = ()
+    mark: str = ""
 
 
 @dataclass(slots=True, frozen=True)
@@ -57,16 +64,39 @@ class SharedSummary:
     created_ns: int | None
 
 
+@dataclass(slots=True, frozen=True)
+class Held:
+    """``end(hold=True)`` did not claim the summary: other replicas' steps are pending (their
+    finishes carry what T and FED need); wait from ``mark`` and ask again."""
+
+    pending: tuple[tuple[int, str], ...]
+    mark: str
+
+
+class Posted(Protocol):
+    """A finish written to the store whose answer has not been read (``SharedRecord.post``)."""
+
+    @property
+    def done(self) -> bool: ...
+
+
 class SharedRecord(Protocol):
     """One trajectory's record in a shared store. ``events`` are encoded by ``shared.py``:
     a type character then JSON (``p`` produced, ``i`` invalidated, ``t`` a text seen, ``l``
-    the leaves of a result seen); the store keeps them in order and bounds the seen ones.
-    Each method is one atomic round trip and raises :class:`TrajectoryStoreError`.
-    ``cursor``: the log entries the replica has applied; ``floor``: the largest step it knows
-    (T is raised to it: steps taken while the store did not answer are never taken again)."""
+    the leaves of a result seen, ``f`` a failure) or a step (``d``: that step's finish); the
+    store keeps them in order and bounds the seen ones. Each method is one atomic round trip
+    and raises :class:`TrajectoryStoreError`, but :meth:`post`, which does not wait for its
+    answer (the callback hears it, an error included). ``cursor``: the log entries the
+    replica has applied; ``floor``: the largest step it knows (T is raised to it: steps
+    taken while the store did not answer are never taken again). ``flags`` of a step
+    (``begin``): empty, or ``w`` (its finish may write) and ``i`` (it may invalidate): such
+    a step is pending until its ``d`` event lands."""
 
     @property
     def store_name(self) -> str: ...
+
+    @property
+    def wait_timeout(self) -> float: ...
 
     def join(
         self,
@@ -78,16 +108,31 @@ class SharedRecord(Protocol):
     ) -> Sync: ...
 
     def begin(
-        self, cursor: int, floor: int, call_id: str | None, given: int | None, events: Sequence[str]
+        self,
+        cursor: int,
+        floor: int,
+        call_id: str | None,
+        given: int | None,
+        flags: str,
+        events: Sequence[str],
     ) -> tuple[int, Sync]: ...
 
     def reserve(
         self, cursor: int, floor: int, call_ids: Sequence[str | None], events: Sequence[str]
     ) -> tuple[list[int], Sync]: ...
 
-    def finish(
-        self, cursor: int, floor: int, step: int | None, cause: str | None, events: Sequence[str]
-    ) -> Sync: ...
+    def sync(self, cursor: int, floor: int, events: Sequence[str]) -> Sync: ...
+
+    def wait(self, cursor: int, floor: int, mark: str, seconds: float) -> Sync: ...
+
+    def post(
+        self,
+        floor: int,
+        events: Sequence[str],
+        done: Callable[[int, TrajectoryStoreError | None], None],
+    ) -> Posted: ...
+
+    def settle(self, posted: Posted) -> None: ...
 
     def end(
         self,
@@ -97,7 +142,8 @@ class SharedRecord(Protocol):
         success: bool | None,
         labels: Mapping[str, str],
         events: Sequence[str],
-    ) -> SharedSummary | None: ...
+        hold: bool,
+    ) -> SharedSummary | Held | None: ...
 
 
 class TrajectoryStore:
@@ -107,8 +153,9 @@ class TrajectoryStore:
 
     name = MEMORY
 
-    def record(self, trajectory_id: str) -> SharedRecord | None:
-        """The shared record of ``trajectory_id``; None: kept in this process only."""
+    def record(self, trajectory_id: str, token: str = "") -> SharedRecord | None:
+        """The shared record of ``trajectory_id`` as the replica ``token`` writes it; None:
+        kept in this process only."""
         return None
 
     def close(self) -> None:

@@ -162,9 +162,12 @@ class Trajectory:
             self._length += 1
             return self._length
 
-    def _begin(self, call_id: str | None, fail_open: bool) -> tuple[int, Failure | None]:
+    def _begin(
+        self, call_id: str | None, fail_open: bool, tool: Any = None, observes: bool = False
+    ) -> tuple[int, Failure | None]:
         """A call's step, and the failure of a store that did not answer: a trajectory kept
-        in a shared store overrides this (shared.py); in memory nothing can fail."""
+        in a shared store overrides this (shared.py: ``tool`` and ``observes`` say whether
+        the call may write); in memory nothing can fail."""
         return self._take_step(call_id), None
 
     def _record(

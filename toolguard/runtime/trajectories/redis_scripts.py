@@ -1,0 +1,196 @@
+"""The Redis store's Lua scripts: each operation on a trajectory's record is one of them, one
+round trip, atomic (``redis_store.py`` says what the keys hold).
+
+Every script reads the record's hash with one ``HMGET`` and writes it with one ``HSET``, so
+a call's step costs Redis two commands in the common case (the step, nothing new in the
+log, no step pending elsewhere). Common arguments: ``ARGV[1..7]`` = idle timeout (ms), the
+replica's log cursor, now (ms), the seen-value bound (bytes), the replica's floor, its
+token, and how long a waiter may wait (ms); each script's own follow, events last.
+
+Pending steps: a call that may write (bind, invalidate, see) registers its step as
+``p:<step>`` = token .. flags when it begins; its finish (event ``d<step>``, posted: the
+call does not wait for it) clears it. A round trip reports the steps other replicas have
+pending, and the id of the last entry of the finish stream (``KEYS[3]``), from which a
+waiter blocks (``XREAD``) until the next finish lands; finishes append to that stream only
+while someone may be waiting (``w``: until when).
+"""
+
+from __future__ import annotations
+
+PRELUDE = """
+local ttl, cursor, now, limit, floor, token, waitms = tonumber(ARGV[1]), tonumber(ARGV[2]),
+  tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
+local M, L, F = KEYS[1], KEYS[2], KEYS[3]
+local h = redis.call('HMGET', M, 'n', 'fs', 'fc', 's', 'e', 'ln', 'sb', 'w', 'pc')
+local n, fs, fc = tonumber(h[1]) or 0, tonumber(h[2]), h[3]
+local claimed, deadline, ln = h[4] and 1 or 0, tonumber(h[5]) or 0, tonumber(h[6]) or 0
+local sb, watched, pc = tonumber(h[7]) or 0, tonumber(h[8]) or 0, tonumber(h[9]) or 0
+local set, dropped, notify, fresh = {}, 0, false, false
+local function raise(step) if step > n then n = step; set['n'] = n end end
+local function fail(step, cause)
+  if not fs or step < fs then fs = step; fc = cause; set['fs'] = step; set['fc'] = cause end
+end
+-- the steps the replica took while the store did not answer are never taken again
+if floor > 0 then raise(floor) end
+local function append(batch)
+  if ln == 0 then fresh = true end
+  redis.call('RPUSH', L, unpack(batch)); ln = ln + #batch; set['ln'] = ln
+end
+local function push(from)
+  local batch, added = {}, 0
+  for i = from, #ARGV do
+    local ev = ARGV[i]
+    local t = string.sub(ev, 1, 1)
+    if t == 't' or t == 'l' then
+      if sb + added + #ev > limit then dropped = dropped + 1
+      else added = added + #ev; batch[#batch + 1] = ev end
+    elseif t == 'd' then
+      if redis.call('HDEL', M, 'p:' .. string.sub(ev, 2)) == 1 then
+        pc = math.max(pc - 1, 0); set['pc'] = pc; notify = true
+      end
+    elseif t == 'f' then
+      local d = cjson.decode(string.sub(ev, 2)); raise(d[2]); fail(d[2], d[3])
+    else batch[#batch + 1] = ev end
+    if #batch >= 1000 then append(batch); batch = {} end
+  end
+  if #batch > 0 then append(batch) end
+  if added > 0 then sb = sb + added; set['sb'] = sb end
+end
+-- other replicas' pending steps (step, flags, ...) and the finish stream's mark
+local function others()
+  local out = {}
+  if pc == 0 then return out, '' end
+  local all, k = redis.call('HGETALL', M), #token
+  for i = 1, #all, 2 do
+    local f = all[i]
+    if string.sub(f, 1, 2) == 'p:' and string.sub(all[i + 1], 1, k) ~= token then
+      out[#out + 1] = string.sub(f, 3); out[#out + 1] = string.sub(all[i + 1], k + 1)
+    end
+  end
+  if #out == 0 then return out, '' end
+  set['w'] = now + math.max(10000, 2 * waitms)  -- finishes notify while a waiter may wait
+  local last = redis.call('XREVRANGE', F, '+', '-', 'COUNT', 1)
+  return out, (last[1] and last[1][1]) or '0-0'
+end
+-- write the hash once; renew the keys' expiry once they have used up their slack
+local function close()
+  local slack = math.floor(ttl / 64) + 1
+  local renew = deadline - now < ttl
+  if renew then deadline = now + ttl + slack; set['e'] = deadline end
+  local flat = {}
+  for k, v in pairs(set) do flat[#flat + 1] = k; flat[#flat + 1] = v end
+  if #flat > 0 then redis.call('HSET', M, unpack(flat)) end
+  if notify and watched > now then
+    redis.call('XADD', F, 'MAXLEN', '64', '*', 'd', '1')
+    redis.call('PEXPIRE', F, deadline - now)
+  end
+  if renew then
+    redis.call('PEXPIRE', M, deadline - now)
+    redis.call('PEXPIRE', L, deadline - now)
+    redis.call('PEXPIRE', F, deadline - now)
+  elseif fresh then redis.call('PEXPIRE', L, deadline - now) end
+end
+-- the log entries since the replica's cursor, read before this script appended its own
+local function since(before)
+  if before > cursor then return redis.call('LRANGE', L, cursor, before - 1) end
+  return {}
+end
+"""
+
+BEGIN = """
+local before, step = ln, nil
+if ARGV[9] ~= '' then
+  step = tonumber(ARGV[9]); raise(step)
+  if ARGV[8] ~= '' then redis.call('HDEL', M, 'r:' .. ARGV[8]) end
+elseif ARGV[8] ~= '' then
+  local r = redis.call('HGET', M, 'r:' .. ARGV[8])
+  if r then step = tonumber(r); redis.call('HDEL', M, 'r:' .. ARGV[8]) end
+end
+if not step then
+  n = n + 1; step = n; set['n'] = n
+  if step == 1 then redis.call('HSETNX', M, 'c', ARGV[3]) end
+end
+local pending, mark = others()
+if ARGV[10] ~= '' then set['p:' .. step] = token .. ARGV[10]; pc = pc + 1; set['pc'] = pc end
+push(11)
+local entries = since(before)
+close()
+return {cursor, entries, n, fs or false, fc or false, claimed, dropped, ln, pending, mark, step}
+"""
+
+SYNC = """
+local before = ln
+push(8)
+local pending, mark = others()
+local entries = since(before)
+close()
+return {cursor, entries, n, fs or false, fc or false, claimed, dropped, ln, pending, mark}
+"""
+
+FINISH = """
+push(8)
+close()
+return dropped
+"""
+
+RESERVE = """
+local before = ln
+redis.call('HSETNX', M, 'c', ARGV[3])
+local k, steps = tonumber(ARGV[8]), {}
+for i = 1, k do
+  local id, r = ARGV[8 + i], false
+  if id ~= '' then r = redis.call('HGET', M, 'r:' .. id) end
+  if r then steps[i] = tonumber(r)
+  else
+    n = n + 1; steps[i] = n; set['n'] = n
+    if id ~= '' then set['r:' .. id] = n end
+  end
+end
+push(9 + k)
+local entries = since(before)
+close()
+return {cursor, entries, n, fs or false, fc or false, claimed, dropped, ln, {}, '', steps}
+"""
+
+JOIN = """
+local before = ln
+redis.call('HSETNX', M, 'c', ARGV[3])
+if ARGV[8] ~= '' then redis.call('HSETNX', M, 'cv', ARGV[8]) end
+local k = tonumber(ARGV[9])
+for i = 0, k - 1 do set['l:' .. ARGV[10 + 2 * i]] = ARGV[11 + 2 * i] end
+push(10 + 2 * k)
+local entries = since(before)
+close()
+return {cursor, entries, n, fs or false, fc or false, claimed, dropped, ln, {}, ''}
+"""
+
+# ARGV[8] claim ('1'), [9] owner, [10] outcome, [11] hold ('1': not while others' steps are
+# pending: answer {2, pending, mark} instead), [12] label count, labels, events.
+END = """
+local k = tonumber(ARGV[12])
+for i = 0, k - 1 do set['l:' .. ARGV[13 + 2 * i]] = ARGV[14 + 2 * i] end
+push(13 + 2 * k)
+if ARGV[10] ~= '' then set['y'] = ARGV[10] end
+local out = {0}
+if ARGV[8] == '1' then
+  local pending, mark = {}, ''
+  if ARGV[11] == '1' then pending, mark = others() end
+  if #pending > 0 then out = {2, pending, mark}
+  elseif claimed == 0 then
+    set['s'] = ARGV[9]; claimed = 1
+    close()
+    return {1, redis.call('HGETALL', M)}
+  end
+end
+close()
+return out
+"""
+
+SCRIPTS = {
+    "begin": BEGIN,
+    "sync": SYNC,
+    "finish": FINISH,
+    "reserve": RESERVE,
+    "join": JOIN,
+    "end": END,
+}
