@@ -152,6 +152,7 @@ class ToolGuardMiddleware(ToolCallGuard):
             declare_tools=declare_tools,
             messages_key=messages_key,
         )
+        self.calls.keep_raw = True  # its runs bind what the history's results hold
         self.labels = {str(k): str(v) for k, v in (labels or {}).items()}
         self.success = success
         # The trajectories this middleware opened, by key: looked up on every call, which the
