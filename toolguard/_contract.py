@@ -64,6 +64,12 @@ META_STEP: Final = "toolguard/step"
 META_CALL_ID: Final = "toolguard/call_id"
 
 
+# Version 1.1: a span of another tracer naming the trajectory its trace belongs to, read by
+# --cost only (docs/protocol.md section 6.8). LangSmith's OTel mode exports a run's metadata
+# under "langsmith.metadata."; the LangChain adapter names the trajectory there.
+LANGSMITH_TRAJECTORY_ID: Final = "langsmith.metadata.toolguard.trajectory.id"
+
+
 def call_span_name(tool_name: str) -> str:
     return f"{OPERATION_EXECUTE_TOOL} {tool_name}"
 

@@ -10,13 +10,16 @@ them, the agent itself still untraced). Two ways to add the guard are measured:
 - ``ToolCallGuard``: the per-call wrapper alone, the caller opening the trajectory
   (``with guard.trajectory(task_id): agent.invoke(...)``, as an evaluation harness does).
 
-Prints, per way, the median time of one run (wall and CPU: all threads of this process; on a
-shared machine CPU time is the steadier) and the ratio with / without. ``--reference`` adds
-two no-op middlewares, to tell LangChain's cost of having such a middleware at all from the
-guard's own: one with only ``wrap_tool_call``, one that also has the two episode hooks.
+Each is measured beside its **framework bound**: a middleware that does nothing, with the
+same hooks (LangChain wraps every ``wrap_*`` hook of a middleware in a LangSmith
+``traceable``, and LangGraph runs each episode hook as one more step of its loop, whatever
+the hook does). Prints, per way, the median time of one run (wall and CPU: all threads of
+this process; on a shared machine CPU time is the steadier), its ratio with / without, its
+bound's ratio, and the guard's own share (ratio / bound ratio): what the guard adds beyond
+what LangChain charges for any such middleware.
 
     python adapters/langchain/bench.py [--rounds 200] [--runs 3] [--turns 1] [--async]
-                                       [--reference] [--traced]
+                                       [--traced]
 
 A run: a search, then ``--turns`` turns of two parallel look-ups whose ids come from the
 search (so the dependency check does real work), then the final answer.
@@ -77,6 +80,8 @@ class NoopCalls(AgentMiddleware):  # type: ignore[type-arg]
 
 
 class NoopEpisodes(NoopCalls):
+    """The hooks ToolGuardMiddleware has, doing nothing."""
+
     def before_agent(self, state: Any, runtime: Any) -> None:
         return None
 
@@ -88,6 +93,16 @@ class NoopEpisodes(NoopCalls):
 
     async def aafter_agent(self, state: Any, runtime: Any) -> None:
         return None
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        return handler(request)
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        return await handler(request)
+
+
+# Each guard arm, and the do-nothing middleware with its hooks: its framework bound.
+BOUNDS = {"ToolGuardMiddleware": "no-op, its hooks", "ToolCallGuard": "no-op wrap_tool_call"}
 
 
 def _call(name: str, args: dict[str, Any], id: str) -> dict[str, Any]:
@@ -131,10 +146,10 @@ def agent(turns: int, middleware: list[Any]) -> Any:
     return create_agent(model, [search_contacts, get_contact], middleware=middleware)
 
 
-def runners(turns: int, use_async: bool, reference: bool) -> dict[str, Callable[[], Any]]:
+def runners(turns: int, use_async: bool) -> dict[str, Callable[[], Any]]:
     plain = agent(turns, [])
-    noops = {"no-op wrap_tool_call": NoopCalls(), "no-op + episode hooks": NoopEpisodes()}
-    references = {name: agent(turns, [m]) for name, m in noops.items()} if reference else {}
+    noops = {"no-op wrap_tool_call": NoopCalls(), "no-op, its hooks": NoopEpisodes()}
+    references = {name: agent(turns, [m]) for name, m in noops.items()}
     per_run_guard = guard()
     per_run = agent(turns, [ToolGuardMiddleware(per_run_guard, labels={"bench": "langchain"})])
     caller_guard = guard()
@@ -182,14 +197,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="agent runs per way per round")
     parser.add_argument("--turns", type=int, default=1, help="turns of two parallel calls")
     parser.add_argument("--async", dest="use_async", action="store_true", help="ainvoke")
-    parser.add_argument("--reference", action="store_true", help="add no-op middlewares")
     parser.add_argument("--traced", action="store_true", help="the guard's spans recorded")
     args = parser.parse_args()
     if args.traced:
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(Dropped()))
         TRACED.append(provider)
-    ways = runners(args.turns, args.use_async, args.reference)
+    ways = runners(args.turns, args.use_async)
     for name, run in ways.items():
         out = run()
         assert out["messages"][-1].content == "Alice and Bob.", (name, out)
@@ -213,17 +227,18 @@ def main() -> None:
         f"{args.rounds} interleaved rounds of {args.runs} runs"
     )
     for clock, index in (("wall", 0), ("cpu", 1)):
-        base = statistics.median(t[index] for t in times["without"])
+        median = {k: statistics.median(t[index] for t in v) for k, v in times.items()}
+        base = median["without"]
         print(f"  {clock}: without the guard {base * 1e3:.3f} ms per run")
-        for name in ways:
-            if name == "without":
-                continue
-            with_ = statistics.median(t[index] for t in times[name])
+        for name, bound in BOUNDS.items():
+            ratio, bound_ratio = median[name] / base, median[bound] / base
             print(
-                f"    {name:22s} {with_ * 1e3:8.3f} ms  ratio {with_ / base:.3f}  "
-                f"(+{(with_ - base) / calls * 1e6:.0f} us per tool call)"
+                f"    {name:20s} {median[name] * 1e3:8.3f} ms  ratio {ratio:.3f}  "
+                f"(+{(median[name] - base) / calls * 1e6:.0f} us per tool call); "
+                f"its bound ({bound}) {bound_ratio:.3f}; the guard's share "
+                f"{ratio / bound_ratio:.3f}"
             )
-    print("  target: ratio <= 1.05")
+    print("  target: ratio <= 1.05 (where the bound alone exceeds it, the bound is what bounds it)")
 
 
 if __name__ == "__main__":

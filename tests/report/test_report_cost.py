@@ -252,3 +252,75 @@ def test_cost_reads_openinference_token_counts(write_lines: Writer, tmp_path: Pa
     assert json.dumps(python_report([rows], ["model"], cost=True)) == json.dumps(want)
     got = sql_report(RUN, load([path], tmp_path), by=["model"], cost=True)
     assert json.dumps(got) == json.dumps(want)
+
+
+JOINED = "langsmith.metadata.toolguard.trajectory.id"  # docs/protocol.md section 6.8
+L1, L2, L3, L4, L5 = "a1" * 16, "a2" * 16, "a3" * 16, "a4" * 16, "a5" * 16
+
+
+def langsmith_run(trace: str, tid: str) -> Any:
+    """A span of LangSmith's OTel mode for a run whose metadata names the trajectory."""
+    return span({"langsmith.span.kind": "chain", JOINED: tid}, trace=trace, name="LangGraph")
+
+
+def joined_cohort() -> list[dict[str, Any]]:
+    return [
+        export(
+            timed(call("a", 1, trace=T1), 0, 1_000_000),
+            summary("a", 1, 2, success=True, labels={"model": "x"}, trace=T1),
+        ),
+        # LangSmith's trace of a's run: joined to a by its run's span, in any order.
+        export(model(L1, 10, 3), model(L1, "20", "4")),
+        export(langsmith_run(L1, "a")),
+        export(
+            timed(call("b", 1, trace=T2), 0, 2_000_000),
+            summary("b", 1, 2, success=False, labels={"model": "x"}, trace=T2),
+            model(T2, 5, 1),  # b's own trace has a model span too: both count
+        ),
+        export(langsmith_run(L2, "b"), model(L2, 7, 2)),
+        # A trace naming two trajectories, and one naming b but holding a call span of c:
+        # attributed to none.
+        export(
+            langsmith_run(L3, "a"),
+            langsmith_run(L3, "b"),
+            model(L3, 1000, 1000),
+        ),
+        export(
+            timed(call("c", 1, trace=L4), 0, 3_000_000),
+            summary("c", 1, 2, labels={"model": "y"}, trace=L4),
+            langsmith_run(L4, "b"),
+            model(L4, 1000, 1000),
+        ),
+        # An empty name joins nothing: a trace of no trajectory, not counted at all.
+        export(langsmith_run(L5, ""), model(L5, 1000, 1000)),
+    ]
+
+
+def test_cost_joins_a_trace_that_names_its_trajectory(write_lines: Writer, tmp_path: Path) -> None:
+    path = write_lines(joined_cohort())
+    records, stats = read_records([str(path)], cost=True)
+    report = build_report(records, by=["model"], warnings=read_warnings(stats), cost=True)
+    x, y = (g["cost"] for g in report["groups"])
+    # a: 10 + 20 in, 3 + 4 out (its LangSmith trace); b: 5 + 7 in, 1 + 2 out (both traces).
+    assert x["n_with_tokens"] == 2
+    assert (x["mean_input_tokens"], x["mean_output_tokens"]) == ((30 + 12) / 2, (7 + 3) / 2)
+    # The joined traces add no call span: the tool time is the call spans' alone.
+    assert x["mean_tool_ms"] == (1_000_000 + 2_000_000) / 2 / 1e6
+    assert y["n_with_tokens"] == 0 and y["mean_tool_ms"] == 3.0
+    assert "cost_unattributed_spans: 2 model-call spans" in " ".join(report["warnings"])
+    # The reliability figures do not depend on the joined spans.
+    plain = build_report(read_records([str(path)])[0], by=["model"])
+    assert [{k: v for k, v in g.items() if k != "cost"} for g in report["groups"]] == plain[
+        "groups"
+    ]
+
+    pytest.importorskip("chdb", reason="chdb (embedded ClickHouse) comes with the dev extra")
+    from chdb_engine import RUN, load, python_report, to_rows
+
+    from toolguard.report.clickhouse import sql_report
+
+    want = python_report([path], ["model"], cost=True)
+    rows = to_rows([path], tmp_path / "rows.jsonl")
+    assert json.dumps(python_report([rows], ["model"], cost=True)) == json.dumps(want)
+    got = sql_report(RUN, load([path], tmp_path), by=["model"], cost=True)
+    assert json.dumps(got) == json.dumps(want)

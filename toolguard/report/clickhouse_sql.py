@@ -99,11 +99,11 @@ def report_query(
     ranks = "[" + ", ".join(_lit(c) for c in A.CAUSES) + "]"
     keys = "[" + ", ".join(_hex(k) for k in by) + "]" if by else "CAST([], 'Array(String)')"
     user = f"({where})" if where and where.strip() else "1"
+    joined = _lit(A.LANGSMITH_TRAJECTORY_ID)
     wanted = f"mapContains(SpanAttributes, {tid})"
     if cost:
-        wanted += "".join(
-            f" OR mapContains(SpanAttributes, {key})" for key in (inp, out, alt_in, alt_out)
-        )
+        keys_read = (inp, out, alt_in, alt_out, joined)
+        wanted += "".join(f" OR mapContains(SpanAttributes, {key})" for key in keys_read)
     limit = max_length
     # Where a span id is kept apart: summaries always, call spans only for their durations.
     kept = "kind = 's' OR kind = 'c'" if cost else "kind = 's'"
@@ -131,7 +131,7 @@ WITH raw AS (
         a[{s_cause}] AS s_cause_s,
         arrayFilter(kv -> startsWith(kv.1, {prefix}),
             arrayZip(CAST(mapKeys(a), 'Array(String)'), mapValues(a))) AS label_kvs
-        {cost_columns(inp, out, alt_in, alt_out) if cost else ""}
+        {cost_columns(inp, out, alt_in, alt_out, joined) if cost else ""}
     FROM {quote_table(table)}
     WHERE ({wanted}) AND {user}
 ),
@@ -350,11 +350,13 @@ def _missing_ids(keys: int) -> str:
     return "[" + ", ".join(parts) + "]" if parts else "CAST([], 'Array(Array(String))')"
 
 
-def cost_columns(inp: str, out: str, alt_in: str, alt_out: str) -> str:
+def cost_columns(inp: str, out: str, alt_in: str, alt_out: str, joined: str) -> str:
     """A span's two token counts: the ``gen_ai.usage`` key where the span has it, else
-    OpenInference's (``alt_in`` / ``alt_out``), as cost.py reads them."""
+    OpenInference's (``alt_in`` / ``alt_out``), as cost.py reads them; and the trajectory
+    another tracer's span names for its trace (``joined``: docs/protocol.md section 6.8)."""
     return f""",
         Duration AS dur,
+        a[{joined}] AS joined_tid,
         mapContains(a, {inp}) OR mapContains(a, {alt_in}) AS has_in,
         mapContains(a, {out}) OR mapContains(a, {alt_out}) AS has_out,
         if(mapContains(a, {inp}), a[{inp}], a[{alt_in}]) AS in_s,
@@ -366,13 +368,19 @@ def cost_columns(inp: str, out: str, alt_in: str, alt_out: str) -> str:
 
 
 def cost_ctes() -> str:
-    """Which trajectory each trace belongs to (none when it holds spans of several), and the
-    model spans, de-duplicated by (trace id, span id): a token count is valid when some copy
-    holds digits, invalid when a copy holds something else and none holds digits."""
+    """Which trajectory each trace belongs to, by its toolguard spans and by other tracers'
+    spans naming one (none when it holds or names several), and the model spans,
+    de-duplicated by (trace id, span id): a token count is valid when some copy holds
+    digits, invalid when a copy holds something else and none holds digits."""
     return """
 owners AS (
-    SELECT trace_id, uniqExact(tid) AS n_tids, any(tid) AS owner
-    FROM spans WHERE ok GROUP BY trace_id
+    SELECT trace_id, uniqExact(o) AS n_tids, any(o) AS owner
+    FROM (
+        SELECT trace_id, tid AS o FROM spans WHERE ok
+        UNION ALL
+        SELECT trace_id, joined_tid AS o FROM spans WHERE joined_tid != ''
+    )
+    GROUP BY trace_id
 ),
 model AS (
     SELECT trace_id, span_id,

@@ -8,8 +8,11 @@ mean time spent in tool calls, per trajectory (docs/protocol.md section 7, ``cos
   ``llm.token_count.prompt`` / ``llm.token_count.completion`` instead: each is read where the
   span has no ``gen_ai.usage`` key for the same count (a span carrying both is counted once).
 - It belongs to the trajectory whose toolguard spans (call spans or summary span) share its
-  trace id. A trace holding spans of several trajectories attributes nothing: its model spans
-  are counted in a warning (``cost_unattributed_spans``), never guessed.
+  trace id, or whose id a span of its trace names in ``langsmith.metadata.toolguard.
+  trajectory.id`` (a tracer that makes its spans after the fact, LangSmith's OTel mode: its
+  trace is joined to the trajectory; docs/protocol.md section 6.8). A trace holding spans of
+  (or naming) several trajectories attributes nothing: its model spans are counted in a
+  warning (``cost_unattributed_spans``), never guessed.
 - Spans are de-duplicated by (trace id, span id), like every other span; copies of one span
   that disagree take the largest valid count (the largest duration for call spans), so the
   order of reading never matters.
@@ -117,6 +120,7 @@ def cost_warnings(unattributed: int, invalid: int) -> list[str]:
 
 
 _TID, _STEP, _LEN = A.TRAJECTORY_ID, A.STEP, A.TRAJECTORY_LENGTH
+_JOINED = A.LANGSMITH_TRAJECTORY_ID
 
 
 def _token(value: object) -> int | None:
@@ -213,6 +217,11 @@ class CostCollector:
                                 key = (tid, trace, ident)
                                 if dur > odd.get(key, -1):
                                     odd[key] = dur
+                    jv = d.get(_JOINED)
+                    if isinstance(jv, dict):  # another tracer's span naming its trajectory
+                        named = jv.get("stringValue")
+                        if isinstance(named, str) and named:
+                            owners[trace] = named if owners.get(trace, named) == named else None
                     iv, ov = d.get(USAGE_INPUT), d.get(USAGE_OUTPUT)
                     if iv is None:
                         iv = d.get(PROMPT_TOKENS)

@@ -29,7 +29,7 @@ class ScriptedModel(GenericFakeChatModel):
 
     received: list[list[BaseMessage]] = Field(default_factory=list)
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedModel:  # type: ignore[override]
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedModel:
         return self
 
     def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
@@ -66,10 +66,10 @@ class Spans:
 
     def steps(self) -> dict[str, Any]:
         """call id -> (step, tool, decision, cause)."""
-        out = {}
+        out: dict[str, Any] = {}
         for span in self.calls():
             a = span.attributes or {}
-            out[a.get("gen_ai.tool.call.id")] = (
+            out[str(a.get("gen_ai.tool.call.id"))] = (
                 a.get("toolguard.step"),
                 a.get("gen_ai.tool.name"),
                 a.get("toolguard.decision"),

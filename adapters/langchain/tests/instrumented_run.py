@@ -5,7 +5,7 @@ environment variables and the global tracer provider). Prints, per instrumentati
 what test_instrumentations.py checks, as JSON:
 
     python instrumented_run.py OUT_DIR none openinference traceloop
-    python instrumented_run.py OUT_DIR langsmith
+    python instrumented_run.py OUT_DIR langsmith [legacy]
 
 The run: two parallel calls of ``ping`` (executed), a call of ``fetch`` whose token no call
 produced (blocked: dependency), a call of ``boom`` (executed; it fails, answered with an error
@@ -36,7 +36,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from toolguard_langchain import ToolGuardMiddleware, declare_tool
+from toolguard_langchain import ToolCallGuard, ToolGuardMiddleware, declare_tool
 
 
 class ListModel(FakeMessagesListChatModel):
@@ -93,13 +93,23 @@ def instrumentor(which: str) -> Any:
     return None
 
 
-def agent_run(guard: tg.Guard, mode: str, *, around: bool) -> None:
+def agent_run(guard: tg.Guard, mode: str, *, how: str = "own") -> None:
+    """``own``: the middleware's own trajectory; ``around``: the caller's, current where the
+    agent is invoked; ``given``: ``ToolCallGuard(trajectory=...)``, opened but not current."""
     declare_tool(guard, fetch, refs={"token": "token"})
-    agent = create_agent(model(), [ping, fetch, boom], middleware=[ToolGuardMiddleware(guard)])
+    given = guard.trajectory("given") if how == "given" else None
+    middleware: Any = (
+        ToolGuardMiddleware(guard) if given is None else ToolCallGuard(guard, trajectory=given)
+    )
+    agent = create_agent(model(), [ping, fetch, boom], middleware=[middleware])
     inputs = {"messages": [("user", "ping twice, then fetch")]}
-    if around:  # the caller's trajectory, current where the agent is invoked
+    if how == "around":
         with guard.trajectory("around"):
             _invoke(agent, inputs, mode)
+    elif given is not None:
+        given.start()
+        _invoke(agent, inputs, mode)
+        given.end()
     else:
         _invoke(agent, inputs, mode)
 
@@ -135,10 +145,27 @@ def summary(finished: list[ReadableSpan], path: Path) -> dict[str, Any]:
                     "ns": (s.end_time or 0) - (s.start_time or 0),
                 }
             )
+    joined = "langsmith.metadata.toolguard.trajectory.id"  # docs/protocol.md section 6.8
     records, _ = read_records([str(path)], cost=True)
     report = build_report(records, cost=True)["overall"]
     return {
         "traces": len({s.context.trace_id for s in finished}),
+        "trajectory_ids": sorted(r.trajectory_id for r in records),
+        # The trajectories other tracers' spans name, per trace
+        "joined": sorted(
+            {
+                (f"{s.context.trace_id:032x}", str((s.attributes or {})[joined]))
+                for s in finished
+                if joined in (s.attributes or {})
+            }
+        ),
+        "guard_traces": sorted(
+            {
+                f"{s.context.trace_id:032x}"
+                for s in finished
+                if s.instrumentation_scope and s.instrumentation_scope.name == "toolguard"
+            }
+        ),
         "tool_spans": tool_spans,
         "trajectories": sorted((r.length, r.fed) for r in records),
         "ter": report["ter"],
@@ -174,7 +201,7 @@ def one_run(which: str, mode: str, out: Path, recorder: Recorder) -> dict[str, A
     if instrumented is not None:
         instrumented.instrument(tracer_provider=recorder.provider)
     try:
-        agent_run(tg.Guard(tracer_provider=recorder.provider), mode, around=False)
+        agent_run(tg.Guard(tracer_provider=recorder.provider), mode)
     finally:
         if instrumented is not None:
             instrumented.uninstrument()
@@ -198,22 +225,29 @@ class _Switch(SpanExporter):
         return self.file.export(spans)
 
 
-def langsmith_runs(out: Path) -> dict[str, Any]:
+def langsmith_runs(out: Path, *, legacy: bool = False) -> dict[str, Any]:
     """LangSmith's OTel mode: its tracer turns the runs into OTel spans on the global tracer
-    provider, in a background thread, with nothing sent anywhere else (``otel`` mode)."""
-    os.environ.update(LANGSMITH_TRACING="true", LANGSMITH_TRACING_MODE="otel")
+    provider (set before its client is made: else it installs an OTLP exporter of its own),
+    in a background thread, with nothing sent anywhere else (``otel`` mode; ``legacy``: the
+    older spelling ``LANGSMITH_OTEL_ENABLED`` + ``LANGSMITH_OTEL_ONLY``, the own run only)."""
+    if legacy:
+        os.environ.update(
+            LANGSMITH_TRACING="true", LANGSMITH_OTEL_ENABLED="true", LANGSMITH_OTEL_ONLY="true"
+        )
+    else:
+        os.environ.update(LANGSMITH_TRACING="true", LANGSMITH_TRACING_MODE="otel")
     from langchain_core.tracers.langchain import wait_for_all_tracers
     from opentelemetry import trace
 
     recorder = Recorder()
     trace.set_tracer_provider(recorder.provider)  # LangSmith's exporter takes the global one
     runs = {}
-    for around in (False, True):
-        for mode in ("sync", "async"):
-            name = f"langsmith {mode}{' around' if around else ''}"
+    for how in ("own",) if legacy else ("own", "around", "given"):
+        for mode in ("sync",) if legacy else ("sync", "async"):
+            name = f"langsmith {mode}{'' if how == 'own' else ' ' + how}"
             path = out / f"{name.replace(' ', '-')}.jsonl"
             recorder.start(path)
-            agent_run(tg.Guard(), mode, around=around)
+            agent_run(tg.Guard(), mode, how=how)
             wait_for_all_tracers()  # LangSmith's spans are made in its background thread
             runs[name] = recorder.summary(path)
     return runs
@@ -221,8 +255,8 @@ def langsmith_runs(out: Path) -> dict[str, Any]:
 
 if __name__ == "__main__":
     out = Path(sys.argv[1])
-    if sys.argv[2:] == ["langsmith"]:
-        result = langsmith_runs(out)
+    if sys.argv[2:3] == ["langsmith"]:
+        result = langsmith_runs(out, legacy=sys.argv[3:] == ["legacy"])
     else:
         recorder = Recorder()
         result = {

@@ -10,8 +10,10 @@ packages: Traceloop's ``opentelemetry-instrumentation-langchain``, OpenInference
 - LangSmith's makes its spans in a background thread after the fact: nothing to write onto,
   so its tool spans stay a second span per executed call. Its root span is parented on the
   span current when the agent is invoked: with the middleware's own trajectory (opened later,
-  in ``before_agent``) its spans are a trace of their own and ``--cost`` finds no tokens;
-  with the trajectory opened around the call, the run is one trace.
+  in ``before_agent``) or one given to ``ToolCallGuard`` its spans are a trace of their own,
+  which names the trajectory (the adapter puts its id in LangSmith's run metadata), so
+  ``--cost`` still counts its tokens; with the trajectory opened around the call, the run is
+  one trace.
 
 In every case the trajectory's figures (T, FED, TER) are those of the same run without an
 instrumentation. Each package runs in a process of its own (instrumented_run.py)."""
@@ -104,8 +106,9 @@ def test_langsmith_otel_mode(instrumented: dict[str, Any], tmp_path: Path) -> No
     got = runs(tmp_path, "langsmith")
     for mode in ("sync", "async"):
         plain = instrumented[f"none {mode}"]
-        for name in (f"langsmith {mode}", f"langsmith {mode} around"):
-            run = got[name]
+        for how in ("", " around", " given"):
+            run = got[f"langsmith {mode}{how}"]
+            name = f"{mode}{how}"
             assert figures(run) == figures(plain), name
             calls = by_call(run)
             # The guard's three call spans, and LangSmith's own tool span of each executed
@@ -115,10 +118,28 @@ def test_langsmith_otel_mode(instrumented: dict[str, Any], tmp_path: Path) -> No
                 ours, theirs = sorted(calls[call_id], key=lambda s: s["scope"] != "toolguard")
                 assert (ours["scope"], ours["step"]) == ("toolguard", step)
                 assert (theirs["scope"], theirs["step"]) == ("langsmith", None)
-        own, around = got[f"langsmith {mode}"], got[f"langsmith {mode} around"]
-        # The middleware's own trajectory opens after LangSmith's root span took its parent:
-        # two traces, and no tokens attributed (the README says so).
-        assert own["traces"] == 2 and own["cost"]["n_with_tokens"] == 0
+            # LangSmith's trace names the run's trajectory (its run's metadata), so --cost
+            # counts its model spans' tokens for it: 4 model turns of 10 in, 3 out.
+            (tid,) = run["trajectory_ids"]
+            assert {t for _, t in run["joined"]} == {tid}, name
+            assert {k: run["cost"][k] for k in TOKENS} == TOKENS, name
+        own, around, given = (got[f"langsmith {mode}{how}"] for how in ("", " around", " given"))
+        # The middleware's own trajectory opens after LangSmith's root span took its parent,
+        # and a trajectory given to ToolCallGuard is not current where the agent is invoked:
+        # LangSmith's spans are a trace of their own, joined by the trajectory id it names.
+        for run in (own, given):
+            assert run["traces"] == 2
+            ((theirs, _),) = run["joined"]
+            assert run["guard_traces"] != [theirs]
         # Opened around the call, the trajectory is the root's parent: one trace.
         assert around["traces"] == 1
-        assert {k: around["cost"][k] for k in TOKENS} == TOKENS
+
+
+def test_langsmith_otel_mode_legacy_variables(tmp_path: Path) -> None:
+    """LANGSMITH_OTEL_ENABLED + LANGSMITH_OTEL_ONLY, the older spelling of the same mode."""
+    pytest.importorskip("langsmith", reason="LangChain's own dependency")
+    run = runs(tmp_path, "langsmith", "legacy")["langsmith sync"]
+    assert figures(run) == ([[4, 3]], 0.0, 3.0)
+    assert run["traces"] == 2
+    assert {t for _, t in run["joined"]} == set(run["trajectory_ids"])
+    assert {k: run["cost"][k] for k in TOKENS} == TOKENS

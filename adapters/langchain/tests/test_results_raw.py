@@ -8,13 +8,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import json
 from typing import Any
 
 import pytest
 import toolguard as tg
 from conftest import PHONE, Spans, call, scripted, turn
 from langchain.agents import create_agent
+from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackManagerForToolRun
 from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, tool
 from pydantic import BaseModel
 
@@ -125,3 +128,49 @@ def test_a_tool_keeps_its_state_on_the_object_the_user_holds(spans: Spans) -> No
     agent = create_agent(model, [counting], middleware=[ToolGuardMiddleware(guard)])
     agent.invoke({"messages": [("user", "count twice")]})
     assert counting.calls == 2
+
+
+class NoArgs(BaseModel):
+    pass
+
+
+class ConfiguredTool(BaseTool):
+    """Asks LangChain for its run manager and the run's config: LangChain reads the running
+    copy's signature and type hints to pass them (the copy answers both as the tool would)."""
+
+    name: str = "configured"
+    description: str = "Report what LangChain passed."
+    # Without one, LangChain's tool_call_schema lists `config` as a required argument.
+    args_schema: type[BaseModel] = NoArgs
+
+    def _run(
+        self,
+        config: RunnableConfig,
+        run_manager: CallbackManagerForToolRun | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        return {"run_manager": type(run_manager).__name__, "tag": config["metadata"]["tag"]}
+
+    async def _arun(
+        self,
+        config: RunnableConfig,
+        run_manager: AsyncCallbackManagerForToolRun | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        return {"run_manager": type(run_manager).__name__, "tag": config["metadata"]["tag"]}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_running_copy_gets_run_manager_and_config(mode: str, spans: Spans) -> None:
+    configured = ConfiguredTool()
+    guard = tg.Guard(tracer_provider=spans.provider)
+    model = scripted(turn(call("configured", {}, "k1")), "done")
+    agent = create_agent(model, [configured], middleware=[ToolGuardMiddleware(guard)])
+    inputs = {"messages": [("user", "go")]}
+    config: RunnableConfig = {"metadata": {"tag": "t-7"}}
+    run = agent.ainvoke(inputs, config) if mode == "async" else None
+    out = asyncio.run(run) if run is not None else agent.invoke(inputs, config)
+    (answer,) = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    manager = "AsyncCallbackManagerForToolRun" if mode == "async" else "CallbackManagerForToolRun"
+    assert json.loads(answer.content) == {"run_manager": manager, "tag": "t-7"}
+    assert spans.steps()["k1"] == (1, "configured", "allowed", None)

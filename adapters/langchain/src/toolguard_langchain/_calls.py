@@ -51,31 +51,21 @@ class GuardedCalls:
         self.known = known
         self.ledger = ledger
         self.raw = RawResults()  # for the next runs of a conversation (_history.py)
+        self.keep_raw = False  # set where those runs bind their history (the middleware)
         self._warned: set[str] = set()
         self._unwrapped: dict[int, tuple[BaseTool | None, BaseTool | None]] = {}
 
     def run(self, request: ToolCallRequest, handler: Handler, traj: tg.Trajectory | None) -> Any:
-        call = request.tool_call
-        name, call_id = call["name"], call.get("id")
         traced = _traced(self.guard)
         with active(self.guard, traj, traced):
-            if traj is not None and call_id:
-                self.ledger.account(traj, request.state, call_id)
-            tool = request.tool
-            if tool is None and not self.known.knows(name):
+            started = self._start(request, traj, traced)
+            if started is None:
                 answer = handler(request)
-                self._framework_answered(name, call_id, answer, traj)
+                self._framework_answered(request, answer, traj)
                 return answer
-            if tool is not None:
-                self.known.ensure(tool)
-            span = self._span(name) if traced else None
-            pending = self.guard.check(
-                name, call.get("args"), call_id=call_id, trajectory=traj, span=span
-            )
+            span, pending = started
             if pending.rejection is not None:
-                if span is not None:
-                    span.close()
-                return rejection_message(pending.rejection, call)
+                return rejection_message(pending.rejection, request.tool_call)
             try:
                 request = self._plain(request)
                 with pending:
@@ -84,15 +74,12 @@ class GuardedCalls:
                     try:
                         answer = handler(request)
                     except GraphBubbleUp as exc:
-                        _bubbled(pending, exc, traj, call_id)
+                        _bubbled(pending, exc, traj, request.tool_call.get("id"))
                         raise
                     finally:
                         release(kept)
                         _inside.reset(inside)
-                    result, error = outcome(answer, call_id, raw, request.tool)
-                    pending.finish(result, error=error)
-                    if raw and call_id:
-                        self.raw.keep(call_id, name, raw[-1], message_content(answer, call_id))
+                    self._finish(pending, request, answer, raw)
             finally:
                 if span is not None:
                     span.close()  # after the verdict: the span ends with it
@@ -101,27 +88,16 @@ class GuardedCalls:
     async def arun(
         self, request: ToolCallRequest, handler: AsyncHandler, traj: tg.Trajectory | None
     ) -> Any:
-        call = request.tool_call
-        name, call_id = call["name"], call.get("id")
         traced = _traced(self.guard)
         with active(self.guard, traj, traced):
-            if traj is not None and call_id:
-                self.ledger.account(traj, request.state, call_id)
-            tool = request.tool
-            if tool is None and not self.known.knows(name):
+            started = self._start(request, traj, traced)
+            if started is None:
                 answer = await handler(request)
-                self._framework_answered(name, call_id, answer, traj)
+                self._framework_answered(request, answer, traj)
                 return answer
-            if tool is not None:
-                self.known.ensure(tool)
-            span = self._span(name) if traced else None
-            pending = self.guard.check(
-                name, call.get("args"), call_id=call_id, trajectory=traj, span=span
-            )
+            span, pending = started
             if pending.rejection is not None:
-                if span is not None:
-                    span.close()
-                return rejection_message(pending.rejection, call)
+                return rejection_message(pending.rejection, request.tool_call)
             try:
                 request = self._plain(request)
                 async with pending:
@@ -130,19 +106,53 @@ class GuardedCalls:
                     try:
                         answer = await handler(request)
                     except GraphBubbleUp as exc:
-                        _bubbled(pending, exc, traj, call_id)
+                        _bubbled(pending, exc, traj, request.tool_call.get("id"))
                         raise
                     finally:
                         release(kept)
                         _inside.reset(inside)
-                    result, error = outcome(answer, call_id, raw, request.tool)
-                    pending.finish(result, error=error)
-                    if raw and call_id:
-                        self.raw.keep(call_id, name, raw[-1], message_content(answer, call_id))
+                    self._finish(pending, request, answer, raw)
             finally:
                 if span is not None:
                     span.close()  # after the verdict: the span ends with it
             return answer
+
+    # -- the halves run and arun share: before the handler, and after it -----------------
+    def _start(
+        self, request: ToolCallRequest, traj: tg.Trajectory | None, traced: bool
+    ) -> tuple[CallSpan | None, tg.PendingCall] | None:
+        """Fix the call's step (its turn's) and check it: its span (made only while the
+        guard's spans record) and the pending call, whose span is closed already when the
+        guard rejected it. None for a tool neither the tool node nor the guard knows: the
+        framework answers that call itself."""
+        call = request.tool_call
+        name, call_id = call["name"], call.get("id")
+        if traj is not None and call_id:
+            self.ledger.account(traj, request.state, call_id)
+        tool = request.tool
+        if tool is None and not self.known.knows(name):
+            return None
+        if tool is not None:
+            self.known.ensure(tool)
+        span = self._span(name) if traced else None
+        pending = self.guard.check(
+            name, call.get("args"), call_id=call_id, trajectory=traj, span=span
+        )
+        if pending.rejection is not None and span is not None:
+            span.close()
+        return span, pending
+
+    def _finish(
+        self, pending: tg.PendingCall, request: ToolCallRequest, answer: Any, raw: list[Any]
+    ) -> None:
+        """The framework's answer judged; with ``keep_raw``, the tool's raw value kept for
+        the conversation's next runs (``_history.py``)."""
+        call_id = request.tool_call.get("id")
+        result, error = outcome(answer, call_id, raw, request.tool)
+        pending.finish(result, error=error)
+        if self.keep_raw and raw and call_id:
+            content = message_content(answer, call_id)
+            self.raw.keep(call_id, request.tool_call["name"], raw[-1], content)
 
     def _span(self, name: str) -> CallSpan:
         """The call's span, bound when the tool runs (``_call_span.py``); made only while
@@ -150,10 +160,11 @@ class GuardedCalls:
         return CallSpan(self.guard.tracer, name, adopt=self.guard.reuse_framework_spans)
 
     def _framework_answered(
-        self, name: str, call_id: str | None, answer: Any, traj: tg.Trajectory | None
+        self, request: ToolCallRequest, answer: Any, traj: tg.Trajectory | None
     ) -> None:
         """A tool neither the tool node nor the guard knows: the framework answers it (its
         "not a valid tool" message), and that refusal is a step like the guard's own."""
+        name, call_id = request.tool_call["name"], request.tool_call.get("id")
         if is_error(answer, call_id):
             self.guard.record_rejection(
                 name,

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, TypeGuard, Unpack
 
 import toolguard as tg
 
 from ._framework import BaseTool
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 
 def declare_tool(
@@ -37,7 +40,7 @@ def declare_tool(
     return guard.declare(tool.name, json_schema=parameters, replace=replace, **contract)
 
 
-def _is_pydantic_v2_model(schema: Any) -> bool:
+def _is_pydantic_v2_model(schema: Any) -> TypeGuard[type[BaseModel]]:
     from pydantic import BaseModel
 
     return isinstance(schema, type) and issubclass(schema, BaseModel)

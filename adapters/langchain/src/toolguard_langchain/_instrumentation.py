@@ -15,6 +15,16 @@ A tool's span is the instrumentation's span of the tool's run, looked up while t
 the current span where it is one for this tool (Traceloop's ``execute_tool {tool}``, or any
 span with the GenAI attributes of one), else OpenInference's span of the current run.
 
+LangSmith's OTel mode is joined differently: it makes its spans in its exporter's thread
+from the runs LangChain posts, after the fact, and its root span's trace id is drawn then (the
+trace of the span current where the agent was invoked, else a random one; the ids it derives
+from the run tree's uuids are those of a stand-in context only, never of a span it exports).
+So nothing in the process knows that trace while the run is live, and there is no span to
+write onto. Instead the run's trajectory id goes into the metadata of LangSmith's current run
+(``mark_langsmith_run``), which LangSmith exports as the attribute
+``langsmith.metadata.toolguard.trajectory.id`` of that run's span: ``toolguard report --cost``
+counts the model spans of a trace holding it for that trajectory (docs/protocol.md, 6.8).
+
 Looked up only in ``sys.modules``: the adapter never imports an instrumentation itself.
 """
 
@@ -30,6 +40,10 @@ from opentelemetry import trace
 logger = logging.getLogger("toolguard")
 
 _OPENINFERENCE = "openinference.instrumentation.langchain"
+_LANGSMITH = "langsmith.run_helpers"
+# The metadata key LangSmith exports as langsmith.metadata.toolguard.trajectory.id (the
+# contract's key of a span naming its trace's trajectory, docs/protocol.md section 6.8).
+LANGSMITH_METADATA_KEY = "toolguard.trajectory.id"
 _GUARD_SCOPE = "toolguard"  # the instrumentation scope of the guard's own spans
 
 
@@ -50,6 +64,21 @@ def run_span() -> Any:
     if span is None or not span.get_span_context().is_valid:
         return None
     return span
+
+
+def mark_langsmith_run(trajectory_id: str) -> None:
+    """Name the trajectory in the metadata of LangSmith's current run, where LangSmith traces
+    (its span then carries it: ``--cost`` joins its trace to the trajectory). Once per run:
+    the metadata is read first."""
+    module = sys.modules.get(_LANGSMITH)
+    if module is None:
+        return
+    try:
+        run = module.get_current_run_tree()
+        if run is not None and run.metadata.get(LANGSMITH_METADATA_KEY) != trajectory_id:
+            run.add_metadata({LANGSMITH_METADATA_KEY: trajectory_id})
+    except Exception:  # telemetry trouble never breaks the run
+        logger.debug("toolguard: could not name the trajectory in LangSmith's run", exc_info=True)
 
 
 def below(span: Any) -> contextlib.AbstractContextManager[Any]:

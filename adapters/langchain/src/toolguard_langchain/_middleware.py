@@ -89,10 +89,16 @@ class ToolCallGuard(AgentMiddleware[AgentState[Any], Any]):
         self.calls = GuardedCalls(guard, KnownTools(guard, declare_tools), self.ledger)
 
     def wrap_tool_call(self, request: ToolCallRequest, handler: Handler) -> Any:
-        return self.calls.run(request, handler, self.trajectory_for(request))
+        traj = self.trajectory_for(request)
+        if traj is not None:  # no episode hook to do it once per run
+            _instrumentation.mark_langsmith_run(traj.id)
+        return self.calls.run(request, handler, traj)
 
     async def awrap_tool_call(self, request: ToolCallRequest, handler: AsyncHandler) -> Any:
-        return await self.calls.arun(request, handler, self.trajectory_for(request))
+        traj = self.trajectory_for(request)
+        if traj is not None:
+            _instrumentation.mark_langsmith_run(traj.id)
+        return await self.calls.arun(request, handler, traj)
 
     def trajectory_for(self, request: ToolCallRequest) -> tg.Trajectory | None:
         """The trajectory a call belongs to (None inside another guarded call: a sub-agent
@@ -146,6 +152,7 @@ class ToolGuardMiddleware(ToolCallGuard):
             declare_tools=declare_tools,
             messages_key=messages_key,
         )
+        self.calls.keep_raw = True  # its runs bind what the history's results hold
         self.labels = {str(k): str(v) for k, v in (labels or {}).items()}
         self.success = success
         # The trajectories this middleware opened, by key: looked up on every call, which the
@@ -256,7 +263,9 @@ class ToolGuardMiddleware(ToolCallGuard):
         if stale:  # a run of this thread that failed before after_agent
             self._end(stale, state=None)
         config = _config()
-        if self._users(config) is not None:
+        users = self._users(config)
+        if users is not None:
+            _instrumentation.mark_langsmith_run(users.id)
             return {STATE_KEY: None} if stale else None
         id = uuid.uuid4().hex
         traj = self.guard.trajectory(
@@ -268,6 +277,7 @@ class ToolGuardMiddleware(ToolCallGuard):
         )
         with _instrumentation.below(_instrumentation.run_span()):
             traj.start()  # in an instrumentation's trace, where one traces the run
+        _instrumentation.mark_langsmith_run(id)  # LangSmith's trace joined by the report
         self._own[id] = traj
         tg.end_at_exit(traj)  # ended there at the latest, if no hook ends it
         # The conversation's earlier turns, in the history: their results bind as context.

@@ -9,8 +9,11 @@ cell also holds the call's span (``_call_span.py``), bound and made current whil
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import inspect
 import logging
+import typing
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
@@ -74,6 +77,26 @@ def capturing_copy(tool: BaseTool, update: dict[str, Any]) -> BaseTool | None:
 
 
 def _keeping(method: Callable[..., Any], is_async: bool) -> Callable[..., Any]:
+    return _described(_keeper(method, is_async), method)
+
+
+def _described(wrapper: Callable[..., Any], method: Callable[..., Any]) -> Callable[..., Any]:
+    """The wrapper with the method's signature and resolved type hints worked out once.
+
+    LangChain asks both of every tool run (``inspect.signature(tool._run)`` for a
+    ``run_manager`` parameter, ``get_type_hints`` for a ``RunnableConfig`` one): through
+    ``__wrapped__`` that means unwrapping and evaluating the string annotations again on each
+    call, which cost more than the guard's own work on the call. Given here, the answers are
+    the same (the method's), read off the wrapper. Where either cannot be worked out (a
+    forward reference that does not resolve), LangChain keeps working it out as before."""
+    with contextlib.suppress(TypeError, ValueError, NameError):
+        wrapper.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
+    with contextlib.suppress(Exception):  # unresolvable names: LangChain's look-up fails too
+        wrapper.__annotations__ = typing.get_type_hints(method, include_extras=True)
+    return wrapper
+
+
+def _keeper(method: Callable[..., Any], is_async: bool) -> Callable[..., Any]:
     if is_async:
 
         @functools.wraps(method)
