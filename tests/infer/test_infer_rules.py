@@ -305,3 +305,34 @@ def test_records_keyed_by_data_are_one_key_name_place(tmp_path: Path) -> None:
     assert data["tools"]["exchange"]["refs"] == {"new_item_id": "item_id"}
     assert data["tools"]["get_product"]["produces"] == {"item_id": "item_id"}
     assert flagged(path, infer_text(path)) == []
+
+
+def _graphs(n: int) -> list[dict]:
+    """Read a graph, then delete a note found in it: a nested list of scalars each time."""
+    rows = []
+    for i in range(n):
+        notes = [f"met on day {i}", f"likes topic {i}"]
+        rows.append(
+            run(
+                f"g{i:02d}",
+                "tidy the notes",
+                ("read_graph", {}, {"entities": [{"name": f"Person{i}", "notes": notes}]}),
+                ("search_nodes", {"query": "person"}, {"entities": [{"name": f"Person{i}",
+                                                                     "notes": notes}]}),
+                ("delete_notes", {"deletions": [{"who": f"Person{i}", "notes": notes[1:]}]},
+                 {"ok": True}),
+            )
+        )  # fmt: skip
+    return rows
+
+
+def test_a_nested_list_of_scalars_is_checked_item_by_item(tmp_path: Path) -> None:
+    path = write(str(tmp_path), _graphs(6))
+    text = infer_text(path)
+    tools = tomllib.loads(text)["tools"]
+    # With its `[]`: without it the guard compares the whole list with each bound note.
+    assert tools["delete_notes"]["refs"]["deletions[].notes[]"] == "note"
+    # The same path in a second tool's result that produced the notes too is a producer.
+    for tool in ("read_graph", "search_nodes"):
+        assert tools[tool]["produces"]["entities[].notes[]"] == "note", tool
+    assert flagged(path, text) == []  # runs that never failed: none flagged

@@ -2,7 +2,8 @@
 common to say where a value came from.
 
 Paths are those of the contract file: an argument ``arg``, ``arg.field`` or ``arg[].field``
-(a list of scalars is ``arg`` itself: ``refs`` checks each item); a place in a result
+(a top-level list of scalars is ``arg`` itself: ``refs`` checks each item; a nested one is
+``arg[].tags[]``, as ``refs`` reads it item by item only then); a place in a result
 ``$.key``, ``items[].id``, ``[]`` (a list of scalars) or ``$`` (a scalar result). Keys holding
 ``.`` or ``[]`` cannot be written as a path and are passed over.
 """
@@ -86,8 +87,10 @@ def _nested(value: Any, path: str, depth: int) -> Iterator[tuple[str, Any, bool]
             if scalar(item):
                 yield f"{path}.{key}", item, False
             elif isinstance(item, list | tuple) and all(scalar(x) for x in item):
+                # `refs` reads a nested list item by item only with its `[]` (the whole
+                # list is compared otherwise); a top-level list needs none.
                 for x in item:
-                    yield f"{path}.{key}", x, False
+                    yield f"{path}.{key}[]", x, False
             else:
                 yield from _nested(item, f"{path}.{key}", depth + 1)
     elif isinstance(value, list | tuple):
