@@ -7,6 +7,9 @@ from pathlib import Path
 
 from runs import flagged, infer_text, run, write
 
+from toolguard.infer import CommonRule, propose, trace_runs
+from toolguard.replay.sources import read_runs
+
 
 def _contacts(n: int, *, bad: int = 0, error_at: int | None = None) -> list[dict]:
     rows = []
@@ -336,3 +339,27 @@ def test_a_nested_list_of_scalars_is_checked_item_by_item(tmp_path: Path) -> Non
     for tool in ("read_graph", "search_nodes"):
         assert tools[tool]["produces"]["entities[].notes[]"] == "note", tool
     assert flagged(path, text) == []  # runs that never failed: none flagged
+
+
+def _tweets(n: int) -> list[dict]:
+    """A backend numbering its records from 0: the id a post returned is a small integer."""
+    return [
+        run(
+            f"t{i:02d}",
+            "post something, then comment on it",
+            ("post_tweet", {"content": f"hello number {i}"}, {"id": i % 3, "likes": i % 3}),
+            ("comment", {"tweet_id": i % 3, "comment_content": "nice one"}, {"ok": True}),
+            ("set_page", {"page": i % 3}, {"ok": True}),
+        )
+        for i in range(n)
+    ]
+
+
+def test_a_small_integer_is_evidence_as_an_id_a_result_named(tmp_path: Path) -> None:
+    path = write(str(tmp_path), _tweets(6))
+    tools = tomllib.loads(infer_text(path))["tools"]
+    assert tools["comment"]["refs"] == {"tweet_id": "id"}
+    assert tools["post_tweet"]["produces"] == {"$.id": "id"}  # not `likes`, which is no id
+    assert "set_page" not in tools  # a small number under no id's name: too common
+    flow = trace_runs(read_runs("openai", [path]), rule=CommonRule(named_ids=False))
+    assert [p for p in propose(flow) if p.what == "refs"] == []
