@@ -32,11 +32,13 @@ from benchmarks.bfcl.mutations import MUTATION_CLASSES, mutate
 from benchmarks.infer.cost import markdown as cost_markdown
 from benchmarks.infer.cost import measure_cost
 from toolguard.infer import CommonRule, propose, render, trace_runs
-from toolguard.replay.engine import ENVIRONMENT, WITH_CONTRACT, Replayer
+from toolguard.replay.engine import DRY_RUN, ENVIRONMENT, WITH_CONTRACT, Replayer
 from toolguard.replay.model import RecordedRun
 from toolguard.replay.sources import read_runs
 
 PRE_EXECUTION = frozenset({"schema", "dependency", "precondition", "information"})
+DRY_RUN_CHECK = "state.dry_run"  # the fork's rejection, found before the real execution
+NAMES = ("schema-only", "inferred", "hand rules", "dry run", "inferred + dry run")
 # Mutation classes whose error is a wrong or invented id (the issue's dependency type).
 DEPENDENCY_TYPE = ("wrong_id", "dropped_prerequisite")
 
@@ -51,6 +53,15 @@ def _steps(traj: tg.Trajectory) -> dict[int, tg.Verdict]:
     return {v.step: v for v in traj.verdicts if v.step is not None}
 
 
+def _flagged(verdict: tg.Verdict | None) -> bool:
+    """Flagged before execution: a check before the run, or the fork dry run's rejection
+    (in log mode the dry run is tried even after a logged failure: it is among the failed
+    checks then)."""
+    if verdict is None:
+        return False
+    return verdict.cause in PRE_EXECUTION or DRY_RUN_CHECK in verdict.failed_checks
+
+
 def measure(
     limit: int | None,
     out: Path,
@@ -59,6 +70,7 @@ def measure(
     min_share: float = 0.95,
     dev: bool = False,
     min_distinct: int = 5,
+    named_ids: bool = True,
 ) -> dict[str, Any]:
     """``dev``: the tuning split. Only the tasks inference may read (the even ones) are used,
     split again the same way, so a change is judged without reading the held-out tasks."""
@@ -85,7 +97,7 @@ def measure(
             if m is not None:
                 changed[(t.id, kind)] = m.position
     truth = [f for f in files if f.parts[-3] == "ground-truth"]
-    rule = CommonRule()
+    rule = CommonRule(named_ids=named_ids)
     flow = trace_runs(_runs(truth, train), rule=rule)
     flow.warn_empty()
     proposals = propose(
@@ -110,7 +122,15 @@ def measure(
     }
     provider = TracerProvider()
     env = Replayer(provider)
-    guarded = {name: Replayer(provider, contract=c) for name, c in contracts.items()}
+    guarded = {
+        name: (Replayer(provider, contract=c), WITH_CONTRACT) for name, c in contracts.items()
+    }
+    # The fork dry run alone (the run's own schemas), and after the inferred contract's checks.
+    guarded["dry run"] = (Replayer(provider, dry_run=True), DRY_RUN)
+    guarded["inferred + dry run"] = (
+        Replayer(provider, dry_run=True, dry_run_contract=contracts["inferred"]),
+        DRY_RUN,
+    )
     rows: dict[str, dict[str, Any]] = {}
     for f in files:
         model = f.parts[-3]
@@ -124,14 +144,11 @@ def measure(
         for run in _runs([f], test):
             row["runs"] += 1
             truth_steps = _steps(env.replay(run, ENVIRONMENT))
-            seen = {n: _steps(r.replay(run, WITH_CONTRACT)) for n, r in guarded.items()}
+            seen = {n: _steps(r.replay(run, cohort)) for n, (r, cohort) in guarded.items()}
             for step, verdict in truth_steps.items():
                 row["calls"] += 1
                 row["rejected" if not verdict.ok else "accepted"] += 1
-                pre = {
-                    n: s.get(step) is not None and s[step].cause in PRE_EXECUTION
-                    for n, s in seen.items()
-                }
+                pre = {n: _flagged(s.get(step)) for n, s in seen.items()}
                 key = "caught" if not verdict.ok else "flags"
                 if verdict.ok and changed.get((run.task, model[7:])) == step:
                     key = "flags_at_mutation"
@@ -149,14 +166,14 @@ def measure(
     for run in _runs(truth, test):
         held_out["runs"] += 1
         truth_steps = _steps(env.replay(run, ENVIRONMENT))
-        for name, replayer in guarded.items():
-            for step, verdict in _steps(replayer.replay(run, WITH_CONTRACT)).items():
+        for name, (replayer, cohort) in guarded.items():
+            for step, verdict in _steps(replayer.replay(run, cohort)).items():
                 base = truth_steps.get(step)
                 if base is None or not base.ok:
                     continue
                 if name == "schema-only":
                     held_out["accepted"] += 1
-                if verdict.cause in PRE_EXECUTION:
+                if _flagged(verdict):
                     held_out["flags"][name] = held_out["flags"].get(name, 0) + 1
                     if name == "inferred":
                         check = f"{verdict.tool}:{verdict.check}"
@@ -168,6 +185,7 @@ def measure(
         "min_support": min_support,
         "min_share": min_share,
         "min_distinct": min_distinct,
+        "named_ids": named_ids,
         "train_tasks": len(train),
         "test_tasks": len(test),
         "inferred_rules": rules,
@@ -179,7 +197,7 @@ def measure(
 
 
 def markdown(summary: dict[str, Any]) -> str:
-    names = ("schema-only", "inferred", "hand rules")
+    names = NAMES
     lines = [
         f"BFCL multi-turn, {summary['tasks']} tasks ({summary['split']} split): inferred from "
         "the ground truth of "
@@ -219,6 +237,7 @@ def markdown(summary: dict[str, Any]) -> str:
         f"{total['accepted']} ({flags / max(total['accepted'], 1):.2%}); hand rules "
         f"{total['flags'].get('hand rules', 0)}.",
         _held_out(summary["held_out_ground_truth"], names),
+        _dry_run_target(summary["held_out_ground_truth"], total),
         "Inferred flags on the held-out ground truth by check: "
         + _top(summary["held_out_ground_truth"]["by_check"]),
         "Dependency-type rejections the hand rules catch and inference misses, by check: "
@@ -252,6 +271,21 @@ def _held_out(h: dict[str, Any], names: Sequence[str]) -> str:
     )
 
 
+def _dry_run_target(h: dict[str, Any], total: dict[str, Any]) -> str:
+    """The issue's target: inferred + dry run flags no more than the dry run alone + 0.2%."""
+    parts = []
+    for what, flags, calls in (
+        ("held-out ground truth", h["flags"], h["accepted"]),
+        ("other accepted mutant calls", total["flags"], total["accepted"]),
+    ):
+        alone = flags.get("dry run", 0) / max(calls, 1)
+        both = flags.get("inferred + dry run", 0) / max(calls, 1)
+        parts.append(f"{what} {both:.2%} vs {alone:.2%} ({(both - alone) * 100:+.2f} points)")
+    return "Inferred + dry run against the dry run alone (target: at most +0.20 points): " + (
+        "; ".join(parts) + "."
+    )
+
+
 def _row(kind: str, row: dict[str, Any], names: Sequence[str]) -> str:
     caught = " / ".join(str(row["caught"].get(n, 0)) for n in names)
     flags = " / ".join(str(row["flags"].get(n, 0)) for n in names)
@@ -281,11 +315,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="the tuning split: the even tasks only, split again (the odd ones never read)",
     )
+    p.add_argument(
+        "--no-named-ids",
+        action="store_true",
+        help="small integers are never evidence, even as ids a result named (the before)",
+    )
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     summary = measure(
-        args.limit, out, args.seed, args.min_support, args.min_share, args.dev, args.min_distinct
+        args.limit,
+        out,
+        args.seed,
+        args.min_support,
+        args.min_share,
+        args.dev,
+        args.min_distinct,
+        named_ids=not args.no_named_ids,
     )
     (out / "infer.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     text = markdown(summary)

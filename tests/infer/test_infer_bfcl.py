@@ -22,6 +22,12 @@ def test_counts_are_consistent(tmp_path: Path) -> None:
         for name, caught in row["caught"].items():
             assert 0 <= caught <= row["rejected"], (kind, name)
         assert row["both"] <= min(row["caught"]["inferred"], row["caught"]["hand rules"])
+        # Log mode runs every call in every reading, so the states agree: the inferred
+        # contract's checks before the fork flag what each of them flags alone.
+        for key in ("caught", "flags", "flags_at_mutation"):
+            both = row[key].get("inferred + dry run", 0)
+            assert both >= row[key].get("dry run", 0), (kind, key)
+            assert both >= row[key].get("inferred", 0), (kind, key)
     held = summary["held_out_ground_truth"]
     assert held["runs"] == summary["test_tasks"] and held["accepted"] > 0
 

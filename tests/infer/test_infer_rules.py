@@ -7,6 +7,9 @@ from pathlib import Path
 
 from runs import flagged, infer_text, run, write
 
+from toolguard.infer import CommonRule, propose, trace_runs
+from toolguard.replay.sources import read_runs
+
 
 def _contacts(n: int, *, bad: int = 0, error_at: int | None = None) -> list[dict]:
     rows = []
@@ -305,3 +308,58 @@ def test_records_keyed_by_data_are_one_key_name_place(tmp_path: Path) -> None:
     assert data["tools"]["exchange"]["refs"] == {"new_item_id": "item_id"}
     assert data["tools"]["get_product"]["produces"] == {"item_id": "item_id"}
     assert flagged(path, infer_text(path)) == []
+
+
+def _graphs(n: int) -> list[dict]:
+    """Read a graph, then delete a note found in it: a nested list of scalars each time."""
+    rows = []
+    for i in range(n):
+        notes = [f"met on day {i}", f"likes topic {i}"]
+        rows.append(
+            run(
+                f"g{i:02d}",
+                "tidy the notes",
+                ("read_graph", {}, {"entities": [{"name": f"Person{i}", "notes": notes}]}),
+                ("search_nodes", {"query": "person"}, {"entities": [{"name": f"Person{i}",
+                                                                     "notes": notes}]}),
+                ("delete_notes", {"deletions": [{"who": f"Person{i}", "notes": notes[1:]}]},
+                 {"ok": True}),
+            )
+        )  # fmt: skip
+    return rows
+
+
+def test_a_nested_list_of_scalars_is_checked_item_by_item(tmp_path: Path) -> None:
+    path = write(str(tmp_path), _graphs(6))
+    text = infer_text(path)
+    tools = tomllib.loads(text)["tools"]
+    # With its `[]`: without it the guard compares the whole list with each bound note.
+    assert tools["delete_notes"]["refs"]["deletions[].notes[]"] == "note"
+    # The same path in a second tool's result that produced the notes too is a producer.
+    for tool in ("read_graph", "search_nodes"):
+        assert tools[tool]["produces"]["entities[].notes[]"] == "note", tool
+    assert flagged(path, text) == []  # runs that never failed: none flagged
+
+
+def _tweets(n: int) -> list[dict]:
+    """A backend numbering its records from 0: the id a post returned is a small integer."""
+    return [
+        run(
+            f"t{i:02d}",
+            "post something, then comment on it",
+            ("post_tweet", {"content": f"hello number {i}"}, {"id": i % 3, "likes": i % 3}),
+            ("comment", {"tweet_id": i % 3, "comment_content": "nice one"}, {"ok": True}),
+            ("set_page", {"page": i % 3}, {"ok": True}),
+        )
+        for i in range(n)
+    ]
+
+
+def test_a_small_integer_is_evidence_as_an_id_a_result_named(tmp_path: Path) -> None:
+    path = write(str(tmp_path), _tweets(6))
+    tools = tomllib.loads(infer_text(path))["tools"]
+    assert tools["comment"]["refs"] == {"tweet_id": "id"}
+    assert tools["post_tweet"]["produces"] == {"$.id": "id"}  # not `likes`, which is no id
+    assert "set_page" not in tools  # a small number under no id's name: too common
+    flow = trace_runs(read_runs("openai", [path]), rule=CommonRule(named_ids=False))
+    assert [p for p in propose(flow) if p.what == "refs"] == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -122,6 +123,33 @@ def test_a_blocked_call_never_reached_the_environment(tmp_path: Path) -> None:
     assert isinstance(event, Turn)
     call = event.calls[0]
     assert call.arguments == {"contact_id": "id_never_produced"} and call.answer is None
+
+
+def test_a_logged_flag_then_rejected_by_the_environment_is_a_rejection(tmp_path: Path) -> None:
+    """Recorded under a contract in log mode (`mcp-proxy --record --contract`): the span's
+    cause is the logged dependency failure, the environment's error is among failed_checks."""
+    path = tmp_path / "logged.jsonl"
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(SpanFileExporter(path)))
+    guard = tg.Guard(mode="log", record_content=True, tracer_provider=provider)
+
+    @guard.tool(refs={"contact_id": "contact"})
+    def remove_contact(contact_id: str) -> dict[str, Any]:
+        # An error result, as an MCP server's isError.
+        if contact_id.startswith("id_made_up"):
+            return {"error": "no such contact"}
+        return {"removed": True}
+
+    with guard.trajectory("t0"):
+        remove_contact("id_made_up_1")
+        remove_contact("id_never_produced")  # flagged and logged, accepted
+    provider.shutdown()
+    text = path.read_text()
+    assert '"dependency"' in text and "state.error_result" in text
+    (only,) = span_runs(path)
+    rejected, accepted = (c for e in only.events if isinstance(e, Turn) for c in e.calls)
+    assert rejected.answer is not None and rejected.answer.error
+    assert accepted.answer is not None and not accepted.answer.error
 
 
 def test_content_cut_at_the_recording_limit_is_a_warning(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from ..runtime.checks.information import is_placeholder
 from ..runtime.trajectories.leaves import add_leaves
 from .domains import Domain
 from .lifetime import After, Lifetimes
-from .values import CommonRule, argument_leaves, key_place, result_leaves, value_key
+from .values import CommonRule, argument_leaves, key_place, named_id, result_leaves, value_key
 
 Place = tuple[str, str]  # (producer tool, place in its result)
 
@@ -160,11 +160,13 @@ def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) ->
             for path, value, top in leaves:
                 text = value if isinstance(value, str) else str(value)
                 root = path.split(".", 1)[0].removesuffix("[]")
+                producers = _shared(flow, _lookup(produced, value))
                 leaf = Leaf(
                     run=run.id,
                     key=value_key(value),
-                    common=rule.common(value, enums.get(root, frozenset())),
-                    producers=_shared(flow, _lookup(produced, value)),
+                    common=rule.common(value, enums.get(root, frozenset()))
+                    and not (rule.named_ids and named_id(value, path, producers)),
+                    producers=producers,
                     user_given=_has(given, value),
                     said=any(text in t for t in said),
                     seen=text in seen_exact or any(text in t for t in said + seen_texts),

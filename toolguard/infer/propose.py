@@ -2,8 +2,10 @@
 
 ``refs`` + ``produces``: for one (tool, argument path), the producer places that explain its
 values are chosen greedily (the place explaining the most uncommon values first; of places
-explaining as many, an exact path before a key name, then by name) until no place adds one.
-The rule is proposed when
+explaining as many, an exact path before a key name, then by name) until no place adds one;
+then every other tool's result at a chosen path that produced some of those values too joins
+them (the cover alone would keep one of several tools listing the same records). The rule is
+proposed when
 
 - at least ``min_support`` trajectories hold an uncommon value it explains (support),
 - at least ``min_share`` of all the path's values (common ones too: the guard checks them)
@@ -75,8 +77,12 @@ def _refs(
         best = min(counts, key=lambda p: (-counts[p], is_key_place(p[1]), p))
         places.append(best)
         left = [leaf for leaf in left if best not in leaf.producers]
-    chosen = frozenset(places)
-    explained = [leaf for leaf in evidence if leaf.producers & chosen]
+    explained = [leaf for leaf in evidence if leaf.producers & frozenset(places)]
+    # The same path at another tool that produced some of these values too (an entity's
+    # name in every result listing entities): the greedy cover stops at the first tool
+    # that explains a value, and a replay binding it only there would flag the others.
+    paths = {where for _, where in places}
+    chosen = frozenset(places) | {p for leaf in explained for p in leaf.producers if p[1] in paths}
     support = _supported(explained, minimum)
     if not places or support is None or 2 * len(explained) <= uncommon:
         return None

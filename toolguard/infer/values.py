@@ -2,7 +2,8 @@
 common to say where a value came from.
 
 Paths are those of the contract file: an argument ``arg``, ``arg.field`` or ``arg[].field``
-(a list of scalars is ``arg`` itself: ``refs`` checks each item); a place in a result
+(a top-level list of scalars is ``arg`` itself: ``refs`` checks each item; a nested one is
+``arg[].tags[]``, as ``refs`` reads it item by item only then); a place in a result
 ``$.key``, ``items[].id``, ``[]`` (a list of scalars) or ``$`` (a scalar result). Keys holding
 ``.`` or ``[]`` cannot be written as a path and are passed over.
 """
@@ -10,7 +11,7 @@ Paths are those of the contract file: an argument ``arg``, ``arg.field`` or ``ar
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,10 +23,12 @@ class CommonRule:
     """Values too common to carry information about where they came from: booleans, None,
     integers with ``abs(n) < min_int``, strings shorter than ``min_length`` characters
     (after stripping), and members of the argument's schema enum. Such a value is never
-    evidence for a rule; it is still checked against a proposed rule (the guard checks it)."""
+    evidence for a rule; it is still checked against a proposed rule (the guard checks it).
+    With ``named_ids``, a small integer is evidence where :func:`named_id` says so."""
 
     min_length: int = 3
     min_int: int = 100
+    named_ids: bool = True  # a small integer a result produced as a matching id is evidence
 
     def common(self, value: Any, enum: frozenset[Any] = frozenset()) -> bool:
         if value is None or isinstance(value, bool):
@@ -37,6 +40,23 @@ class CommonRule:
         if isinstance(value, float):
             return abs(value) < self.min_int
         return True
+
+
+def named_id(value: Any, path: str, producers: Iterable[tuple[str, str]]) -> bool:
+    """A small integer that is still evidence: an earlier result produced it under a key
+    naming an id that the argument's own name agrees with (``id`` or ``tweet_id`` for
+    ``tweet_id``), as backends numbering their records from 0 do. A small number elsewhere
+    (a count, a page) stays too common."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return False
+    argument = path.rsplit(".", 1)[-1].removesuffix("[]")
+    for _, place in producers:
+        key = place.removeprefix("$.").rsplit(".", 1)[-1].removesuffix("[]")
+        if (key == "id" or key.endswith("_id")) and (
+            argument == key or argument.endswith("_" + key)
+        ):
+            return True
+    return False
 
 
 def value_key(value: Any) -> int:
@@ -86,8 +106,10 @@ def _nested(value: Any, path: str, depth: int) -> Iterator[tuple[str, Any, bool]
             if scalar(item):
                 yield f"{path}.{key}", item, False
             elif isinstance(item, list | tuple) and all(scalar(x) for x in item):
+                # `refs` reads a nested list item by item only with its `[]` (the whole
+                # list is compared otherwise); a top-level list needs none.
                 for x in item:
-                    yield f"{path}.{key}", x, False
+                    yield f"{path}.{key}[]", x, False
             else:
                 yield from _nested(item, f"{path}.{key}", depth + 1)
     elif isinstance(value, list | tuple):

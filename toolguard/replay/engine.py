@@ -67,10 +67,14 @@ class Replayer:
         id_prefix: str = "",
         dry_run: bool = False,
         flush_every: int = 4096,
+        dry_run_contract: Contract | None = None,
     ) -> None:
         self.provider = tracer_provider
         self.contract = contract
         self.dry_run = dry_run
+        # The dry run's own rules before its fork (an inferred contract's, say); by default
+        # none: the run's own schemas.
+        self.dry_run_contract = dry_run_contract
         self.labels = dict(labels or {})
         self.id_prefix = id_prefix.strip("/")
         self.flush_every = flush_every
@@ -113,7 +117,7 @@ class Replayer:
         if cohort == WITH_CONTRACT and contract is None:
             raise ValueError("the with_contract cohort needs a contract")
         if cohort == DRY_RUN:  # the fork alone: no contract's hand-written rule
-            contract = RUN_SCHEMAS
+            contract = self.dry_run_contract or RUN_SCHEMAS
         mode: Literal["block", "log"] = "log"
         if contract is not None and contract.mode == "block":
             mode = "block"
