@@ -127,6 +127,13 @@ def proxy_cpu_seconds(marker: bytes = b"toolguard-mcp-proxy") -> float | None:
     return total if found else None
 
 
+def _env() -> dict[str, str] | None:
+    """PYTHONPATH for the relay, so it runs the code this interpreter would import (a
+    worktree's); the mcp client gives a child only a minimal environment otherwise."""
+    path = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": path} if path else None
+
+
 def relay_command(via: list[str]) -> list[str]:
     """The proxy with ``via`` as its options, or ``via`` itself when it names the floor relay."""
     return via if via[-1].endswith(".py") else [str(PROXY), *via, "--"]
@@ -140,7 +147,7 @@ async def measure(
     relay = relay_command(via)
     marker = relay[-1].encode() if relay[-1].endswith(".py") else b"toolguard-mcp-proxy"
     direct = StdioServerParameters(command=server[0], args=server[1:])
-    proxied = StdioServerParameters(command=relay[0], args=[*relay[1:], *server])
+    proxied = StdioServerParameters(command=relay[0], args=[*relay[1:], *server], env=_env())
     async with Client(direct, cache=None) as a, Client(proxied, cache=None) as b:
         for client in (a, b):
             for _ in range(30):  # warm-up: imports, caches, the guard's first declarations
@@ -170,7 +177,7 @@ async def throughput(
 
     relay = relay_command(via)
     direct = StdioServerParameters(command=server[0], args=server[1:])
-    proxied = StdioServerParameters(command=relay[0], args=[*relay[1:], *server])
+    proxied = StdioServerParameters(command=relay[0], args=[*relay[1:], *server], env=_env())
     spent = {"direct": 0.0, "proxy": 0.0}
 
     async def burst(client: Any) -> float:

@@ -128,12 +128,19 @@ async def proxied(
     params = StdioServerParameters(
         command=str(PROXY),
         args=["--spans", str(run.spans), *options, "--", *server],
-        env={"PYTHONUNBUFFERED": "1", **(env or {})},
+        # PYTHONPATH passed on: the proxy runs the code under test (a worktree's), not only
+        # what the venv installed (the mcp client gives a child a minimal environment).
+        env={"PYTHONUNBUFFERED": "1", **_pythonpath(), **(env or {})},
         cwd=str(tmp_path),
     )
     with run.log.open("w") as log:
         async with Client(stdio_client(params, errlog=log), mode=mode, cache=None) as client:
             yield client, run
+
+
+def _pythonpath() -> dict[str, str]:
+    path = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": path} if path else {}
 
 
 def python_server(*args: str) -> list[str]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 import toolguard as tg
 
@@ -101,6 +103,37 @@ async def test_malformed_arguments_then_a_server_crash(tmp_path: Path) -> None:
     (record,) = report_of(run.spans)[0]
     assert (record.length, record.fed, record.first_error_cause) == (3, 2, "schema")
     assert not record.incomplete
+
+
+@pytest.mark.anyio
+async def test_calls_in_flight_time_out_each_at_its_own_deadline(tmp_path: Path) -> None:
+    """One timer serves every call's timeout (relay_host._expire_due): two calls that never
+    answer, started apart, both time out, and a call answered meanwhile is not touched."""
+    results: dict[str, Any] = {}
+
+    async def call(key: str, tool: str, args: dict[str, Any]) -> None:
+        results[key] = await client.call_tool(tool, args)
+
+    async with proxied(tmp_path, FAKE, "--timeout", "1") as (client, run):
+        async with anyio.create_task_group() as group:
+            group.start_soon(call, "first", "hang", {})
+            await anyio.sleep(0.6)  # a later deadline for the second: the timer is set again
+            group.start_soon(call, "second", "hang", {})
+            group.start_soon(call, "echo", "echo", {"text": "meanwhile"})
+        assert (await client.call_tool("echo", {"text": "after"})).content[0].text == "after"
+    for key in ("first", "second"):
+        assert results[key].is_error
+        assert "did not answer within 1 s" in results[key].content[0].text
+    assert results["echo"].content[0].text == "meanwhile"
+    decisions = sorted(
+        (s["gen_ai.tool.name"], s["toolguard.decision"]) for s in call_spans(run.spans)
+    )
+    assert decisions == [
+        ("echo", "allowed"),
+        ("echo", "allowed"),
+        ("hang", "cancelled"),
+        ("hang", "cancelled"),
+    ]
 
 
 @pytest.mark.anyio

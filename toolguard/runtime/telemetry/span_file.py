@@ -15,9 +15,10 @@ import os
 import threading
 from collections.abc import Sequence
 
-from opentelemetry.exporter.otlp.json.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from .otlp_json import encode_request
 
 logger = logging.getLogger("toolguard")
 
@@ -31,10 +32,10 @@ class SpanFileExporter(SpanExporter):
         self._closed = False
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        request = encode_spans(spans)
-        if not request.resource_spans:
+        request = encode_request(spans)
+        if not request:
             return SpanExportResult.SUCCESS
-        line = (json.dumps(request.to_dict(), separators=(",", ":")) + "\n").encode()
+        line = (json.dumps(request, separators=(",", ":")) + "\n").encode()
         with self._lock:
             if self._closed:
                 return SpanExportResult.FAILURE

@@ -188,31 +188,6 @@ async def open_reader(
     return transport
 
 
-class ServerPipes(asyncio.SubprocessProtocol):
-    """The server subprocess's protocol: its stdout to ``on_data`` / ``on_end``, its stdin's
-    flow control to the :class:`Writer` over it."""
-
-    def __init__(self, on_data: Callable[[bytes], None], on_end: Callable[[], None]) -> None:
-        self.stdout = _Reading(on_data, on_end)
-        self.stdin: Writer | None = None
-
-    def pipe_data_received(self, fd: int, data: bytes) -> None:
-        if fd == 1:
-            self.stdout.data_received(data)
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        if fd == 1:
-            self.stdout.connection_lost(exc)
-
-    def pause_writing(self) -> None:
-        if self.stdin is not None:
-            self.stdin.paused(True)
-
-    def resume_writing(self) -> None:
-        if self.stdin is not None:
-            self.stdin.paused(False)
-
-
 async def spawn(
     command: Sequence[str],
     on_data: Callable[[bytes], None],
@@ -221,22 +196,40 @@ async def spawn(
     env: Mapping[str, str] | None,
     cwd: str | None,
     options: Mapping[str, Any],
-) -> tuple[asyncio.SubprocessTransport, Writer]:
+) -> tuple[asyncio.SubprocessTransport, Writer, asyncio.ReadTransport]:
     """Start ``command`` with pipes on its stdin and stdout (stderr is the proxy's), and
-    ``options`` for ``subprocess.Popen``: its transport, and a :class:`Writer` to its stdin."""
+    ``options`` for ``subprocess.Popen``: its transport, a :class:`Writer` to its stdin and
+    the transport reading its stdout (to pause).
+
+    The pipes are the relay's own, read and written like the host's: a subprocess transport's
+    pipes hand what they read to its protocol one turn of the loop later (``call_soon``), a
+    turn each answer of the server would wait before the relay sees it."""
     loop = asyncio.get_running_loop()
-    pipes = ServerPipes(on_data, on_end)
-    transport, _ = await loop.subprocess_exec(
-        lambda: pipes,
-        *command,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=None,
-        env=env,
-        cwd=cwd,
-        **options,
+    # Made here, so the child's ends close in the proxy once it has them (non-inheritable,
+    # so no other child gets them either).
+    child_in, stdin_fd = os.pipe()
+    stdout_fd, child_out = os.pipe()
+    try:
+        transport, _ = await loop.subprocess_exec(
+            asyncio.SubprocessProtocol,
+            *command,
+            stdin=child_in,
+            stdout=child_out,
+            stderr=None,
+            env=env,
+            cwd=cwd,
+            **options,
+        )
+    except BaseException:
+        for fd in (stdin_fd, stdout_fd):
+            os.close(fd)
+        raise
+    finally:
+        os.close(child_in)
+        os.close(child_out)
+    flow = _Flow()
+    stdin, _ = await loop.connect_write_pipe(lambda: flow, os.fdopen(stdin_fd, "wb", buffering=0))
+    stdout, _ = await loop.connect_read_pipe(
+        lambda: _Reading(on_data, on_end), os.fdopen(stdout_fd, "rb", buffering=0)
     )
-    stdin = transport.get_pipe_transport(0)
-    assert isinstance(stdin, asyncio.WriteTransport)
-    pipes.stdin = Writer(stdin)
-    return transport, pipes.stdin
+    return transport, Writer(stdin, flow=flow), stdout

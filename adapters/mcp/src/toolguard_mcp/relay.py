@@ -36,7 +36,6 @@ from .relay_base import (
     PROBE_VERSION,
     ServerError,
     ServerExited,
-    _cancel_timer,
     _safely,
 )
 from .relay_host import HostSide
@@ -74,12 +73,13 @@ class StdioRelay(HostSide):
             await self._probe()
         finally:
             await self._stop_server()
+            self._release_pipes()
         return True
 
     async def _spawn(self) -> bool:
         self.server_done = asyncio.get_running_loop().create_future()
         try:
-            self.server, self.server_in = await _io.spawn(
+            self.server, self.server_in, self.server_out = await _io.spawn(
                 self.command,
                 self._server_data,
                 self._server_end,
@@ -100,8 +100,8 @@ class StdioRelay(HostSide):
         host does not read its answers; the host's messages while the server does not read
         them, or the host its answers."""
         host_full = isinstance(self.host_writer, _io.Writer) and self.host_writer.full
-        stdout = self.server.get_pipe_transport(1)
-        if isinstance(stdout, asyncio.ReadTransport) and not stdout.is_closing():
+        stdout = self.server_out
+        if not stdout.is_closing():
             if host_full:
                 stdout.pause_reading()
             else:
@@ -122,6 +122,7 @@ class StdioRelay(HostSide):
                 await self._probe()
         except BaseException:
             await self._stop_server()
+            self._release_pipes()
             raise
         from_server = asyncio.create_task(self._from_server())
         stop = asyncio.Event()
@@ -146,6 +147,7 @@ class StdioRelay(HostSide):
             if code is None:  # closed its stdout but lives on
                 code = await self._stop_server()
             self._server_exited(code)
+            self._release_pipes()
             status = code if code else 0
             if status < 0:  # killed by a signal, as a shell reports it
                 status = 128 - status
@@ -155,11 +157,14 @@ class StdioRelay(HostSide):
             await self._stop_server()
             with contextlib.suppress(asyncio.TimeoutError, Exception):
                 await asyncio.wait_for(from_server, _STOP_GRACE)
+            self._release_pipes()
             for entry in self.inflight.values():
-                _cancel_timer(entry)
                 entry.pending.cancel()  # the host left without waiting for the answer
             self.inflight.clear()
             status = 1 if failed else 0
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         for task in (from_host, from_server, stopped):
             task.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT) if signals else ():
@@ -195,11 +200,9 @@ class StdioRelay(HostSide):
 
     async def _stop_server(self) -> int | None:
         server = self.server
-        if server.get_returncode() is None:
-            stdin = server.get_pipe_transport(0)
-            if stdin is not None:
-                with contextlib.suppress(Exception):
-                    stdin.close()  # what is buffered is written first
+        if server.get_returncode() is None and self.server_in.transport is not None:
+            with contextlib.suppress(Exception):
+                self.server_in.transport.close()  # what is buffered is written first
         code = await _io.exit_code(server, _STOP_GRACE)
         for sig in (signal.SIGTERM, signal.SIGKILL):
             if code is not None:
@@ -209,11 +212,17 @@ class StdioRelay(HostSide):
             code = await _io.exit_code(server, _STOP_GRACE)
         return code
 
+    def _release_pipes(self) -> None:
+        """Close the relay's ends of the server's pipes (a grandchild that inherited them may
+        hold them open after the server is gone)."""
+        for transport in (self.server_out, self.server_in.transport):
+            if transport is not None and not transport.is_closing():
+                transport.close()
+
     def _server_exited(self, code: int | None) -> None:
         in_flight = list(self.inflight.items())
         self.inflight.clear()
         for rid, entry in in_flight:
-            _cancel_timer(entry)
             _safely(entry.pending.fail, ServerExited(code))
             self._answer(
                 rid,
@@ -293,12 +302,15 @@ class StdioRelay(HostSide):
             # The requests of one chunk go to the server in one write once all are checked:
             # with 50 calls in flight from the mcp client this gave 83-88% of direct against
             # 73-80% written one by one (bench.py's throughput, side by side in one run).
-            with self._corked():
+            self._cork()
+            try:
                 while self.host_queue:
                     later = self._host_item(self.host_queue.popleft())
                     if later is not None:
                         self.host_waiting = asyncio.create_task(self._host_resume(later))
                         return
+            finally:
+                self._uncork()
         except Exception as exc:
             self._relay_failed(self.host_done, exc)
             return

@@ -6,10 +6,9 @@ close the calls the guard admitted, and the proxy's own requests get their answe
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +50,7 @@ class ServerExited(Exception):
 class _Inflight:
     pending: tg.PendingCall
     name: str
-    timer: asyncio.TimerHandle | None
+    deadline: float | None  # the loop's time when the call times out (--timeout)
 
 
 @dataclass(slots=True)
@@ -68,6 +67,7 @@ class RelayBase:
 
     server: asyncio.SubprocessTransport
     server_in: _io.Writer  # the server's stdin
+    server_out: asyncio.ReadTransport  # reads the server's stdout
     server_done: asyncio.Future[None]  # the server closed its stdout (or reading it failed)
     host_writer: Any  # _io.Writer, or an HTTP session's writer
 
@@ -102,6 +102,9 @@ class RelayBase:
         self.progress: dict[Any, Any] = {}  # progressToken -> the host's request id
         self.own: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._own_ids = itertools.count(1)
+        # One timer for all calls' timeouts, at the earliest deadline, rather than one each:
+        # every call has the same timeout, so the calls in flight are in deadline order.
+        self._sweep: asyncio.TimerHandle | None = None
         self.tools_complete = False  # a whole tool list has been declared
         self.probing = False
         self.server_lines = wire.LineSplitter(limit)
@@ -131,27 +134,30 @@ class RelayBase:
     def _to_server(self, raw: bytes) -> None:
         self.server_in.write(raw)
 
-    @contextlib.contextmanager
-    def _corked(self) -> Iterator[None]:
-        """Gather the writes of one chunk's messages into one write per pipe."""
-        host = self.host_writer if hasattr(self.host_writer, "cork") else None
-        if host is not None:
+    # Corking gathers the writes of one chunk's messages into one write per pipe; it is two
+    # methods around a try/finally, not a context manager: it runs twice per call.
+    def _cork(self) -> None:
+        host = self.host_writer
+        if isinstance(host, _io.Writer):
             host.cork()
         self.server_in.cork()
-        try:
-            yield
-        finally:
-            self.server_in.uncork()
-            if host is not None:
-                host.uncork()
+
+    def _uncork(self) -> None:
+        self.server_in.uncork()
+        host = self.host_writer
+        if isinstance(host, _io.Writer):
+            host.uncork()
 
     def _server_data(self, data: bytes) -> None:
         """A chunk of the server's stdout: every message in it routed, the host's answers
         written in one go, then the bookkeeping (closing the calls) for all of them."""
         try:
-            with self._corked():
+            self._cork()
+            try:
                 for line in self.server_lines.feed(data):
                     self._server_line(line)
+            finally:
+                self._uncork()
             self._bookkeeping()
         except Exception as exc:
             self._relay_failed(self.server_done, exc)
@@ -160,8 +166,11 @@ class RelayBase:
         try:
             last = self.server_lines.end()
             if last is not None:
-                with self._corked():
+                self._cork()
+                try:
                     self._server_line(last)
+                finally:
+                    self._uncork()
                 self._bookkeeping()
         except Exception as exc:
             self._relay_failed(self.server_done, exc)
@@ -215,7 +224,6 @@ class RelayBase:
             return
         entry = self.inflight.pop(rid, None)
         if entry is not None:
-            _cancel_timer(entry)
             _safely(entry.pending.fail, ServerError(None, "answer too large"))
         elif isinstance(rid, str) and rid in self.own:
             self.own[rid].set_exception(ServerError(None, "answer too large"))
@@ -289,7 +297,6 @@ class RelayBase:
                 del self.progress[token]
         entry = self.inflight.pop(rid, None)
         if entry is not None:
-            _cancel_timer(entry)
             error = msg.get("error")
             if error is not None:
                 error = error if isinstance(error, dict) else {}
@@ -336,11 +343,6 @@ def _progress_token(params: Any) -> Any:
     meta = params.get("_meta") if isinstance(params, dict) else None
     token = meta.get("progressToken") if isinstance(meta, dict) else None
     return token if wire.valid_id(token) else None
-
-
-def _cancel_timer(entry: _Inflight) -> None:
-    if entry.timer is not None:
-        entry.timer.cancel()
 
 
 def _safely(fn: Any, *args: Any, **kwargs: Any) -> None:

@@ -20,7 +20,6 @@ from .relay_base import (
     _MAX_EXPIRED,
     RelayBase,
     _Batch,
-    _cancel_timer,
     _Inflight,
     _progress_token,
     _safely,
@@ -101,7 +100,6 @@ class HostSide(RelayBase):
             rid = params.get("requestId")
             entry = self.inflight.pop(rid, None) if wire.valid_id(rid) else None
             if entry is not None:
-                _cancel_timer(entry)
                 _safely(entry.pending.cancel)
         self._to_server(orjson.dumps(msg) + b"\n")
         return None
@@ -136,14 +134,22 @@ class HostSide(RelayBase):
     ) -> None:
         """A call of a tool the guard does not know yet: the server's tool list read first."""
         await self._list_tools(params.get("_meta"))
-        with self._corked():
+        self._cork()
+        try:
             self._admit(rid, params, msg)
+        finally:
+            self._uncork()
 
     def _admit(self, rid: Any, params: dict[str, Any], msg: dict[str, Any]) -> None:
         """Check the call; forward it (the message as parsed) or answer the refusal."""
         name = params["name"]
         meta = params.get("_meta")
-        with _trace_parent(meta):
+        if isinstance(meta, Mapping) and "traceparent" in meta:
+            with _trace_parent(meta):
+                pending = self.calls.admit(
+                    name, params.get("arguments"), meta, self.session, client=self.client
+                )
+        else:
             pending = self.calls.admit(
                 name, params.get("arguments"), meta, self.session, client=self.client
             )
@@ -151,16 +157,33 @@ class HostSide(RelayBase):
         if rejection is not None:
             self._answer(rid, {"jsonrpc": "2.0", "id": rid, "result": error_result(str(rejection))})
             return
-        timer = None
+        deadline = None
         if self.timeout is not None:
-            timer = asyncio.get_running_loop().call_later(self.timeout, self._expire, rid)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.timeout
+            if self._sweep is None:
+                self._sweep = loop.call_at(deadline, self._expire_due)
         old = self.inflight.pop(rid, None)
         if old is not None:  # the host reused an id still in flight
-            _cancel_timer(old)
             _safely(old.pending.cancel)
         assert isinstance(pending, tg.PendingCall)
-        self.inflight[rid] = _Inflight(pending, name, timer)
+        self.inflight[rid] = _Inflight(pending, name, deadline)
         self._to_server(orjson.dumps(msg) + b"\n")
+
+    def _expire_due(self) -> None:
+        """Time out the calls whose deadline has come (the oldest first: they are in order),
+        and set the timer again for the next one."""
+        self._sweep = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        while self.inflight:
+            rid, entry = next(iter(self.inflight.items()))
+            if entry.deadline is None:
+                return
+            if entry.deadline > now:
+                self._sweep = loop.call_at(entry.deadline, self._expire_due)
+                return
+            self._expire(rid)
 
     def _expire(self, rid: Any) -> None:
         entry = self.inflight.pop(rid, None)

@@ -86,7 +86,6 @@ def check(msg: Any) -> Refusal | None:
         return None
     method = msg["method"]
     tool_call = method == "tools/call"
-    call = _call_of(msg) if tool_call else None
     if not isinstance(method, str):
         return Refusal(INVALID_REQUEST, 'Invalid Request: "method" must be a string', answer_id)
     if has_id and not valid_id(rid):
@@ -94,7 +93,7 @@ def check(msg: Any) -> Refusal | None:
             INVALID_REQUEST,
             f"Invalid Request: MCP request ids are strings or integers (not {_kind(rid)})",
             None,
-            call,
+            _call_of(msg) if tool_call else None,
         )
     if has_id and isinstance(rid, str) and rid.startswith(OWN_ID_PREFIX):
         return Refusal(
@@ -106,10 +105,12 @@ def check(msg: Any) -> Refusal | None:
     if not tool_call:
         return None
     if not has_id:
-        return Refusal(INVALID_REQUEST, "Invalid Request: tools/call needs an id", None, call)
+        return Refusal(
+            INVALID_REQUEST, "Invalid Request: tools/call needs an id", None, _call_of(msg)
+        )
     problem = _call_problem(params)
     if problem is not None:
-        return Refusal(INVALID_PARAMS, f"Invalid params: {problem}", answer_id, call)
+        return Refusal(INVALID_PARAMS, f"Invalid params: {problem}", answer_id, _call_of(msg))
     return None
 
 
