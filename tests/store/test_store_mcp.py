@@ -171,7 +171,11 @@ PROXIES = {  # name: (server, options); "store" stands for --store URL
     **{f"replica{i}": (ECHO, [*TICKETS, "--replica", "store"]) for i in range(3)},
 }
 REPLICAS = ["replica0", "replica1", "replica2"]
-NAMED = {"ep-2", "ep-k"}  # the episodes a host names in _meta; sessions' trajectories are unnamed
+NAMED = {
+    "ep-2",
+    "ep-k",
+    "ep-crash",
+}  # the episodes a host names in _meta; sessions' trajectories are unnamed
 
 
 @pytest.fixture(scope="module")
@@ -436,7 +440,18 @@ async def replicas_then_one(urls: list[str], one: str) -> dict[str, Any]:
         "alone": await one_session(one, fresh_connections=False),
         "connections": balancer.sent,
         "raw": await raw_checks(urls[0]),
+        "restart": await crash_then_call(urls[1]),
     }
+
+
+async def crash_then_call(url: str) -> tuple[str, Any]:
+    """A call that crashes a replica's server, then a call of the same session."""
+    async with client(url) as host:
+        try:
+            crashed = repr(await host.call_tool("crash", {}, meta=meta("ep-crash")))
+        except Exception as exc:  # the JSON-RPC error the relay answers with
+            crashed = repr(exc)
+        return crashed, await host.call_tool("echo", {"text": "again"}, meta=meta("ep-crash"))
 
 
 def session_of(runs: dict[str, Any], *names: str) -> list[dict[str, Any]]:
@@ -531,3 +546,14 @@ def test_a_replica_refuses_a_call_it_cannot_parse(runs: dict[str, Any]) -> None:
     (refused,) = calls(of(spans_in(*(runs["files"][n] for n in REPLICAS)), raw))
     assert refused[contract.DECISION] == "blocked"
     assert refused[contract.CHECK] == "schema.jsonrpc"
+
+
+def test_a_replica_restarts_its_server_after_a_crash(runs: dict[str, Any]) -> None:
+    crashed, after = runs["replicas"]["restart"]
+    assert "exited" in crashed  # the call in flight, answered with an error
+    assert not after.is_error and after.content[0].text == "again"  # the next server's
+    steps = calls(of(spans_in(runs["files"]["replica1"]), "ep-crash"))
+    assert [(s[contract.GEN_AI_TOOL_NAME], s[contract.DECISION]) for s in steps] == [
+        ("crash", "allowed"),
+        ("echo", "allowed"),
+    ]
