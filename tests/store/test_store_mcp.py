@@ -557,3 +557,19 @@ def test_a_replica_restarts_its_server_after_a_crash(runs: dict[str, Any]) -> No
         ("crash", "allowed"),
         ("echo", "allowed"),
     ]
+
+
+def test_a_replica_stops_at_start_on_a_contract_that_does_not_fit(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[tools.redeem]\nrefs = { tiket = "ticket" }\n')
+    replica = ["--http", "127.0.0.1:0", "--replica", "--store", "memory"]
+    proc = subprocess.run(
+        [str(PROXY), *replica, "--contract", str(bad), "--no-spans", "--", *ECHO],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "tool 'redeem', key 'refs'" in proc.stderr and "Traceback" not in proc.stderr

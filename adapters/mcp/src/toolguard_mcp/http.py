@@ -15,6 +15,7 @@ answered with HTTP 400 and a JSON-RPC error saying so.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -73,7 +74,9 @@ async def serve_http(
         )
 
     if replica:
-        return await _serve_replica(calls, command, host, port, timeout, env, cwd, token, limit)
+        from .replica_http import serve_replica
+
+        return await serve_replica(calls, command, host, port, timeout, env, cwd, token, limit)
     if not await relay().probe_only():
         return 127
     async with anyio.create_task_group() as group:
@@ -86,51 +89,18 @@ async def serve_http(
     return 0
 
 
-async def _serve_replica(
-    calls: CallGuard,
-    command: Sequence[str],
-    host: str,
-    port: int,
-    timeout: float | None,
-    env: Mapping[str, str] | None,
-    cwd: str | None,
-    token: str | None,
-    limit: int,
-) -> int:
-    from .replica import Replica, ReplicaCalls, ReplicaStartError, SharedRelay
-    from .replica_http import ReplicaApp
-
-    assert isinstance(calls, ReplicaCalls)
-
-    def relay() -> SharedRelay:
-        return SharedRelay(
-            calls, command, host_in=-1, host_out=-1, timeout=timeout, env=env, cwd=cwd, limit=limit
-        )
-
-    replica = Replica(calls, relay, limit, _security())
-    try:
-        status = await replica.start()
-    except ReplicaStartError as exc:
-        logger.error("toolguard-mcp-proxy: %s", exc)
-        await replica.close()
-        return 1
-    if status is not None:
-        return status
-    try:
-        await _serve_app(ReplicaApp(replica), host, port, token)
-    finally:
-        await replica.close()
-    return 0
-
-
-async def _serve_app(app: Any, host: str, port: int, token: str | None) -> None:
-    """Serve the ASGI ``app`` with uvicorn until SIGINT or SIGTERM."""
+async def _serve_app(
+    app: Any, host: str, port: int, token: str | None, *, until: asyncio.Future[Any] | None = None
+) -> None:
+    """Serve the ASGI ``app`` with uvicorn until SIGINT or SIGTERM (or ``until`` is done)."""
     import uvicorn
 
     if token is not None:
         app = bearer_only(app, token)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
     http = uvicorn.Server(config)
+    if until is not None:
+        until.add_done_callback(lambda _: setattr(http, "should_exit", True))
     # Bound here, so the address is known (port 0 picks a free one) and connections made
     # as soon as it is announced wait in the backlog.
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)

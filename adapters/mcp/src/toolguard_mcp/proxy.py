@@ -260,7 +260,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         provider.add_span_processor(call_notes())
     kind = CallGuard
     if args.replica:
-        from .replica import ReplicaCalls
+        from .replica_sessions import ReplicaCalls
 
         kind = ReplicaCalls
     calls = kind(guard, contract, labels=labels, policy=policy, forward_unknown=False)

@@ -29,32 +29,27 @@ holds the request.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import functools
 import itertools
 import logging
 import math
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import orjson
+import toolguard as tg
 
-from . import _meta, wire
-from .calls import CallGuard
+from . import wire
 from .relay import StdioRelay
 from .relay_base import _LIST_TIMEOUT, CONNECTION_CLOSED, METHOD_NOT_FOUND
+from .replica_sessions import ReplicaCalls, session_of
 
 logger = logging.getLogger("toolguard.mcp")
 
-SESSION_PREFIX = "mcp-session:"  # the trajectory key of a session, as in every mode
-_SID_LIMIT = 512
-_CLIENT_LIMIT = 256
 _CLOSE_GRACE = 10.0
 _QUICK_EXIT = 30.0  # a server that exits sooner after its start is restarted after a pause
 _MAX_PAUSE = 10.0
@@ -65,32 +60,6 @@ REFUSED = {
     "logging/setLevel": "the server is shared by every session of the replica, and its log "
     "messages have no session stream to go to",
 }
-
-
-class ReplicaCalls(CallGuard):
-    """A :class:`CallGuard` whose session trajectories are named by the session id, so every
-    replica opens the same shared record for a session."""
-
-    def trajectory_for(self, meta: Any, session: str | None) -> tuple[Any, str | None]:
-        if (
-            session is not None
-            and session.startswith(SESSION_PREFIX)
-            and _meta.carried(meta)[0] is None
-            and self.guard.find_trajectory(session) is None
-        ):
-            self._open(session.removeprefix(SESSION_PREFIX), session)
-        return super().trajectory_for(meta, session)
-
-    def end_replica_session(self, session: str) -> None:
-        """The host ended its session (DELETE), on whichever replica: the trajectory ends here
-        and its summary is claimed, when the shared record has steps (a session without a
-        call has no trajectory, as in every mode)."""
-        traj = self.guard.find_trajectory(session)
-        if traj is None:
-            traj = self._open(session.removeprefix(SESSION_PREFIX), session)
-            if traj.length == 0:
-                traj.writes_summary = False
-        traj.end()
 
 
 class SharedRelay(StdioRelay):
@@ -214,7 +183,7 @@ class Replica:
                     signals=False,
                 )
             except Exception as exc:
-                if isinstance(exc, self._fatal):
+                if isinstance(exc, tg.ContractFileError):
                     raise
                 if not self.ready.is_set():
                     raise ReplicaStartError(
@@ -238,12 +207,6 @@ class Replica:
                 f" in {pause:g} s" if pause else "",
             )
             await asyncio.sleep(pause)
-
-    @property
-    def _fatal(self) -> tuple[type[Exception], ...]:
-        import toolguard as tg
-
-        return (tg.ContractFileError,)
 
     async def _host(self, relay: SharedRelay, generation: int) -> None:
         await relay._from_lines(self._feed(relay, generation))
@@ -441,33 +404,3 @@ def _send(outbox: Any, item: dict[str, Any], *, final: bool = False, related: An
     metadata = ServerMessageMetadata(related_request_id=related) if related is not None else None
     with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
         outbox.send_nowait((SessionMessage(message, metadata=metadata), final))  # else: gone
-
-
-def new_session_id(msg: Mapping[str, Any]) -> str:
-    """A session id for the host of this ``initialize``: a random id, then its
-    ``clientInfo`` (name/version) so every replica knows who calls."""
-    sid = uuid.uuid4().hex
-    params = msg.get("params")
-    info = params.get("clientInfo") if isinstance(params, Mapping) else None
-    if isinstance(info, Mapping) and isinstance(info.get("name"), str):
-        version = info.get("version")
-        who = (info["name"] + (f"/{version}" if isinstance(version, str) else ""))[:_CLIENT_LIMIT]
-        sid += "." + base64.urlsafe_b64encode(who.encode()).decode().rstrip("=")
-    return sid
-
-
-def session_of(sid: str) -> tuple[str, str | None]:
-    """(the trajectory key, the host) a session id stands for."""
-    own, _, who = sid.partition(".")
-    client = None
-    if who:
-        try:
-            client = base64.urlsafe_b64decode(who + "=" * (-len(who) % 4)).decode()[:_CLIENT_LIMIT]
-        except (binascii.Error, UnicodeDecodeError, ValueError):
-            client = None
-    return SESSION_PREFIX + own, client
-
-
-def valid_session_id(sid: str) -> bool:
-    own = sid.partition(".")[0]
-    return 0 < len(sid) <= _SID_LIMIT and bool(own) and all(0x21 <= ord(c) <= 0x7E for c in sid)

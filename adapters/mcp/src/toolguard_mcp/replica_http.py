@@ -10,13 +10,75 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
 import orjson
+import toolguard as tg
 
-from .http import _SESSION_HEADER, _VERSION_HEADER, _answer, _body, _replay, _status, _strict
-from .replica import Replica, new_session_id, session_of, valid_session_id
+from .calls import CallGuard
+from .http import (
+    _SESSION_HEADER,
+    _VERSION_HEADER,
+    _answer,
+    _body,
+    _replay,
+    _security,
+    _serve_app,
+    _status,
+    _strict,
+)
+from .replica import Replica, ReplicaStartError, SharedRelay
+from .replica_sessions import ReplicaCalls, new_session_id, session_of, valid_session_id
+
+logger = logging.getLogger("toolguard.mcp")
+
+
+async def serve_replica(
+    calls: CallGuard,
+    command: Sequence[str],
+    host: str,
+    port: int,
+    timeout: float | None,
+    env: Mapping[str, str] | None,
+    cwd: str | None,
+    token: str | None,
+    limit: int,
+) -> int:
+    """``serve_http`` for a replica: its server started and initialized, then its app
+    served until stopped (or until its server cannot be restarted)."""
+    assert isinstance(calls, ReplicaCalls)
+
+    def relay() -> SharedRelay:
+        return SharedRelay(
+            calls, command, host_in=-1, host_out=-1, timeout=timeout, env=env, cwd=cwd, limit=limit
+        )
+
+    replica = Replica(calls, relay, limit, _security())
+    try:
+        status = await replica.start()
+    except ReplicaStartError as exc:
+        logger.error("toolguard-mcp-proxy: %s", exc)
+        await replica.close()
+        return 1
+    if status is not None:
+        return status
+    assert replica.task is not None
+    try:
+        # A server that cannot be restarted (its tools no longer fit the contract) stops the
+        # replica: its requests would wait for nothing, and the balancer sends them elsewhere.
+        await _serve_app(ReplicaApp(replica), host, port, token, until=replica.task)
+    finally:
+        failed = replica.task.done() and not replica.closing
+        await replica.close()
+    if not failed:
+        return 0
+    gone = replica.task.exception() if not replica.task.cancelled() else None
+    if isinstance(gone, tg.ContractFileError):
+        raise gone
+    logger.error("toolguard-mcp-proxy: the replica's server is gone (%s): stopping", gone)
+    return 1
 
 
 class ReplicaApp:
