@@ -136,7 +136,8 @@ class _Out:
 
 
 class Replica:
-    """The ASGI app of one replica and the life of its server (module docstring)."""
+    """One replica: the life of its server, and the routing between the host requests of
+    every session and that server (module docstring; replica_http.py serves it)."""
 
     def __init__(
         self, calls: ReplicaCalls, relay: Callable[[], SharedRelay], limit: int, security: Any
