@@ -15,6 +15,7 @@ answered with HTTP 400 and a JSON-RPC error saying so.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -58,48 +59,76 @@ async def serve_http(
     cwd: str | None = None,
     token: str | None = None,
     limit: int = LINE_LIMIT,
+    replica: bool = False,
 ) -> int:
     """Serve ``command`` at ``http://host:port/mcp`` until stopped (SIGINT, SIGTERM); returns
     the exit status. Announces the address on the log once listening. ``token``: hosts must
-    send ``Authorization: Bearer TOKEN`` (401 otherwise). A contract that does not fit the
-    server's tools raises :class:`toolguard.ContractFileError` before anything is served."""
-    import uvicorn
+    send ``Authorization: Bearer TOKEN`` (401 otherwise). ``replica``: one server shared by
+    every session, any session id served (:mod:`toolguard_mcp.replica`; ``calls`` is then a
+    :class:`~toolguard_mcp.replica.ReplicaCalls`). A contract that does not fit the server's
+    tools raises :class:`toolguard.ContractFileError` before anything is served."""
 
     def relay() -> StdioRelay:
         return StdioRelay(
             calls, command, host_in=-1, host_out=-1, timeout=timeout, env=env, cwd=cwd, limit=limit
         )
 
+    if replica:
+        from .replica_http import serve_replica
+
+        return await serve_replica(calls, command, host, port, timeout, env, cwd, token, limit)
     if not await relay().probe_only():
         return 127
     async with anyio.create_task_group() as group:
         sessions = Sessions(calls, relay, group, host, limit)
-        app: Any = sessions
-        if token is not None:
-            app = bearer_only(app, token)
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
-        http = uvicorn.Server(config)
-        # Bound here, so the address is known (port 0 picks a free one) and connections made
-        # as soon as it is announced wait in the backlog.
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-        bound = sock.getsockname()[1]
-        where = f"[{host}]" if ":" in host else host
-        logger.warning("toolguard-mcp-proxy: serving http://%s:%d/mcp", where, bound)
-        # uvicorn shuts down gracefully on SIGINT / SIGTERM, then raises the signal again
-        # under the handlers it found: these let the proxy stop the servers and write the
-        # trajectories' summaries instead of dying there.
-        previous = {sig: signal.signal(sig, _ignore) for sig in _STOP_SIGNALS}
         try:
-            await http.serve(sockets=[sock])
+            await _serve_app(sessions, host, port, token)
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
             await sessions.close()
             group.cancel_scope.cancel()
     return 0
+
+
+async def _serve_app(
+    app: Any, host: str, port: int, token: str | None, *, until: asyncio.Future[Any] | None = None
+) -> None:
+    """Serve the ASGI ``app`` with uvicorn until SIGINT or SIGTERM (or ``until`` is done)."""
+    import uvicorn
+
+    if token is not None:
+        app = bearer_only(app, token)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+    http = uvicorn.Server(config)
+    if until is not None:
+        until.add_done_callback(lambda _: setattr(http, "should_exit", True))
+    # Bound here, so the address is known (port 0 picks a free one) and connections made
+    # as soon as it is announced wait in the backlog.
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    bound = sock.getsockname()[1]
+    where = f"[{host}]" if ":" in host else host
+    logger.warning("toolguard-mcp-proxy: serving http://%s:%d/mcp", where, bound)
+    # uvicorn shuts down gracefully on SIGINT / SIGTERM, then raises the signal again
+    # under the handlers it found: these let the proxy stop the servers and write the
+    # trajectories' summaries instead of dying there.
+    previous = {sig: signal.signal(sig, _ignore) for sig in _STOP_SIGNALS}
+    try:
+        await http.serve(sockets=[sock])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _security() -> Any:
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
 
 
 class Sessions:
@@ -108,19 +137,13 @@ class Sessions:
     def __init__(
         self, calls: CallGuard, relay: Any, group: Any, host: str, limit: int = LINE_LIMIT
     ) -> None:
-        from mcp.server.transport_security import TransportSecuritySettings
-
         self.calls = calls
         self.limit = limit
         self.relay = relay
         self.group = group
         self.open: dict[str, Any] = {}
         self.running: set[anyio.Event] = set()  # one per session still relaying
-        self.security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        )
+        self.security = _security()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":

@@ -3,8 +3,9 @@
     toolguard mcp-proxy --contract git.toml -- python -m mcp_server_git --repository .
 
 Starts the server as a subprocess and serves its tools to the host, over stdio (default) or
-streamable HTTP bound to the loopback interface (``--http 127.0.0.1:8765``), checking every
-``tools/call`` against the contract file before it reaches the server. Spans go to
+streamable HTTP bound to the loopback interface (``--http 127.0.0.1:8765``; with
+``--replica``, one of several behind a load balancer: :mod:`toolguard_mcp.replica`),
+checking every ``tools/call`` against the contract file before it reaches the server. Spans go to
 ``--spans`` (OTLP JSON Lines, none lost), or wherever the standard ``OTEL_*`` variables say.
 """
 
@@ -31,6 +32,7 @@ logger = logging.getLogger("toolguard.mcp")
 
 DEFAULT_TIMEOUT = 300.0
 DEFAULT_SPANS = "toolguard-spans.jsonl"
+STORE_ENV = "TOOLGUARD_STORE"  # the core's variable (toolguard/runtime/trajectories/store_url.py)
 
 
 def build_parser(prog: str = "toolguard mcp-proxy") -> argparse.ArgumentParser:
@@ -51,6 +53,13 @@ def build_parser(prog: str = "toolguard mcp-proxy") -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help="serve streamable HTTP at "
         "http://HOST:PORT/mcp instead of stdio (loopback addresses only)",
+    )
+    parser.add_argument(
+        "--replica",
+        action="store_true",
+        help="with --http: serve as one of several replicas behind a load balancer (no "
+        "session affinity): one server process shared by every host session, any session "
+        "served by any replica; needs a shared --store (--store memory: one replica alone)",
     )
     parser.add_argument(
         "--spans",
@@ -175,6 +184,21 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
             address = _loopback(args.http)
         except ValueError as exc:
             parser.error(str(exc))
+    if args.replica:
+        if address is None:
+            parser.error("--replica needs --http (replicas serve streamable HTTP)")
+        chosen = (args.store or os.environ.get(STORE_ENV, "")).strip()
+        if not chosen:
+            parser.error(
+                "--replica needs a shared trajectory store, or each replica counts its own "
+                "steps of a session: --store redis://host:6379/0 (or $TOOLGUARD_STORE); "
+                "for one replica alone, say --store memory"
+            )
+        if chosen == "memory":
+            logger.warning(
+                "toolguard-mcp-proxy: --replica with --store memory: trajectories stay in "
+                "this process, right only while it is the one replica"
+            )
     token = None
     if args.auth_token_env:
         if address is None:
@@ -234,7 +258,12 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         parser.error(str(exc).replace("store=:", "--store:"))
     if provider is not None:
         provider.add_span_processor(call_notes())
-    calls = CallGuard(guard, contract, labels=labels, policy=policy, forward_unknown=False)
+    kind = CallGuard
+    if args.replica:
+        from .replica_sessions import ReplicaCalls
+
+        kind = ReplicaCalls
+    calls = kind(guard, contract, labels=labels, policy=policy, forward_unknown=False)
     timeout = args.timeout or None
     limit = args.max_message_mib * 1024 * 1024
     try:
@@ -253,6 +282,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
                     env=os.environ,
                     token=token,
                     limit=limit,
+                    replica=args.replica,
                 )
             )
     except tg.ContractFileError as exc:  # the contract does not fit the server's tools
