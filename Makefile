@@ -14,8 +14,19 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(DEMO_STAMP): pyproject.toml Makefile | $(VENV)/bin/python
-	$(PY) -m pip install -q -e ".[export,report,plot,html]"
+# The installs go through uv (pip installs it into the venv first): it resolves and downloads
+# the same requirements several times faster than pip (the dev install took about 7 minutes
+# with pip, most of make test's time on a fresh clone). It reads no pip.conf: an index other
+# than PyPI is set with UV_DEFAULT_INDEX (or UV_INDEX) instead.
+UV_PIN := uv==0.13.9
+UV := $(VENV)/bin/uv
+PIP := $(UV) pip install --python $(PY) -q
+
+$(UV): | $(VENV)/bin/python
+	$(PY) -m pip install -q $(UV_PIN)
+
+$(DEMO_STAMP): pyproject.toml Makefile | $(UV)
+	$(PIP) -e ".[export,report,plot,html]"
 	touch $(DEMO_STAMP)
 
 # The framework adapters: each its own distribution (adapters/<name>/pyproject.toml), installed
@@ -35,11 +46,11 @@ ADK_DEPS := "aiosqlite>=0.21" "authlib>=1.9.1,<2" "click>=8.1.8,<9" "cryptograph
 	"uvicorn>=0.34,<1" "watchdog>=6,<7" "websockets>=15.0.1,<16"
 RESOLVED := $(filter-out google_adk,$(ADAPTERS))
 
-$(STAMP): pyproject.toml Makefile $(ADAPTERS:%=adapters/%/pyproject.toml) | $(VENV)/bin/python
-	$(PY) -m pip install -q -e ".[export,report,plot,dev,bench]" $(RESOLVED:%=-e adapters/%[test]) $(ADK_DEPS)
-	$(PY) -m pip install -q --no-deps $(ADK_PIP) -e adapters/google_adk
-	$(PY) -m pip install -q --no-deps bfcl-eval==2026.3.23 mpmath==1.4.1
-	$(PY) -m pip install -q --no-deps $(TAU2_PIP)
+$(STAMP): pyproject.toml Makefile $(ADAPTERS:%=adapters/%/pyproject.toml) | $(UV)
+	$(PIP) -e ".[export,report,plot,dev,bench]" $(RESOLVED:%=-e adapters/%[test]) $(ADK_DEPS)
+	$(PIP) --no-deps $(ADK_PIP) -e adapters/google_adk
+	$(PIP) --no-deps bfcl-eval==2026.3.23 mpmath==1.4.1
+	$(PIP) --no-deps $(TAU2_PIP)
 	touch $(STAMP) $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)

@@ -34,6 +34,12 @@ PORT = _closed_port()
 HOST = f"127.0.0.1:{PORT}"
 
 
+def _case_id(value: object) -> str | None:
+    """A case's id without the port, which each process picks anew: the test workers
+    (pytest -n) must collect the same ids."""
+    return value.replace(f":{PORT}", ":PORT") if isinstance(value, str) else None
+
+
 def cli(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -62,6 +68,7 @@ def _leaks(text: str, secret: str) -> bool:
         (f"http://agent:{HEAD}{TAIL}@127.0.0.1:99999", "its port is not a number from 0 to 65535"),
         (f"htp://agent:{HEAD}{TAIL}@ch.example", "URL of host ch.example: not a ClickHouse URL"),
     ],
+    ids=_case_id,
 )  # fmt: skip
 def test_a_hostile_url_is_one_line_without_its_secret(url: str, expected: str) -> None:
     code, out, err = cli("--clickhouse", url)

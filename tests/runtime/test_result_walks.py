@@ -96,9 +96,14 @@ json_like = st.recursive(
 
 
 def _nest(value: Any, depth: int) -> Any:
+    """``value`` under ``depth`` levels, each holding it in a list under "id" beside the next
+    level under "x": the walks meet it at every depth from 2 to ``depth`` + 1, so their cut-off
+    (past depth 20) falls at each place inside it, in a value whose size grows with ``depth``
+    linearly (a level holding the one below under both keys doubled it)."""
+    nested = value
     for _ in range(depth):
-        value = {"id": [value], "x": value}
-    return value
+        nested = {"id": [value], "x": nested}
+    return nested
 
 
 @pytest.mark.slow
