@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import toolguard as tg
-from benchmarks.tau2._tau2 import DOMAINS, _db_json, domain_api, openai_schemas, tool_call
+from benchmarks.tau2._tau2 import DOMAINS, _db_json, domain_api, tool_call
 from benchmarks.tau2.context import account_bindings
-from benchmarks.tau2.guarded import _runner, _strict
+from benchmarks.tau2.guarded import tau2_guard
 from benchmarks.tau2.inject import inject, injection_classes
 from benchmarks.tau2.record import simulation
 from benchmarks.tau2.specs import SPECS, Live, user_ids
@@ -57,19 +57,18 @@ def _rejections(task: GroundTruth) -> list[bool]:
     return [bool(env.get_response(tool_call(c.name, c.arguments, f"c{i}")).error) for i, c in calls]
 
 
-def _guard(domain: str, specs: Mapping[str, Mapping[str, Any]]) -> tuple[tg.Guard, Live]:
-    """A log-mode guard over tau2's tools with ``specs`` (tool -> register options)."""
-    live = Live()
-    guard = tg.Guard(mode="log", state=live, error_result=None)
-    for name, fn_schema in openai_schemas(domain).items():
-        guard.register(
-            _runner(live, name),
-            name=name,
-            description=fn_schema.get("description"),
-            json_schema=_strict(fn_schema["parameters"]),
-            **specs.get(name, {}),
-        )
-    return guard, live
+def _zero_row() -> dict[str, Any]:
+    """One kind's counts before its first run (also the table's total over the mutants)."""
+    return {
+        "runs": 0,
+        "calls": 0,
+        "rejected": 0,
+        "accepted": 0,
+        "caught": {},
+        "flags": {},
+        "flags_at_mutation": {},
+        "both": 0,
+    }
 
 
 def _inferred_specs(contract: tg.Contract) -> dict[str, dict[str, Any]]:
@@ -153,9 +152,9 @@ def measure(
     kinds = _kinds(contract)
     guards = {
         d: {
-            "schema-only": _guard(d, {}),
-            "inferred": _guard(d, _inferred_specs(contract)),
-            "hand rules": _guard(d, SPECS[d]),
+            "schema-only": tau2_guard(d, {}, "log"),
+            "inferred": tau2_guard(d, _inferred_specs(contract), "log"),
+            "hand rules": tau2_guard(d, SPECS[d], "log"),
         }
         for d in DOMAINS
     }
@@ -167,19 +166,7 @@ def measure(
             if mutated is not None:
                 variants.append((f"{task.domain}/{cls}", mutated.task, mutated.step))
         for kind, calls, changed in variants:
-            row = rows.setdefault(
-                kind,
-                {
-                    "runs": 0,
-                    "calls": 0,
-                    "rejected": 0,
-                    "accepted": 0,
-                    "caught": {},
-                    "flags": {},
-                    "flags_at_mutation": {},
-                    "both": 0,
-                },
-            )
+            row = rows.setdefault(kind, _zero_row())
             row["runs"] += 1
             env = _rejections(calls)
             tid = f"{task.key}-{kind}"
@@ -221,15 +208,7 @@ def markdown(summary: dict[str, Any]) -> str:
         + " | accepted mutated calls flagged | flags on other accepted calls |",
         "|---|---|---|---|---|---|",
     ]
-    total: dict[str, Any] = {
-        "calls": 0,
-        "rejected": 0,
-        "accepted": 0,
-        "caught": {},
-        "flags": {},
-        "flags_at_mutation": {},
-        "both": 0,
-    }
+    total = _zero_row()
     for kind, row in sorted(summary["rows"].items()):
         if kind != "ground truth":
             for k in ("calls", "rejected", "accepted", "both"):

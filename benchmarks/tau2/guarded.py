@@ -10,9 +10,10 @@ the replay goes on after it, as an agent would.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, Literal
 
 import toolguard as tg
 from benchmarks.tau2._tau2 import fresh_environment, openai_schemas, tool_call
@@ -69,11 +70,17 @@ def _strict(schema: dict[str, Any]) -> dict[str, Any]:
 @cache
 def domain_guard(domain: str) -> tuple[tg.Guard, Live]:
     """One guard per domain and process; ``live.env`` is swapped for every replay."""
+    return tau2_guard(domain, SPECS[domain], "block")
+
+
+def tau2_guard(
+    domain: str, specs: Mapping[str, Mapping[str, Any]], mode: Literal["block", "log"]
+) -> tuple[tg.Guard, Live]:
+    """A guard over the domain's tools with ``specs`` (tool -> register options)."""
     live = Live()
     # tau2 says a call failed with error=True only (the runner raises then): a result that
     # happens to hold an "error" key is no rejection, so the guard's default reader is off.
-    guard = tg.Guard(mode="block", state=live, error_result=None)
-    specs = SPECS[domain]
+    guard = tg.Guard(mode=mode, state=live, error_result=None)
     for name, fn_schema in openai_schemas(domain).items():
         guard.register(
             _runner(live, name),

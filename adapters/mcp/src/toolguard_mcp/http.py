@@ -146,22 +146,8 @@ class Sessions:
         self.security = _security()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return
-        if scope["path"].rstrip("/") != "/mcp":
-            await _status(send, 404, "not found: the MCP endpoint is /mcp")
-            return
-        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-
-        headers = dict(scope["headers"])
-        version = headers.get(_VERSION_HEADER)
-        if version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
-            await _status(
-                send,
-                400,
-                "toolguard-mcp-proxy relays the handshake eras of MCP over HTTP, not "
-                f"protocol version {version.decode('latin-1')[:32]}",
-            )
+        headers = await front_door(scope, send)
+        if headers is None:
             return
         sid = headers.get(_SESSION_HEADER)
         if scope.get("method") == "POST":
@@ -347,6 +333,29 @@ def _strict(body: bytes | None) -> wire.Refusal | None:
         if refusal is not None:
             return refusal
     return None
+
+
+async def front_door(scope: Any, send: Any) -> dict[bytes, bytes] | None:
+    """What every request to the proxy's HTTP endpoint passes first (both modes): HTTP, the
+    ``/mcp`` path, a protocol version the proxy relays. Its headers, or None once refused."""
+    if scope["type"] != "http":
+        return None
+    if scope["path"].rstrip("/") != "/mcp":
+        await _status(send, 404, "not found: the MCP endpoint is /mcp")
+        return None
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    headers: dict[bytes, bytes] = dict(scope["headers"])
+    version = headers.get(_VERSION_HEADER)
+    if version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
+        await _status(
+            send,
+            400,
+            "toolguard-mcp-proxy relays the handshake eras of MCP over HTTP, not "
+            f"protocol version {version.decode('latin-1')[:32]}",
+        )
+        return None
+    return headers
 
 
 async def _status(send: Any, status: int, message: str) -> None:

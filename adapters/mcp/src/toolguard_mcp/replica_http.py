@@ -20,7 +20,6 @@ import toolguard as tg
 from .calls import CallGuard
 from .http import (
     _SESSION_HEADER,
-    _VERSION_HEADER,
     _answer,
     _body,
     _replay,
@@ -28,6 +27,7 @@ from .http import (
     _serve_app,
     _status,
     _strict,
+    front_door,
 )
 from .replica import Replica, ReplicaStartError, SharedRelay
 from .replica_sessions import ReplicaCalls, new_session_id, session_of, valid_session_id
@@ -90,22 +90,8 @@ class ReplicaApp:
         logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return
-        if scope["path"].rstrip("/") != "/mcp":
-            await _status(send, 404, "not found: the MCP endpoint is /mcp")
-            return
-        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-
-        headers = dict(scope["headers"])
-        version = headers.get(_VERSION_HEADER)
-        if version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
-            await _status(
-                send,
-                400,
-                "toolguard-mcp-proxy relays the handshake eras of MCP over HTTP, not "
-                f"protocol version {version.decode('latin-1')[:32]}",
-            )
+        headers = await front_door(scope, send)
+        if headers is None:
             return
         if not await self._secure(scope, receive, send):
             return
