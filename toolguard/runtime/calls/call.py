@@ -101,8 +101,10 @@ class _Call:
 
     def _call_attributes(self) -> dict[str, Any]:
         traj = self._traj
+        tool = self._tool
+        label = tool.span_names[0] if tool is not None else tel.call_span_names(self.name)[0]
         return tel.call_attributes(
-            self.name,
+            label,
             traj.id if traj else None,
             self.step,
             self.call_id,
@@ -209,16 +211,17 @@ class _Call:
                 stages.record_outcome(self, traj, result, observe)
         if guard.record_content and self._recording:
             tel.set_attributes(self._span, {contract.GEN_AI_TOOL_CALL_RESULT: tel.content(result)})
-        if self._failures or traj is None or traj.ended:
+        if self._failures or (traj is not None and traj.ended):
             self._close(executed=True)
             return
         # close, the valid call that ran (most calls): _close's first branch, inline
         self._decision = contract.ALLOWED
         self._sorted = _NO_FAILURES
-        # Trajectory._record of a valid call, inline: nothing else to note
-        step = self.step
-        assert step is not None  # a call in a trajectory has its step
-        traj._verdicts.append((step, self.name, contract.ALLOWED, _NO_FAILURES, self.call_id))
+        if traj is not None:
+            # Trajectory._record of a valid call, inline: nothing else to note
+            step = self.step
+            assert step is not None  # a call in a trajectory has its step
+            traj._verdicts.append((step, self.name, contract.ALLOWED, _NO_FAILURES, self.call_id))
         span = self._span
         if span is INVALID_SPAN:  # tracing off
             return
@@ -430,12 +433,14 @@ def start(
             call._owns_span = True
             call._recording = False
             return call
+        label, span_name = tool.span_names if tool is not None else tel.call_span_names(name)
         started: Span = tel.start_call_span(
             tracer,
             name,
+            span_name,
             guard.reuse_framework_spans,
             tel.call_attributes(
-                name,
+                label,
                 traj.id if traj else None,
                 step,
                 call_id,

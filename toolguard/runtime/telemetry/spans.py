@@ -71,16 +71,25 @@ def is_noop(tracer: Tracer) -> bool:
     return kind is NoOpTracer
 
 
+def call_span_names(tool: str) -> tuple[str, str]:
+    """A tool's name as its spans show it (shortened: a model may send a 10 MB one) and its
+    call span's name; a declared tool's are computed once (``Tool.span_names``)."""
+    label = shorten_text(tool, NAME_LIMIT)
+    return label, contract.call_span_name(label)
+
+
 def start_call_span(
     tracer: Tracer,
     tool: str,
+    span_name: str,
     reuse_framework_span: bool = False,
     attributes: Mapping[str, Any] | None = None,
     not_a_call: Span | None = None,
 ) -> Span:
-    """The span of one call to ``tool``; INVALID_SPAN when ``tracer`` is a no-op one, and
-    :data:`REUSED` when ``reuse_framework_span`` and the current span is already the
-    framework's ``execute_tool {tool}`` span (PROTOCOL 1.1: one span per call).
+    """The span of one call to ``tool`` (named ``span_name``, :func:`call_span_names`) on a
+    tracer that makes spans (the caller asked :func:`is_noop`), or :data:`REUSED` when
+    ``reuse_framework_span`` and the current span is already the framework's
+    ``execute_tool {tool}`` span (PROTOCOL 1.1: one span per call).
     ``attributes`` (the call's, ``call_attributes``) are given to the span as it starts: the
     SDK cleans them once, instead of again under the span's lock when set on it afterwards
     (about 10 us a call with the SDK, benchmarks/README.md). ``not_a_call``: a span known
@@ -88,19 +97,10 @@ def start_call_span(
 
     A call makes its span current only while the span records, so what a no-op tracer would
     return (a non-recording wrapper of the current context's span) is never seen by anyone:
-    skipping it saves a context look-up of five Python calls, about a tenth of a guarded call
-    with tracing off (benchmarks/overhead.py). A trajectory's span, which is always made
-    current, keeps going through `start_span`.
+    the caller skips it, which saves a context look-up of five Python calls, about a tenth
+    of a guarded call with tracing off (benchmarks/overhead.py). A trajectory's span, which
+    is always made current, keeps going through `start_span`.
     """
-    kind: type[object] = type(tracer)
-    if kind is ProxyTracer:
-        # The default tracer follows the global provider: a no-op one until the user installs
-        # an SDK. Asked on every call, so a provider installed later is picked up at once.
-        # What ProxyTracer.start_span itself delegates to.
-        kind = type(getattr(tracer, "_tracer", None))
-    if kind is NoOpTracer:
-        return INVALID_SPAN
-    name = contract.call_span_name(shorten_text(tool, NAME_LIMIT))
     parent = None
     if reuse_framework_span:
         # One look-up of the current context: for the framework's span and as the parent.
@@ -114,10 +114,18 @@ def start_call_span(
         if (
             current is not not_a_call
             and current.is_recording()
-            and _is_call_span(current, tool, name)
+            and _is_call_span(current, tool, span_name)
         ):
             return REUSED
-    return start_span(tracer, name, parent, attributes)
+    try:  # start_span, inline (telemetry never breaks a call)
+        return tracer.start_span(
+            span_name, context=parent, kind=SpanKind.INTERNAL, attributes=attributes
+        )
+    except Exception:
+        logger.exception(
+            "toolguard: could not start span %r; the call goes on untraced", span_name
+        )
+        return INVALID_SPAN
 
 
 def _is_call_span(span: Span, tool: str, name: str) -> bool:
@@ -201,16 +209,17 @@ def _fallback(value: Any) -> Any:
 
 
 def call_attributes(
-    tool: str,
+    label: str,
     trajectory_id: str | None,
     step: int | None,
     call_id: str | None,
     conversation_id: str | None,
 ) -> dict[str, Any]:
-    tool = shorten_text(tool, NAME_LIMIT)
+    """A call span's attributes as it starts; ``label``: the tool's name already shortened
+    (:func:`call_span_names`)."""
     attributes: dict[str, Any] = {
         contract.GEN_AI_OPERATION_NAME: contract.OPERATION_EXECUTE_TOOL,
-        contract.GEN_AI_TOOL_NAME: tool,
+        contract.GEN_AI_TOOL_NAME: label,
         contract.GEN_AI_TOOL_TYPE: "function",
     }
     if trajectory_id is not None:

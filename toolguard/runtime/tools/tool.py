@@ -12,6 +12,7 @@ from ..._errors import ToolDefinitionError
 from ..forks import strategies as _fork
 from ..forks.strategies import ForkStrategy, State
 from ..inherit import INHERIT, Inherit
+from ..telemetry.spans import call_span_names
 from . import schema as _schema
 from .conditions import CONTEXT_NAMES, Postcondition, Precondition
 from .json_schema import from_json_schema
@@ -40,6 +41,8 @@ class Tool:
         self.spec = _call_view(name, spec)
         # The tool's own mode, or None where it is the guard's (read on every call).
         self.own_mode: str | None = spec.mode if isinstance(spec.mode, str) else None
+        # Its name as its spans show it, and its call span's name (shortened once, not per call).
+        self.span_names = call_span_names(name)
         self.has_function = fn is not None
         self.description = spec.description or (inspect.getdoc(fn) if fn else None) or ""
         self.is_async = fn is not None and _is_async_callable(fn)
