@@ -11,7 +11,7 @@ name (:meth:`Pipeline.dispatch`, ``guard.call``) and the two-phase check whose t
 else runs (:meth:`Pipeline.check`, ``guard.check``). Each entry point only says where the
 arguments come from and how a rejection is handed back; everything else is the same code.
 
-- start: ``PendingCall(...)`` takes the call's trajectory, step and span (``pending.py``);
+- start: ``start.start`` takes the call's trajectory, step and span (``start.py``);
 - parse: JSON text or a mapping (dispatch), positional and keyword arguments (direct);
 - schema, dependency, precondition, information: :meth:`Pipeline.admit`; blocking stops at
   the first failure, log mode collects them all;
@@ -41,16 +41,17 @@ from ..trajectories.trajectory import Trajectory
 from ..verdict import Rejection
 from . import dry_run as dryrun
 from . import transaction
-from .call import _Call, start
+from .call import _Call
 from .pending import PendingCall
 from .stages import stages_of
+from .start import start
 
 if TYPE_CHECKING:
     from ..guard import Guard
     from ..tools.tool import Tool
 
 logger = logging.getLogger("toolguard")
-_new = object.__new__  # the call's state, started by call.start (cheaper than the class call)
+_new = object.__new__  # the call's state, started by start.start (cheaper than the class call)
 
 Arguments = str | bytes | Mapping[str, Any] | None
 

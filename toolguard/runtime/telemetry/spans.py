@@ -122,9 +122,7 @@ def start_call_span(
             span_name, context=parent, kind=SpanKind.INTERNAL, attributes=attributes
         )
     except Exception:
-        logger.exception(
-            "toolguard: could not start span %r; the call goes on untraced", span_name
-        )
+        logger.exception("toolguard: could not start span %r; the call goes on untraced", span_name)
         return INVALID_SPAN
 
 
