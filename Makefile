@@ -56,11 +56,15 @@ $(STAMP): pyproject.toml Makefile $(ADAPTERS:%=adapters/%/pyproject.toml) | $(UV
 demo: $(DEMO_STAMP)
 	$(PY) -m toolguard.demo --out out/demo-spans.jsonl
 
+# The core's tests on two workers (pytest-xdist; the CI machines have 2 cores). The adapters'
+# suites stay one process each: they are short, or wait on their servers rather than compute.
+TEST_WORKERS ?= 2
+
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 	set -e; for a in $(ADAPTERS); do (cd adapters/$$a && ../../$(PY) -m pytest -q); done
 
 # Headless Chromium and its driver for the HTML report's browser tests (Debian packages;
