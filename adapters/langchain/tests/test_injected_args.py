@@ -178,7 +178,7 @@ class RemoveInjected(BaseTool):
     ) -> dict[str, Any]:
         # Without an args_schema LangChain passes no tool call id (it injects one only
         # through the schema): ToolRuntime carries it.
-        return _seen(contact_id, config, call_id or runtime.tool_call_id, state, runtime)
+        return _seen(contact_id, config, call_id or str(runtime.tool_call_id), state, runtime)
 
 
 def injected_tool(kind: str) -> BaseTool:
