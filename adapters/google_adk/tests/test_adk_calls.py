@@ -14,6 +14,7 @@ from google.adk.agents import LlmAgent
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.function_tool import FunctionTool
+from google.adk.tools.tool_context import ToolContext
 
 from toolguard_google_adk import ToolGuardPlugin
 from toolguard_google_adk._calls import refusal
@@ -259,3 +260,29 @@ def test_a_tool_declared_on_the_guard_is_used_as_declared(otel: Telemetry) -> No
     with guard.trajectory("declared") as traj:
         chat(LlmAgent(name="a", model=model, tools=[lookup]), [ToolGuardPlugin(guard)]).send("go")
     assert verdicts(traj) == [(1, "lookup", False, "schema.args")]
+
+
+def test_a_tool_taking_adks_context_is_not_asked_for_it(otel: Telemetry) -> None:
+    """ADK passes a function tool its ToolContext itself (by type, else by the name
+    ``tool_context``), left out of the declaration the model is shown: the guard never
+    requires it, so the legal call passes."""
+    got: list[tuple[str, str | None]] = []
+
+    def note(text: str, tool_context: ToolContext) -> dict[str, str]:
+        """Keep a note."""
+        got.append((text, tool_context.function_call_id))
+        return {"noted": text}
+
+    def recall(ctx: ToolContext) -> dict[str, str]:
+        """The notes."""
+        got.append(("recall", ctx.function_call_id))
+        return {"notes": "hi"}
+
+    guard = otel.guard()
+    model = scripted([("note", {"text": "hi"}), ("recall", {})])
+    agent = LlmAgent(name="a", model=model, tools=[note, recall])
+    with guard.trajectory("context") as traj:
+        events = chat(agent, [ToolGuardPlugin(guard)]).send("go")
+    calls = {c.name: c.id for e in events for c in e.get_function_calls()}
+    assert sorted(got) == [("hi", calls["note"]), ("recall", calls["recall"])]
+    assert verdicts(traj) == [(1, "note", True, None), (2, "recall", True, None)]

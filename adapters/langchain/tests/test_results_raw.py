@@ -130,18 +130,14 @@ def test_a_tool_keeps_its_state_on_the_object_the_user_holds(spans: Spans) -> No
     assert counting.calls == 2
 
 
-class NoArgs(BaseModel):
-    pass
-
-
 class ConfiguredTool(BaseTool):
     """Asks LangChain for its run manager and the run's config: LangChain reads the running
     copy's signature and type hints to pass them (the copy answers both as the tool would)."""
 
     name: str = "configured"
     description: str = "Report what LangChain passed."
-    # Without one, LangChain's tool_call_schema lists `config` as a required argument.
-    args_schema: type[BaseModel] = NoArgs
+    # No args_schema: LangChain's tool_call_schema lists `config` as a required argument,
+    # which the guard leaves to LangChain (tests/test_injected_args.py).
 
     def _run(
         self,

@@ -4,8 +4,10 @@ later runs; concurrent runs; a run that fails; LlamaIndex's own instrumentation 
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -160,6 +162,29 @@ def test_a_failed_run_still_writes_its_summary(otel: Telemetry) -> None:
     assert summary.attributes["toolguard.trajectory.length"] == 2
     assert "toolguard.trajectory.success" not in summary.attributes
     assert not summary.status.is_ok
+
+
+def test_a_run_the_process_leaves_mid_way_writes_its_summary_at_exit() -> None:
+    # exit_script.py exits while its run waits in a tool (the handler never completes); its
+    # spans go to stdout.
+    here = Path(__file__).resolve().parent
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(here), os.environ.get("PYTHONPATH", "")])
+    )
+    out = subprocess.run(
+        [sys.executable, str(here / "exit_script.py")],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout
+    assert "exiting mid-run" in out
+    summaries = [line for line in out.splitlines() if line.startswith("toolguard.trajectory ")]
+    assert len(summaries) == 1, out
+    assert "'toolguard.trajectory.id': 'left-open'" in summaries[0]
+    assert "'toolguard.trajectory.length': 1" in summaries[0]
+    assert "'toolguard.label.model': 'm'" in summaries[0]
+    assert "toolguard.trajectory.success" not in summaries[0]  # unknown, not False
 
 
 def test_with_llamaindexs_instrumentation_on(otel: Telemetry) -> None:

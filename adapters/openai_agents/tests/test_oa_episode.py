@@ -7,8 +7,9 @@ import asyncio
 from typing import Any
 
 import pytest
-from agents import Agent, AgentHooks, Runner, function_tool
+from agents import Agent, AgentHooks, RunContextWrapper, Runner, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
+from agents.tool_context import ToolContext
 from oa_contacts import CONTACT_ID, PHONE, address_book, contact_tools, contacts_agent
 from oa_support import NO_SDK_TRACING, Episode, Telemetry
 
@@ -248,3 +249,37 @@ def test_a_tool_without_arguments(otel: Telemetry) -> None:
     with guarded_run(guard, "ping") as traj:
         Runner.run_sync(agent, "ping", run_config=NO_SDK_TRACING)
     assert [(v.tool, v.valid) for v in traj.verdicts] == [("ping", True)]
+
+
+def test_a_tool_taking_the_sdks_context_is_not_asked_for_it(otel: Telemetry) -> None:
+    """The SDK passes a tool its RunContextWrapper / ToolContext itself (left out of the JSON
+    schema the model is shown): the guard never requires it, so the legal call passes."""
+    got: list[tuple[str, str]] = []
+
+    @function_tool
+    def note(ctx: ToolContext[Any], text: str) -> str:
+        """Keep a note."""
+        got.append((ctx.tool_call_id, text))
+        return "noted"
+
+    @function_tool
+    def recall(wrapper: RunContextWrapper[Any]) -> str:
+        """The notes."""
+        got.append(("recall", type(wrapper).__name__))
+        return "notes"
+
+    guard = otel.guard()
+    model = ScriptedModel(
+        [
+            [
+                function_call("note", {"text": "hi"}, call_id="n1"),
+                function_call("recall", {}, call_id="r1"),
+            ],
+            [assistant_message("ok")],
+        ]
+    )
+    agent = guard_agent(Agent(name="a", model=model, tools=[note, recall]), guard)
+    with guarded_run(guard, "context") as traj:
+        Runner.run_sync(agent, "note hi", run_config=NO_SDK_TRACING)
+    assert sorted(got) == [("n1", "hi"), ("recall", "ToolContext")]
+    assert sorted((v.tool, v.valid) for v in traj.verdicts) == [("note", True), ("recall", True)]

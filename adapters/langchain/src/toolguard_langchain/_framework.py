@@ -9,7 +9,8 @@ from __future__ import annotations
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.tools import BaseTool
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, Tool
 from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.prebuilt.tool_node import ToolCallRequest
@@ -25,6 +26,8 @@ __all__ = [
     "GraphInterrupt",
     "HumanMessage",
     "PrivateStateAttr",
+    "RunnableConfig",
+    "Tool",
     "ToolCallRequest",
     "ToolMessage",
     "get_config",
