@@ -17,6 +17,8 @@ from opentelemetry.sdk.trace import TracerProvider
 
 import toolguard as tg
 from toolguard.infer import CommonRule, propose, render, trace_runs
+from toolguard.infer.propose import kind_name
+from toolguard.infer.values import INITIAL
 from toolguard.replay.engine import WITH_CONTRACT, Replayer
 from toolguard.replay.model import Answer, RecordedCall, RecordedRun, Said, Turn
 from toolguard.runtime.initial_state import candidate_places, finder
@@ -246,3 +248,10 @@ def test_bfcl_initial_state_is_the_config_with_the_backends_plain_defaults() -> 
     assert trading["order_counter"] == task["initial_config"]["TradingBot"]["order_counter"]
     fs = bfcl_env.initial_state(bfcl_env.task("multi_turn_base_0") or {})
     assert isinstance(fs["GorillaFileSystem"]["root"], dict)  # the config's, as data
+
+
+def test_kinds_of_the_initial_state_are_named_after_their_mapping() -> None:
+    assert kind_name((INITIAL, "TradingBot.orders{}")) == "order_key"
+    assert kind_name((INITIAL, "contents{}")) == "content_key"
+    assert kind_name((INITIAL, "MessageAPI.user_map.*")) == "user_map_value"
+    assert kind_name((INITIAL, "TicketAPI.ticket_queue[].id")) == "ticket_queue_id"
