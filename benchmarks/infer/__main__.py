@@ -71,6 +71,7 @@ def measure(
     dev: bool = False,
     min_distinct: int = 5,
     named_ids: bool = True,
+    initial_state: bool = True,
 ) -> dict[str, Any]:
     """``dev``: the tuning split. Only the tasks inference may read (the even ones) are used,
     split again the same way, so a change is judged without reading the held-out tasks."""
@@ -98,7 +99,7 @@ def measure(
                 changed[(t.id, kind)] = m.position
     truth = [f for f in files if f.parts[-3] == "ground-truth"]
     rule = CommonRule(named_ids=named_ids)
-    flow = trace_runs(_runs(truth, train), rule=rule)
+    flow = trace_runs(_runs(truth, train), rule=rule, initial_state=initial_state)
     flow.warn_empty()
     proposals = propose(
         flow, min_support=min_support, min_share=min_share, min_distinct=min_distinct
@@ -186,6 +187,8 @@ def measure(
         "min_share": min_share,
         "min_distinct": min_distinct,
         "named_ids": named_ids,
+        "initial_state": initial_state,
+        "initial_places": len(contracts["inferred"].initial),
         "train_tasks": len(train),
         "test_tasks": len(test),
         "inferred_rules": rules,
@@ -202,7 +205,9 @@ def markdown(summary: dict[str, Any]) -> str:
         f"BFCL multi-turn, {summary['tasks']} tasks ({summary['split']} split): inferred from "
         "the ground truth of "
         f"{summary['train_tasks']}, replayed on the mutants of the other {summary['test_tasks']} "
-        f"(inferred rules: {summary['inferred_rules']}; min-support {summary['min_support']}, "
+        f"(inferred rules: {summary['inferred_rules']}, "
+        f"{summary.get('initial_places', 0)} [initial] places; "
+        f"min-support {summary['min_support']}, "
         f"min-distinct {summary['min_distinct']}, min-share {summary['min_share']:g}).",
         "",
         "| mutation | calls | env rejections | caught: " + " / ".join(names)
@@ -320,6 +325,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="small integers are never evidence, even as ids a result named (the before)",
     )
+    p.add_argument(
+        "--no-initial-state",
+        action="store_true",
+        help="values of the task's initial_config are no source (the before of [initial])",
+    )
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -332,6 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.dev,
         args.min_distinct,
         named_ids=not args.no_named_ids,
+        initial_state=not args.no_initial_state,
     )
     (out / "infer.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     text = markdown(summary)

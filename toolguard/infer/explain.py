@@ -9,7 +9,8 @@ from .flow import Flow
 
 def explain(flow: Flow) -> str:
     """One row per (tool, argument path): its values, how many are too common to count, and
-    of the others how many appeared first in a result (the commonest place named), as a
+    of the others how many appeared first in a result or the environment's initial state
+    (the commonest place named; the state's as ``(initial state): PLACE``), as a
     value the user gave, in the user's or system's text, in an earlier call's arguments, or
     nowhere. A value may have more than one source."""
     header = (

@@ -23,7 +23,16 @@ from ..runtime.checks.information import is_placeholder
 from ..runtime.trajectories.leaves import add_leaves
 from .domains import Domain
 from .lifetime import After, Lifetimes
-from .values import CommonRule, argument_leaves, key_place, named_id, result_leaves, value_key
+from .values import (
+    INITIAL,
+    CommonRule,
+    argument_leaves,
+    initial_leaves,
+    key_place,
+    named_id,
+    result_leaves,
+    value_key,
+)
 
 Place = tuple[str, str]  # (producer tool, place in its result)
 
@@ -94,11 +103,14 @@ def trace_runs(
     rule: CommonRule = CommonRule(),  # noqa: B008 (frozen)
     keep_values: bool = False,
     flow: Flow | None = None,
+    initial_state: bool = True,
 ) -> Flow:
-    """Trace every run of ``runs`` into ``flow`` (a new one by default)."""
+    """Trace every run of ``runs`` into ``flow`` (a new one by default). ``initial_state``:
+    values of the run's initial state (``RecordedRun.initial``) are a source, at the places
+    of a contract's ``[initial]`` table."""
     flow = flow if flow is not None else Flow()
     for run in runs:
-        _trace(run, flow, rule, keep_values)
+        _trace(run, flow, rule, keep_values, initial_state)
     return flow
 
 
@@ -117,7 +129,9 @@ def _enums(props: Mapping[str, Any]) -> Mapping[str, frozenset[Any]]:
     return out
 
 
-def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) -> None:
+def _trace(
+    run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool, initial_state: bool
+) -> None:
     flow.runs.add(run.id)
     said: list[str] = []
     given: set[Any] = set()
@@ -132,6 +146,16 @@ def _trace(run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool) ->
     # only in the first case, so a rule's share is never better than the replay's.
     observed = run.tools is not None or isinstance(execute, LiveEnvironment)
     lifetimes = Lifetimes(run.id)
+    if initial_state and run.initial is not None:
+        # What the environment held before the first call (BFCL's initial_config): a source
+        # a contract's [initial] table binds, never shown to the model (not "seen").
+        for place, value in initial_leaves(run.initial):
+            found = _lookup(produced, value)
+            if found is None:
+                with contextlib.suppress(TypeError):
+                    produced[value] = {(INITIAL, place)}
+            else:
+                found.add((INITIAL, place))
     for event in run.events:
         if isinstance(event, Said):
             said.append(event.text)

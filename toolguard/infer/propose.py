@@ -13,6 +13,9 @@ proposed when
   the user gave (share), and
 - most uncommon values came from those places rather than from the user alone.
 
+Places of the environment's initial state (a contract's ``[initial]`` table) join the cover
+only for values no earlier result explains (``_rank``).
+
 Places of rules that share a place are one kind (merged), named after the place explaining
 the most values. ``grounded``: a top-level argument most of whose uncommon values appear in
 the user's or system's text, passing (seen, not a placeholder) for ``min_share`` of its
@@ -31,7 +34,7 @@ from collections import Counter
 from .flow import Flow, Leaf, Place
 from .invalidates import propose_invalidates
 from .proposal import MAX_COUNTEREXAMPLES, Proposal
-from .values import is_key_place
+from .values import INITIAL, is_key_place
 
 __all__ = ["Proposal", "kind_name", "propose"]
 
@@ -74,7 +77,7 @@ def _refs(
     left = list(evidence)
     while left:
         counts = Counter(p for leaf in left for p in leaf.producers)
-        best = min(counts, key=lambda p: (-counts[p], is_key_place(p[1]), p))
+        best = min(counts, key=lambda p: _rank(p, counts[p]))
         places.append(best)
         left = [leaf for leaf in left if best not in leaf.producers]
     explained = [leaf for leaf in evidence if leaf.producers & frozenset(places)]
@@ -87,6 +90,21 @@ def _refs(
     if not places or support is None or 2 * len(explained) <= uncommon:
         return None
     return _proposal("refs", tool, path, leaves, support, min_share, chosen)
+
+
+def _rank(place: Place, count: int) -> tuple[bool, int, int, bool, Place]:
+    """The greedy cover's order: a place in an earlier result before one of the initial
+    state (a value that flowed from a call is the stronger evidence; the state explains
+    only what no result does), then the most values explained; of the initial state's, a
+    field of listed records, then the keys of records keyed by id, then a map's values,
+    then a lone field last, which equals an id by coincidence as often as not (a counter
+    is the next record's id); then an exact path before a key name, then by name."""
+    tool, where = place
+    order = 0
+    if tool == INITIAL:
+        order = 2 if where.endswith("{}") else 3 if where.endswith(".*") else 1
+        order = 4 if order == 1 and "[]" not in where else order
+    return (tool == INITIAL, -count, order, is_key_place(where), place)
 
 
 def _grounded(
@@ -188,12 +206,17 @@ def _recount(rule: Proposal, leaves: list[Leaf]) -> None:
 
 def kind_name(place: Place) -> str:
     """``contacts[].id`` -> ``contact_id``, ``$.ticket_id`` -> ``ticket_id``, ``files[]`` ->
-    ``file``, a whole result -> ``<tool>_result``."""
+    ``file``, ``orders{}`` (an initial state's keys) -> ``order_key``, a whole result ->
+    ``<tool>_result``."""
     tool, where = place
     parts = [p for p in where.removeprefix("$.").split(".") if p]
     if where in ("$", "[]") or not parts:
         return f"{_word(tool)}_result"
     last = parts[-1]
+    if last.endswith("{}"):  # the keys of records keyed by their ids: `orders{}` -> order_key
+        return f"{_singular(_word(last[:-2]))}_key"
+    if last == "*" and len(parts) > 1:  # a map's values: `user_map.*` -> user_map_value
+        return f"{_singular(_word(parts[-2].removesuffix('[]')))}_value"
     if last.endswith("[]"):
         return _singular(_word(last[:-2]))
     leaf = _word(last)

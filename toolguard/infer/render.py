@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from .domains import comments
 from .flow import Flow
 from .propose import Proposal
+from .values import INITIAL
 
 
 def _q(text: str) -> str:
@@ -92,6 +93,18 @@ def render(
         for tool, place in rule.places:
             kind, users = producers.setdefault(tool, {}).setdefault(place, (rule.kind, []))
             users.append(f"{rule.tool}.{rule.path}")
+    initial = producers.pop(INITIAL, {})
+    if initial:
+        # Top-level keys precede the first [tools.*] table; the initial state's places are
+        # one table of their own (contract_file.py's [initial]).
+        lines += ["", "[initial]"]
+        for place in sorted(initial):
+            kind, users = initial[place]
+            lines.append(
+                f"# {kind} for {', '.join(sorted(set(users)))}: values the environment's "
+                "initial state held"
+            )
+            lines.append(f"{_q(place)} = {_q(kind)}")
     for tool, places in producers.items():
         out = by_tool.setdefault(tool, [])
         for place in sorted(places):

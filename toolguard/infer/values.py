@@ -15,7 +15,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..runtime.initial_state import candidate_places, finder
+
 MAX_DEPTH = 20  # as the guard's own walks: deeper values are never bound
+# The producer "tool" of a value the environment's initial state held: its places are a
+# contract's ``[initial]`` table, not a tool's ``produces``.
+INITIAL = "(initial state)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,8 +153,11 @@ def key_place(place: str) -> str | None:
 
 
 def is_key_place(place: str) -> bool:
-    """A key-name place (as :func:`key_place` writes it), not an exact path."""
-    return place != "$" and "." not in place and "[]" not in place
+    """A key-name place (as :func:`key_place` writes it, or an initial state's ``KEY{}`` /
+    ``KEY.*``), not an exact path."""
+    base = place.removesuffix("{}")
+    base = base.removesuffix(".*") if base == place else base
+    return place != "$" and "." not in base and "[]" not in base
 
 
 def place_of(path: str) -> str:
@@ -160,3 +168,20 @@ def place_of(path: str) -> str:
     if "." in path or "[]" in path:
         return path
     return "$." + path
+
+
+def initial_leaves(state: Any) -> Iterator[tuple[str, Any]]:
+    """(place, value): every value of the environment's initial state at each ``[initial]``
+    place that finds it: a leaf's exact path and key name (as in a result), and the keys of
+    every mapping (``PATH{}``, ``KEY{}``: records keyed by their ids), each found by the
+    finder a replay uses, so inference and replay agree."""
+    for place, value in result_leaves(state):
+        if place == "$":
+            continue
+        yield place, value
+        key = key_place(place)
+        if key is not None:
+            yield key, value
+    for place in candidate_places(state):
+        for value in finder(place)(state):
+            yield place, value

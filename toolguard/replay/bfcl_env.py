@@ -199,6 +199,47 @@ def environment(entry: Mapping[str, Any]) -> Callable[[], Executor]:
     return fresh
 
 
+def initial_state(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The task's initial state as data, by involved class: its ``initial_config``, and for
+    a top-level key the config leaves out, the backend's ``DEFAULT_STATE`` value that
+    ``_load_scenario`` falls back to (plain data only: a default holding objects, a file
+    system's empty root, is left out); a stateless class (MathAPI) has none. What a
+    contract's ``[initial]`` places read; long context's extra data, loaded by the
+    backends, is not in it."""
+    config = entry.get("initial_config", {})
+    stateless = set(_config().STATELESS_CLASSES)
+    out: dict[str, Any] = {}
+    for class_name in entry.get("involved_classes", ()):
+        if class_name in stateless:
+            continue  # never loaded (``environment``): its config is no state it has
+        given = config.get(class_name, {})
+        state = dict(given) if isinstance(given, Mapping) else {}
+        module = importlib.import_module(backend_class(class_name).__module__)
+        defaults = getattr(module, "DEFAULT_STATE", None)
+        if isinstance(defaults, Mapping):
+            for key, value in defaults.items():
+                if key not in state and _plain(value):
+                    state[key] = copy.deepcopy(value)
+        out[class_name] = state
+    return out
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """JSON-like data (what a state given as data can hold), not objects."""
+    if depth > 20:
+        return False
+    if value is None or isinstance(value, str | int | float | bool):
+        return True
+    if isinstance(value, list):
+        return all(_plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(
+            isinstance(k, str | int) and not isinstance(k, bool) and _plain(v, depth + 1)
+            for k, v in value.items()
+        )
+    return False
+
+
 def is_error_result(result: Any) -> bool:
     """The backends' own rejection markers: most return ``{"error": ...}``, a few wrap it
     in a one-element list (``[{"error": ...}]``, ``["Error: ..."]``), failed logins answer

@@ -161,6 +161,11 @@ class Replayer:
             else []
         )
         with guard.trajectory(self.trajectory_id(run, cohort), labels=labels) as traj:
+            if contract is not None and contract.initial:
+                # What existed before the first call is usable from the start; the model was
+                # not shown it, so it is never offered nor counted as seen.
+                for kind, value in contract.initial_values(run.initial):
+                    traj.bind(kind, value, source="initial state", shown=False)
             for event in run.events:
                 if isinstance(event, Said):
                     traj.observe(event.text)

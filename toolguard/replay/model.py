@@ -101,7 +101,10 @@ class RecordedRun:
     any other tool is then unknown to a contract replay). ``environment``: a factory of a
     fresh live environment, for formats whose files hold no answers. ``null_as_default``:
     whether a contract replay accepts ``null`` for an optional argument with a default where
-    the contract file does not say (the format's backends take it: BFCL's, tau2's)."""
+    the contract file does not say (the format's backends take it: BFCL's, tau2's).
+    ``initial``: the environment's initial state as data, where the format gives it (BFCL's
+    ``initial_config`` with the backends' defaults, by class); a contract's ``[initial]``
+    places read it."""
 
     id: str
     events: list[Event]
@@ -112,6 +115,7 @@ class RecordedRun:
     tools: Mapping[str, Mapping[str, Any] | None] | None = None
     environment: Callable[[], Executor] | None = None
     null_as_default: bool = False
+    initial: Any = None
 
     def calls(self) -> Iterator[RecordedCall]:
         for event in self.events:

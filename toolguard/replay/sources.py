@@ -205,6 +205,7 @@ def _bfcl_runs(
             tools=bfcl_env.tool_schemas(classes) if known else None,
             environment=bfcl_env.environment(known) if known else None,
             null_as_default=True,  # BFCL's backends default such parameters to None
+            initial=bfcl_env.initial_state(known) if known else None,
         )
     while skipped:
         stats.skip(skipped.pop(0))

@@ -14,6 +14,9 @@ recorded runs replayed by ``toolguard replay``). The file::
     [tools.git_log]
     produces = { "regex:Commit: '?([0-9a-f]{7,40})" = "commit" }   # place in the result -> kind
 
+    [initial]                              # the run's initial state, where a replay has one
+    "TradingBot.orders{}" = "order_id"     # place in the state -> kind (initial_state.py)
+
     [tools.git_checkout]
     refs = { branch_name = "branch" }
     grounded = ["repo_path"]
@@ -43,12 +46,13 @@ import os
 import re
 import sys
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ToolGuardError
 from .inherit import INHERIT
+from .initial_state import check_place, initial_values
 from .tools.conditions import Postcondition, Precondition
 from .tools.schema import accept_null_defaults
 from .tools.spec import ToolSpec
@@ -68,7 +72,7 @@ _TOOL_KEYS = frozenset(
         "null_as_default",
     }
 )
-_TOP_KEYS = frozenset({"mode", "tools", "null_as_default"})
+_TOP_KEYS = frozenset({"mode", "tools", "null_as_default", "initial"})
 REGEX_PREFIX = "regex:"
 
 
@@ -86,6 +90,9 @@ class Contract:
     # ``null_as_default``: the file's (None: not said) and each tool's where it says so.
     null_as_default: bool | None = None
     tool_null_as_default: dict[str, bool] = field(default_factory=dict)
+    # ``[initial]``: place in the environment's initial state -> kind (``initial_state.py``);
+    # read by a replay of a run that has one, ignored by a guard with no such state.
+    initial: dict[str, str] = field(default_factory=dict)
 
     def spec_for(
         self,
@@ -122,6 +129,11 @@ class Contract:
             strict=base.strict,
         )
 
+    def initial_values(self, state: Any) -> Iterator[tuple[str, Any]]:
+        """(kind, value) for every value the ``[initial]`` places find in ``state``, the
+        environment's initial state (None: there is none, nothing is found)."""
+        return initial_values(self.initial, state)
+
     def unknown_tools(self, offered: Iterable[str]) -> list[str]:
         """Tools the file names that ``offered`` (a server's tool list) does not have."""
         names = set(offered)
@@ -146,7 +158,7 @@ def load_contract(path: str | os.PathLike[str]) -> Contract:
     if unknown:
         raise ContractFileError(
             f"{where}: unknown top-level key {unknown[0]!r} (known: mode, null_as_default, "
-            "[tools.NAME])"
+            "[initial], [tools.NAME])"
         )
     mode = data.get("mode", "block")
     if mode not in ("block", "log"):
@@ -158,6 +170,7 @@ def load_contract(path: str | os.PathLike[str]) -> Contract:
     if null_default is not None and not isinstance(null_default, bool):
         raise ContractFileError(f"{where}: null_as_default must be true or false")
     contract = Contract(where, mode, null_as_default=null_default)
+    contract.initial = _initial(where, data.get("initial", {}))
     for name, table in tools.items():
         contract.tools[name] = _tool_spec(where, name, table)
         if isinstance(table, dict) and "null_as_default" in table:
@@ -167,6 +180,18 @@ def load_contract(path: str | os.PathLike[str]) -> Contract:
                 )
             contract.tool_null_as_default[name] = table["null_as_default"]
     return contract
+
+
+def _initial(where: str, table: Any) -> dict[str, str]:
+    if not isinstance(table, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in table.items()
+    ):
+        raise ContractFileError(f'{where}: [initial] must be a table of place = "kind" strings')
+    for place in table:
+        why = check_place(place)
+        if why is not None:
+            raise ContractFileError(f"{where}: [initial] place {place!r}: {why}")
+    return dict(table)
 
 
 def _tool_spec(where: str, name: str, table: Any) -> ToolSpec:
