@@ -122,8 +122,8 @@ class SharedTrajectory(Replica):
         self._registered: set[int] = set()  # steps begun as pending: their finish clears them
         self._abandoned: set[int] = set()  # others' pending steps waited for in vain
         self._given: dict[str, int] = {}  # steps another process assigned (reserve(mapping))
-        # Its summary was claimed here or elsewhere (or could not be): a call still open
-        # then closes without a finish (calls/call.py), so what it writes is sent at once.
+        # The trajectory ended here (its summary claimed or not): a call still open then
+        # closes without a finish (calls/call.py), so what it writes is sent at once.
         self._over = False
         super().__init__(id, record=record, token=token, **options)
         self._shared = True
@@ -335,10 +335,13 @@ class SharedTrajectory(Replica):
         for step in list(self._registered):
             self._out(f"d{step}")
         self._registered.clear()
+        answered = False
         try:
-            shared_summary.write(self, exc)
+            answered = shared_summary.write(self, exc)
         finally:
             self._over = True
+        if answered and self._outbox:  # a call closed while the summary was claimed
+            self._push("recording a call that closed after the trajectory ended")
 
 
 def _live(binding: Binding | None) -> bool:

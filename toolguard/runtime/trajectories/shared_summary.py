@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("toolguard")
 
 
-def write(traj: SharedTrajectory, exc: BaseException | None) -> None:
-    """End ``traj`` in the store and write its summary span if this process claimed it."""
+def write(traj: SharedTrajectory, exc: BaseException | None) -> bool:
+    """End ``traj`` in the store and write its summary span if this process claimed it;
+    False: the store did not answer."""
     try:
         # As in memory, a trajectory never started writes no summary.
         claim = traj.writes_summary and traj._started
@@ -36,14 +37,14 @@ def write(traj: SharedTrajectory, exc: BaseException | None) -> None:
             traj.length,
             traj.first_error_depth,
         )
-        return
+        return False
     if summary is None:
         if claim:
             logger.info(
                 "toolguard: trajectory %r: its summary was written by another process",
                 traj._shown_id,
             )
-        return
+        return True
     with traj._lock:
         traj._length = max(traj._length, summary.length)
         traj._first_error = summary.first_error
@@ -61,8 +62,9 @@ def write(traj: SharedTrajectory, exc: BaseException | None) -> None:
         )
     except Exception:
         logger.exception("toolguard: could not start the summary span of %r", traj.id)
-        return
+        return True
     traj._end_summary(span, exc)
+    return True
 
 
 def _claim(traj: SharedTrajectory, claim: bool) -> SharedSummary | None:
