@@ -67,9 +67,10 @@ def contact(part: str, url: str, spans: str, traj_id: str) -> dict[str, Any]:
     }
 
 
-def hammer(phase: str, url: str, traj_id: str, proc: int, procs: int, threads: int, calls: int):
-    """``threads`` threads each making ``calls`` calls of one trajectory: ``create`` binds a
-    new id; ``use`` refers to an id another process created (phase "use")."""
+def hammer(url: str, traj_id: str, proc: int, procs: int, threads: int, calls: int):
+    """``threads`` threads each making ``calls`` calls of one trajectory, in two phases:
+    ``create`` binds a new id; then, once the test says every process has created its ids
+    (a line on stdin), ``use`` refers to an id another process created."""
     guard = tg.Guard(store=url)
 
     @guard.tool(produces={"id": "item"})
@@ -82,32 +83,41 @@ def hammer(phase: str, url: str, traj_id: str, proc: int, procs: int, threads: i
 
     traj = guard.trajectory(traj_id, summary=False)
     traj.start()
-    start = threading.Barrier(threads)
-    steps: list[tuple[int | None, str, str | None]] = []
     lock = threading.Lock()
 
-    def work(t: int) -> None:
-        start.wait()
-        for i in range(calls):
-            if phase == "create":
-                name, args = "create", {"name": f"p{proc}-t{t}-{i}"}
-            else:  # an id the next process made in the create phase
-                name, args = "use", {"item_id": f"p{(proc + 1) % procs}-t{t}-{i}"}
-            pending = guard.check(name, args, trajectory=traj)
-            if pending.rejection is None:
-                pending.finish({"id": args["name"]} if name == "create" else args["item_id"])
-            verdict = pending.verdict
-            assert verdict is not None
-            with lock:
-                steps.append((verdict.step, verdict.decision, verdict.cause))
+    def phase(name: str) -> list[tuple[int | None, str, str | None]]:
+        start = threading.Barrier(threads)
+        steps: list[tuple[int | None, str, str | None]] = []
 
-    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
+        def work(t: int) -> None:
+            start.wait()
+            for i in range(calls):
+                if name == "create":
+                    args = {"name": f"p{proc}-t{t}-{i}"}
+                else:  # an id the next process made in the create phase
+                    args = {"item_id": f"p{(proc + 1) % procs}-t{t}-{i}"}
+                pending = guard.check(name, args, trajectory=traj)
+                if pending.rejection is None:
+                    pending.finish({"id": args["name"]} if name == "create" else args["item_id"])
+                verdict = pending.verdict
+                assert verdict is not None
+                with lock:
+                    steps.append((verdict.step, verdict.decision, verdict.cause))
+
+        workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        return steps
+
+    created = phase("create")
+    guard.store.lanes.settle_all()  # every posted finish has landed: then say so
+    print(json.dumps({"created": created}), flush=True)
+    assert sys.stdin.readline().strip() == "use"
+    used = phase("use")
     traj.end()
-    return {"steps": steps}
+    return {"used": used}
 
 
 def relay(role: str, url: str, traj_id: str, n: int) -> dict[str, Any]:
@@ -142,9 +152,9 @@ def main(argv: list[str]) -> None:
     if scenario == "contact":
         result = contact(*argv[1:5])
     elif scenario == "hammer":
-        phase, url, traj_id = argv[1:4]
-        proc, procs, threads, calls = (int(a) for a in argv[4:8])
-        result = hammer(phase, url, traj_id, proc, procs, threads, calls)
+        url, traj_id = argv[1:3]
+        proc, procs, threads, calls = (int(a) for a in argv[3:7])
+        result = hammer(url, traj_id, proc, procs, threads, calls)
     elif scenario == "relay":
         result = relay(argv[1], argv[2], argv[3], int(argv[4]))
     else:

@@ -18,41 +18,45 @@ WORKER = str(Path(__file__).with_name("store_worker.py"))
 PROCS, THREADS, CALLS = 4, 32, 4
 
 
-def run_phase(phase: str, url: str) -> list[list]:
+def run_both_phases(url: str) -> tuple[list[list], list[list]]:
+    """Every process creates its ids; once all have (each says so on stdout, its finishes
+    landed), every process uses the next one's."""
     procs = [
         subprocess.Popen(
             [
                 sys.executable,
                 WORKER,
                 "hammer",
-                phase,
                 url,
                 "hammered",
-                str(p),
-                str(PROCS),
-                str(THREADS),
-                str(CALLS),
+                *map(str, (p, PROCS, THREADS, CALLS)),
             ],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         for p in range(PROCS)
     ]
-    steps = []
+    created = []
     for proc in procs:
-        out, err = proc.communicate(timeout=300)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # ends when the worker exits: no wait without a bound
+        assert line, proc.communicate(timeout=300)[1]
+        created.extend(json.loads(line)["created"])
+    used = []
+    for proc in procs:
+        out, err = proc.communicate("use\n", timeout=300)
         assert proc.returncode == 0, err
-        steps.extend(json.loads(out.strip().splitlines()[-1])["steps"])
-    return steps
+        used.extend(json.loads(out.strip().splitlines()[-1])["used"])
+    return created, used
 
 
 def test_hammered_trajectory_keeps_every_step_and_binding(redis_url: str) -> None:
     per_phase = PROCS * THREADS * CALLS
-    created = run_phase("create", redis_url)
-    assert len(created) == per_phase
+    created, used = run_both_phases(redis_url)
+    assert len(created) == per_phase and len(used) == per_phase
     assert all(d == "allowed" for _, d, _ in created)
-    used = run_phase("use", redis_url)
     # Every use names an id another process created: allowed only if its binding arrived.
     assert [c for _, _, c in used if c is not None] == []
     steps = Counter(s for s, _, _ in created + used)

@@ -16,9 +16,11 @@ test asserts one thing about what they wrote (a proxy writes its summaries as it
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
 import json
 import os
+import pickle
 import re
 import signal
 import subprocess
@@ -151,16 +153,6 @@ def report(paths: list[Path], *trajectories: str) -> dict[str, Any]:
     return dict(tg.build_report(kept)["overall"])
 
 
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One redis-server for the module: each case's trajectories have ids of their own."""
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    try:
-        yield server.url
-    finally:
-        server.stop()
-
-
 # -- the fleet: every proxy of the module, started at once ----------------------------------------
 PROXIES = {  # name: (server, options); "store" stands for --store URL
     "time-store": (TIME, ["store"]),
@@ -179,12 +171,35 @@ NAMED = {
 
 
 @pytest.fixture(scope="module")
-def runs(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Every episode of the module, run once on one fleet of proxies (a proxy serves several
     cases where they allow it: ``echo-store`` is the echo proxy of the store's episode, the
     proxy that continues the killed one's, and the one proxy the replicas are compared to).
-    The proxies are stopped before any test reads their span files."""
-    folder = tmp_path_factory.mktemp("spans")
+    The proxies are stopped before any test reads their span files.
+
+    Once per test run, not once per pytest-xdist worker that gets one of these tests (the
+    fleet is sixteen processes): the first worker runs it under a lock in the run's shared
+    temporary folder and leaves what it got there; the others read it."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = shared / "store-mcp"
+    folder.mkdir(exist_ok=True)
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        done = folder / "runs.pickle"
+        if not done.exists():
+            redis = RedisServer(tmp_path_factory.mktemp("redis"))
+            try:
+                outcome = run_fleet(redis.url, folder)
+            finally:
+                redis.stop()
+            done.write_bytes(pickle.dumps(outcome))
+        outcome = pickle.loads(done.read_bytes())
+    return {**outcome, "files": {name: folder / f"{name}.jsonl" for name in PROXIES}}
+
+
+def run_fleet(redis_url: str, folder: Path) -> dict[str, Any]:
+    """Start every proxy, run every episode, stop the proxies: what the hosts got."""
     files = {name: folder / f"{name}.jsonl" for name in PROXIES}
     specs = [
         (
@@ -209,8 +224,7 @@ def runs(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
                 ),
             }
 
-        outcome = asyncio.run(everything())
-    return {**outcome, "files": files}
+        return asyncio.run(everything())
 
 
 # -- two proxies for two servers in one episode ---------------------------------------------------
@@ -386,6 +400,9 @@ async def raw_checks(url: str) -> dict[str, Any]:
             return json.loads(data[-1])
         return response.json()
 
+    def sent(response: Any) -> dict[str, Any]:  # what the tests read of a response
+        return {"status_code": response.status_code, "json": response.json()}
+
     async with httpx2.AsyncClient(timeout=30.0) as http:
         init = {
             "jsonrpc": "2.0",
@@ -415,7 +432,7 @@ async def raw_checks(url: str) -> dict[str, Any]:
             "initialized": answer(opened),
             "get": (await http.get(url, headers=session)).status_code,
             "subscribe": answer(await http.post(url, json=subscribe, headers=session)),
-            "nan": await http.post(url, content=nan_call, headers=session),
+            "nan": sent(await http.post(url, content=nan_call, headers=session)),
             "no_session": (
                 await http.post(
                     url, json={"jsonrpc": "2.0", "id": 4, "method": "ping"}, headers=accept
@@ -540,7 +557,7 @@ def test_a_replica_refuses_what_needs_session_affinity(runs: dict[str, Any]) -> 
 
 def test_a_replica_refuses_a_call_it_cannot_parse(runs: dict[str, Any]) -> None:
     nan = runs["replicas"]["raw"]["nan"]
-    assert nan.status_code == 400 and nan.json()["error"]["code"] == -32700
+    assert nan["status_code"] == 400 and nan["json"]["error"]["code"] == -32700
     # Recorded as a rejected step of the raw session's trajectory, never forwarded.
     raw = runs["replicas"]["raw"]["sid"].partition(".")[0]
     (refused,) = calls(of(spans_in(*(runs["files"][n] for n in REPLICAS)), raw))

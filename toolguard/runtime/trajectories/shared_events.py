@@ -1,7 +1,8 @@
 """What a replica of a shared trajectory writes to its store: the events its calls make
 (``p`` produced, ``i`` invalidated, with bound values encoded as JSON that decodes to an equal
-value of the same type), the finish each closed call posts, and the flags a call's step is
-marked pending with (``shared.py`` applies what it reads back)."""
+value of the same type, and the writer's sequence number), the finish each closed call
+posts, and the flags a call's step is marked pending with (``shared_replica.py`` applies
+what it reads back)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from .bindings import Bindings
 if TYPE_CHECKING:
     from ..tools.tool import Tool
     from .shared import SharedTrajectory
+    from .shared_replica import Replica
 
 logger = logging.getLogger("toolguard")
 
@@ -26,7 +28,7 @@ class SharedBindings(Bindings):
 
     __slots__ = ("_traj",)
 
-    def __init__(self, traj: SharedTrajectory) -> None:
+    def __init__(self, traj: Replica) -> None:
         super().__init__()
         self._traj = traj
 
@@ -45,7 +47,7 @@ class SharedBindings(Bindings):
         encoded = encode(value)
         if encoded is not _UNSHARABLE:
             traj = self._traj
-            traj._out(f"i{json.dumps([traj._token, kind, encoded, by])}")
+            traj._out(f"i{json.dumps([traj._token, kind, encoded, by, next(traj._seq)])}")
 
     def _send(
         self, kind: str, values: list[Any], source: str, step: int | None, shown: bool
@@ -61,7 +63,8 @@ class SharedBindings(Bindings):
                 kind,
             )
         if encoded:
-            traj._out(f"p{json.dumps([traj._token, kind, encoded, source, step, shown])}")
+            seq = next(traj._seq)  # the order its writer made it in (shared_replica.py)
+            traj._out(f"p{json.dumps([traj._token, kind, encoded, source, step, shown, seq])}")
 
 
 class Finishing(list[tuple[int, str, str, list[Failure], str | None]]):
