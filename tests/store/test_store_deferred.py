@@ -157,6 +157,36 @@ def test_a_call_gives_up_waiting_after_the_store_timeout(redis_url: str, caplog)
     assert isinstance(answer, tg.Rejection) and isinstance(again, tg.Rejection)
     gave_up = [r for r in caplog.records if "did not finish within" in r.getMessage()]
     assert len(gave_up) == 1 and "'gone'" in gave_up[0].getMessage()
+    # The call that waited in vain is not blamed on the agent: "z" may be on its way (the
+    # held create binds it), so the store's guard error stands, telling the model to retry.
+    assert answer.check == "dependency.trajectory_store", answer
+    assert "guard error" in answer.message and "again in a moment" in answer.model_message
+    # The next call did not wait (the step is abandoned): checked on what is known, as ever.
+    assert again.check == "dependency.item_id", again
+    tb.end()
+    ta.end()
+
+
+def test_a_wait_in_vain_fails_open_when_the_guard_does(redis_url: str, caplog) -> None:
+    started, release = threading.Event(), threading.Event()
+    a = held_guard(redis_url, started, release)
+    b = tg.Guard(store=RedisStore(redis_url, timeout=1.0), on_guard_error="fail_open")
+    b.tool(refs={"item_id": "item"})(lambda item_id: item_id)
+    ta, tb = a.trajectory("open", summary=False), b.trajectory("open", summary=False)
+    ta.start()
+    tb.start()
+    t1, _ = in_thread(a.call, "create", {"name": "z"}, trajectory=ta)
+    assert started.wait(60)
+    try:
+        with caplog.at_level(logging.WARNING, logger="toolguard"):
+            answer = b.call("<lambda>", {"item_id": "z"}, trajectory=tb)
+    finally:
+        release.set()
+        t1.join(60)
+    assert answer == "z"  # failing open: the value not found is not held against the call
+    assert any("failing open" in r.getMessage() for r in caplog.records)
+    # once the create has landed, the same call passes on what is known
+    assert b.call("<lambda>", {"item_id": "z"}, trajectory=tb) == "z"
     tb.end()
     ta.end()
 

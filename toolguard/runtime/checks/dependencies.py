@@ -12,6 +12,7 @@ from ..tools.places import resolve_path
 from ..tools.tool import Tool
 from ..trajectories.trajectory import Trajectory
 from ..verdict import NAME_LIMIT, Failure, shorten_text
+from .guard_error import settled
 from .stage import CheckStage
 
 if TYPE_CHECKING:
@@ -60,16 +61,16 @@ def dependency_stage(tool: Tool) -> CheckStage | None:
                 continue
             failure = ref_failure(name, traj, arg, kind, value)
             if failure is not None:
-                if stop:  # blocking stops at the first failure (PROTOCOL 2)
-                    return [failure]
                 found.append(failure)
+                if stop:  # blocking stops at the first failure (PROTOCOL 2)
+                    return settled(call, found)
         for label, root, parts, kind in paths:
             failure = path_failure(name, traj, label, values.get(root), parts, kind)
             if failure is not None:
-                if stop:
-                    return [failure]
                 found.append(failure)
-        return found
+                if stop:
+                    break
+        return settled(call, found)
 
     if len(refs) == 1 and not paths:
         ((one_arg, one_kind),) = refs

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from ..tools.conditions import shorten
 from ..verdict import Failure
+
+if TYPE_CHECKING:
+    from ..calls.call import _Call
 
 logger = logging.getLogger("toolguard")
 
@@ -39,3 +43,16 @@ def guard_error(
         guard_error=True,
         telemetry_message=f"guard error: {what} raised {type(exc).__name__} (fail closed)",
     )
+
+
+def settled(call: _Call, found: list[Failure]) -> list[Failure] | None:
+    """What a lookup stage found, unless the call gave up waiting for other processes' calls
+    in flight (a shared trajectory store): then what it did not find may still be on its
+    way, and the store's guard error (fail closed) or a pass (fail open) stands instead of
+    a failure the agent would be blamed for."""
+    traj = call._traj
+    if found and traj is not None and traj._shared:
+        doubt = traj.unsettled(call._guard.fail_open)
+        if doubt is not False:
+            return [doubt] if isinstance(doubt, Failure) else None
+    return found

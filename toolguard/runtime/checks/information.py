@@ -11,6 +11,7 @@ from ..tools.conditions import shorten
 from ..tools.tool import Tool
 from ..trajectories.trajectory import Trajectory
 from ..verdict import Failure
+from .guard_error import settled
 from .stage import CheckStage
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def information_stage(tool: Tool) -> CheckStage | None:
                 found.append(grounded_failure(arg, value, placeholder))
                 if stop:
                     break
-        return found
+        return settled(call, found)
 
     return check
 

@@ -284,6 +284,13 @@ class SharedTrajectory(Replica):
             return self._bindings.lookup(kind, value)
         return binding
 
+    def unsettled(self, fail_open: bool) -> Failure | bool | None:
+        """As :meth:`Trajectory.unsettled`: after this call gave up waiting for other
+        processes' calls in flight, the store's failure (or None, failing open)."""
+        if not shared_wait.in_vain():
+            return False
+        return self._undecided(fail_open)
+
     def has_seen(self, value: Any) -> bool:
         if Trajectory.has_seen(self, value):
             return True

@@ -190,6 +190,32 @@ class Replica(Trajectory):
             "(fail closed)",
         )
 
+    def _undecided(self, fail_open: bool) -> Failure | None:
+        """A call whose lookup failed after it gave up waiting for other processes' calls in
+        flight: what it needs may still be on its way, so the store decides (fail closed: a
+        guard error the model is told to retry; fail open: the check passes, logged)."""
+        name = self._store.store_name
+        if fail_open:
+            logger.warning(
+                "toolguard: trajectory %r: other processes' calls did not finish in time (store "
+                "%s); failing open: a value not found is not held against the call",
+                self._shown_id,
+                name,
+            )
+            return None
+        return Failure(
+            contract.DEPENDENCY,
+            STORE_CHECK,
+            f"guard error: other processes' calls of this trajectory did not finish within "
+            f"the trajectory store {name}'s timeout; a value they may bind was not found "
+            "(fail closed)",
+            "This call could not be verified yet (an earlier call is still being recorded), "
+            "so it was not run. Try the same call again in a moment.",
+            guard_error=True,
+            telemetry_message=f"guard error: other processes' calls did not finish within "
+            f"the trajectory store {name}'s timeout (fail closed)",
+        )
+
     def _log_store(self, exc: TrajectoryStoreError, what: str) -> None:
         logger.error(
             "toolguard: trajectory %r: the trajectory store %s did not answer %s (%s); "

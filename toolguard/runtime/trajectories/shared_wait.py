@@ -25,9 +25,17 @@ _waiting: ContextVar[tuple[SharedTrajectory, Pending, str] | None] = ContextVar(
 )
 
 
+# Whether this context's call waited for other replicas' steps in vain (they did not finish
+# within the store's timeout, or the store did not answer the wait): a value it then does not
+# find may still be on its way, so not finding it is the store's failure, not the agent's.
+_in_vain: ContextVar[bool] = ContextVar("toolguard_store_waited_in_vain", default=False)
+
+
 def note(traj: SharedTrajectory, pending: Pending, mark: str) -> None:
     """What a call's begin heard: other replicas' ``pending`` steps (none: nothing to wait
     for in this context)."""
+    if _in_vain.get():
+        _in_vain.set(False)
     if pending:
         _waiting.set((traj, pending, mark))
     elif _waiting.get() is not None:
@@ -44,6 +52,11 @@ def others(traj: SharedTrajectory, pending: Pending) -> Pending:
     if not pending or not traj._abandoned:
         return pending
     return tuple(p for p in pending if p[0] not in traj._abandoned)
+
+
+def in_vain() -> bool:
+    """Whether this context's call gave up waiting for other replicas' steps."""
+    return _in_vain.get()
 
 
 def wait_for(traj: SharedTrajectory, ok: Callable[[], bool], invalidating: bool = False) -> bool:
@@ -63,6 +76,7 @@ def wait_for(traj: SharedTrajectory, ok: Callable[[], bool], invalidating: bool 
         left = deadline - time.monotonic()
         if left <= 0:
             traj._abandoned.update(steps)
+            _in_vain.set(True)
             logger.warning(
                 "toolguard: trajectory %r: steps %s of other processes did not finish "
                 "within %.3g s; checked without them",
@@ -76,6 +90,7 @@ def wait_for(traj: SharedTrajectory, ok: Callable[[], bool], invalidating: bool 
             sync = traj._store.wait(traj._cursor, floor, mark, left)
         except TrajectoryStoreError as exc:
             traj._log_store(exc, "waiting for other processes' steps")
+            _in_vain.set(True)
             break
         traj._apply(sync, floor)
         mark = sync.mark or mark

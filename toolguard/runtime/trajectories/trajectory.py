@@ -228,6 +228,14 @@ class Trajectory:
         """The binding of ``value`` as a ``kind`` (live or stale), or None."""
         return self._bindings.lookup(kind, value)
 
+    def unsettled(self, fail_open: bool) -> Failure | bool | None:
+        """Whether what this call looked up may be incomplete: False here (everything this
+        trajectory knows is in this process); a shared trajectory's call that gave up
+        waiting for other processes' calls in flight answers with the store's failure (fail
+        closed) or None (fail open), which a failed lookup then reports instead of blaming
+        the agent."""
+        return False
+
     def kinds_of(self, value: Any) -> list[str]:
         """The kinds ``value`` is bound as."""
         return self._bindings.kinds_of(value)
