@@ -115,12 +115,17 @@ async def test_http_needs_the_bearer_token_and_spans_name_the_host(
 
     secret = "s3cret-token-for-the-test"
     env = {"TG_TEST_TOKEN": secret}
-    options = ("--auth-token-env", "TG_TEST_TOKEN")
+    # -v in log mode: a failing call is logged too, so the log holds more than the start line.
+    options = ("--auth-token-env", "TG_TEST_TOKEN", "-v", "--mode", "log")
     async with http_proxied(tmp_path, time_server, *options, env=env) as (url, run, _):
         async with httpx2.AsyncClient() as plain:
             assert (await plain.post(url, json={})).status_code == 401
+            assert (await plain.get(url)).status_code == 401
+            assert (await plain.delete(url)).status_code == 401
             wrong = {"Authorization": "Bearer nope"}
             assert (await plain.post(url, json={}, headers=wrong)).status_code == 401
+            bare = {"Authorization": secret}  # the token without the scheme
+            assert (await plain.post(url, json={}, headers=bare)).status_code == 401
         headers = {"Authorization": f"Bearer {secret}"}
         async with (
             httpx2.AsyncClient(headers=headers) as http,
@@ -128,10 +133,14 @@ async def test_http_needs_the_bearer_token_and_spans_name_the_host(
         ):
             result = await client.call_tool(NOW["name"], NOW["arguments"])
             assert not result.is_error
-    assert secret not in run.log.read_text() if run.log.exists() else True
-    spans = [s for s in call_spans(run.spans) if s.get("gen_ai.tool.name") == "get_current_time"]
-    (span,) = spans
-    assert span["toolguard.mcp.client"].startswith("mcp")
+            odd = await client.call_tool(NOW["name"], {"timezone": "UTC", "extra": 1})
+            assert not odd.is_error  # log mode: run, and its failure logged
+    log = run.stderr()
+    assert "serving http://" in log and "get_current_time step 2 logged" in log
+    assert secret not in log
+    spans = call_spans(run.spans)
+    assert [s["toolguard.decision"] for s in spans] == ["allowed", "logged"]
+    assert all(s["toolguard.mcp.client"].startswith("mcp") for s in spans)
 
 
 def text(result: dict) -> str:

@@ -107,6 +107,7 @@ class RelayBase:
         self._sweep: asyncio.TimerHandle | None = None
         self.tools_complete = False  # a whole tool list has been declared
         self.probing = False
+        self._started = False  # the server was started before the session (start_session)
         self.server_lines = wire.LineSplitter(limit)
         self._answered: list[dict[str, Any]] = []  # answers out, their bookkeeping not yet
 
