@@ -5,6 +5,7 @@ proxy; a session without a call reports as an empty report (issue 22, section 1)
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -62,6 +63,56 @@ def test_a_contract_that_does_not_fit_stops_the_proxy_at_start(
     assert len(lines) == 1, proc.stderr
     for name in (str(contract), "'get_current_time'", f"key {key!r}"):
         assert name in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_server_that_dies_at_start_stops_the_proxy_at_once(
+    tmp_path: Path, transport: str
+) -> None:
+    """Its exit is said, with its code, as soon as it happens: not after the proxy's own
+    handshake timed out (60 s), and over HTTP before anything is served."""
+    dead = [sys.executable, "-c", "import sys; sys.stdin.readline(); sys.exit(5)"]
+    http = ["--http", "127.0.0.1:0"] if transport == "http" else []
+    proc = subprocess.Popen(
+        [str(PROXY), *http, "--no-spans", "--", *dead],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
+    message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+    out, err = proc.communicate(json.dumps(message).encode() + b"\n", timeout=WAIT)
+    assert out == b""  # stdio: no answer but the end of the stream; HTTP: nothing served
+    log = err.decode()
+    assert proc.returncode == 5, log
+    assert "Traceback" not in log and "serving" not in log, log
+    assert "exited" in log and "code 5" in log, log
+
+
+def test_without_the_probe_an_unfit_entry_refuses_its_tool(
+    tmp_path: Path, time_server: list[str]
+) -> None:
+    """--no-probe: the tools are declared from the host's first list, when the proxy can no
+    longer stop; a contract entry that does not fit is logged, and its tool refused."""
+    contract = tmp_path / "time.toml"
+    contract.write_text(UNFIT["refs"][0])
+    proxy = RawProxy(tmp_path, time_server, "--no-probe", "--contract", str(contract))
+    proxy.initialize()
+    unfit = proxy.request(
+        "tools/call", {"name": "get_current_time", "arguments": {"timezone": "UTC"}}
+    )
+    assert unfit["result"]["isError"] and "cannot be checked" in text_of(unfit)
+    other = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Europe/Paris"}
+    assert not proxy.request("tools/call", {"name": "convert_time", "arguments": other})[
+        "result"
+    ].get("isError")
+    assert proxy.close() == 0
+    assert "tool 'get_current_time', key 'refs'" in proxy.stderr()
+    spans = call_spans(proxy.spans)
+    assert [(s["toolguard.decision"], s.get("toolguard.check")) for s in spans] == [
+        ("blocked", "schema.undeclarable"),
+        ("allowed", None),
+    ]
 
 
 @pytest.mark.parametrize("options", [(), ("--no-probe",)], ids=["probed", "no-probe"])

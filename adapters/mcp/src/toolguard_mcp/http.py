@@ -76,8 +76,9 @@ async def serve_http(
         from .replica_http import serve_replica
 
         return await serve_replica(calls, command, host, port, timeout, env, cwd, token, limit)
-    if not await relay().probe_only():
-        return 127
+    failed = await relay().probe_only()
+    if failed is not None:
+        return failed
     from .http_sessions import Sessions
 
     async with anyio.create_task_group() as group:

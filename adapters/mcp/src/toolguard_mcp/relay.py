@@ -79,18 +79,23 @@ class StdioRelay(HostSide):
             spawned=self._started,
         )
 
-    async def probe_only(self) -> bool:
-        """Start the server, declare its tools (a contract error raises), stop it; False when
-        the server could not be started."""
+    async def probe_only(self) -> int | None:
+        """Start the server, declare its tools (a contract error raises), stop it. None when
+        done, else the exit status: 127 when the server could not be started, its own code
+        (at least 1) when it exited before the proxy had its tool list."""
         self.host_writer = _io.Writer(None, discard=True)
         if not await self._spawn():
-            return False
+            return 127
         try:
             await self._probe()
+            if self.probe_exited:
+                code = await _io.exit_code(self.server, _STOP_GRACE)
+                logger.error("toolguard-mcp-proxy: the MCP server exited at start (code %s)", code)
+                return code if code and code > 0 else 1
         finally:
             await self._stop_server()
             self._release_pipes()
-        return True
+        return None
 
     async def _spawn(self) -> bool:
         self.server_done = asyncio.get_running_loop().create_future()
@@ -210,7 +215,9 @@ class StdioRelay(HostSide):
             )
             self._to_server(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
             await self._list_tools(None, at_start=True, timeout=_LIST_TIMEOUT)
-        except (TimeoutError, ServerError, ServerExited) as exc:
+        except ServerExited:
+            self.probe_exited = True  # the run that follows says so, with the exit code
+        except (TimeoutError, ServerError) as exc:
             logger.warning(
                 "toolguard-mcp-proxy: the server did not answer the proxy's own initialize "
                 "(%s); its tools are declared from the host's first tool list instead",
