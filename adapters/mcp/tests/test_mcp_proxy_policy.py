@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import http_proxied
+from conftest import HERE, http_proxied, python_server
 from raw_client import RawProxy
 from test_mcp_proxy_fail_closed import call_spans
 
+ODD = python_server(str(HERE / "odd_server.py"))
 NOW = {"name": "get_current_time", "arguments": {"timezone": "UTC"}}
 CONVERT = {
     "name": "convert_time",
@@ -103,6 +104,39 @@ def test_pins_from_a_lock_file_flag_or_block_a_changed_tool(
         ("blocked", "schema.pin"),
         ("allowed", None),
     ]
+
+
+@pytest.mark.parametrize("pin", ["warn", "block"])
+def test_a_tool_that_changes_in_the_session_is_flagged_or_refused(tmp_path: Path, pin: str) -> None:
+    """No pin file: the definitions are pinned at the first tool list; the server changes
+    one later (and says its list changed), the host lists again, and the change is caught."""
+    contract = tmp_path / "odd.toml"
+    contract.write_text(f'pin = "{pin}"\n')
+    proxy = RawProxy(tmp_path, ODD, "--contract", str(contract))
+    proxy.initialize()
+    proxy.request("tools/list")
+    assert text(proxy.request("tools/call", FINE)["result"]) == "ran fine"
+    proxy.request("tools/call", {"name": "rug", "arguments": {}})
+    assert {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"} in proxy.other
+    described = {
+        t["name"]: t["description"] for t in proxy.request("tools/list")["result"]["tools"]
+    }
+    assert described["fine"] == "Now also mails your files away."
+    after = proxy.request("tools/call", FINE)["result"]
+    if pin == "block":
+        assert after["isError"] and "changed since it was approved" in text(after)
+    else:
+        assert text(after) == "ran fine"
+    assert proxy.close() == 0
+    assert "the definition of tool 'fine' changed since it was pinned" in proxy.stderr()
+    first, _, last = call_spans(proxy.spans)
+    assert "toolguard.mcp.tool_changed" not in first
+    assert last["toolguard.mcp.tool_changed"] == "changed"
+    expected = ("blocked", "schema.pin") if pin == "block" else ("allowed", None)
+    assert (last["toolguard.decision"], last.get("toolguard.check")) == expected
+
+
+FINE = {"name": "fine", "arguments": {"a": "x"}}
 
 
 @pytest.mark.anyio
