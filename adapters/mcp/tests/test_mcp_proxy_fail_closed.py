@@ -72,6 +72,8 @@ UNPARSEABLE = [
     ),
     call_line("7", LEGAL, '{"note": "\\ud800"}'),  # a lone surrogate escape
     call_line("8", LEGAL, '{"note": "cafX"}').replace(b"cafX", b"caf\xe9"),  # invalid UTF-8
+    # One naming its trajectory and step: recorded there.
+    call_line("9", LEGAL, '{"toolguard/trajectory_id": "task-7", "toolguard/step": 4, "n": NaN}'),
 ]
 
 
@@ -90,6 +92,9 @@ def test_an_unparseable_call_is_refused_and_recorded(
     assert [(s["toolguard.decision"], s["toolguard.check"]) for s in spans] == [
         ("blocked", "schema.jsonrpc")
     ] * len(UNPARSEABLE)
+    named = [s for s in spans if s["toolguard.trajectory.id"] == "task-7"]
+    assert [int(s["toolguard.step"]) for s in named] == [4]
+    assert len({s["toolguard.trajectory.id"] for s in spans}) == 2  # the session's, task-7
 
 
 @pytest.mark.parametrize("rid", ["7.0", "1e0", "null", "1.5", '{"a": 1}', "[1]", "true"])
