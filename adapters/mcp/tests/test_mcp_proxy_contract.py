@@ -20,6 +20,7 @@ from raw_client import WAIT, RawProxy
 from test_mcp_proxy_fail_closed import call_spans
 
 ODD = python_server(str(HERE / "odd_server.py"))
+FAKE = python_server(str(HERE / "fake_server.py"))
 
 UNFIT = {
     "preconditions": (
@@ -214,6 +215,36 @@ def test_the_node_server_dies_with_a_killed_proxy(
     proxy.process.send_signal(signal.SIGKILL)
     proxy.process.wait(timeout=WAIT)
     wait_until(lambda: not alive(server), f"the Node server {server} outlived the proxy")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_servers_of_http_sessions_die_with_a_killed_proxy(tmp_path: Path) -> None:
+    """Over HTTP each session has a server process of its own: a kill -9 of the proxy ends it."""
+    import re
+
+    import httpx2
+    from test_mcp_proxy_http import HEAD, HELLO
+
+    log = tmp_path / "proxy.log"
+    with log.open("wb") as err:
+        proxy = subprocess.Popen(
+            [str(PROXY), "--http", "127.0.0.1:0", "--no-spans", "--", *FAKE],
+            stdin=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        wait_until(lambda: "serving http" in log.read_text(), "the proxy never served")
+        found = re.search(r"serving (http://\S+/mcp)", log.read_text())
+        assert found
+        with httpx2.Client(timeout=WAIT) as http:
+            assert http.post(found.group(1), headers=HEAD, json=HELLO).status_code == 200
+        children = Path(f"/proc/{proxy.pid}/task/{proxy.pid}/children")
+        (server,) = [int(c) for c in children.read_text().split()]  # the session's
+        assert alive(server)
+    finally:
+        proxy.send_signal(signal.SIGKILL)
+        proxy.wait(timeout=WAIT)
+    wait_until(lambda: not alive(server), f"the session's server {server} outlived the proxy")
 
 
 def test_a_session_without_a_call_is_an_empty_report(
