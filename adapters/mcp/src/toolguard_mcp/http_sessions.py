@@ -56,6 +56,11 @@ class _Session:
         self.posts = 1
         self.quiet = anyio.Event()  # set once no POST of the session is being handled
 
+    def post_started(self) -> None:
+        if self.posts == 0:
+            self.quiet = anyio.Event()  # quiet no longer
+        self.posts += 1
+
     def post_done(self) -> None:
         self.posts -= 1
         if self.posts == 0:
@@ -118,7 +123,7 @@ class Sessions:
                 return
             session = found
             if post:
-                session.posts += 1
+                session.post_started()
         try:
             await session.transport.handle_request(scope, receive, send)
         finally:
