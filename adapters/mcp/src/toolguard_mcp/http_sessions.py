@@ -17,7 +17,7 @@ import json
 import logging
 import math
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -145,7 +145,7 @@ class Sessions:
         sid = uuid.uuid4().hex
         relay = self.relay()
         relay.session = f"mcp-session:{sid}"
-        writer = SessionWriter(relay)
+        writer = SessionWriter(relay, lambda code: self._gone(sid, code))
         if not await relay.start_session(writer):
             return None
         transport = StreamableHTTPServerTransport(
@@ -171,18 +171,7 @@ class Sessions:
                     # (errors for requests in flight when a server died) are out.
                     await relay.run_session(_lines(read_stream, writer), writer)
                 if writer.exited:
-                    why = _exited(writer.code)
-                    logger.error(
-                        "toolguard-mcp-proxy: session %s is over: its server exited (code %s); "
-                        "the next session starts a new one",
-                        sid[:8],
-                        writer.code,
-                    )
-                    self.open.pop(sid, None)
-                    self.ended[sid] = why
-                    while len(self.ended) > _ENDED_KEPT:
-                        self.ended.popitem(last=False)
-                    await _answer_gone(read_stream, write_stream, session, why)
+                    await _answer_gone(read_stream, write_stream, session, _exited(writer.code))
                 # Terminated before the streams close, so the SDK's router ends quietly.
                 if not transport.is_terminated:
                     await transport.terminate()
@@ -194,6 +183,20 @@ class Sessions:
             self.calls.end_session(relay.session)
             self.running.discard(finished)
             finished.set()
+
+    def _gone(self, sid: str, code: int | None) -> None:
+        """The session's server exited: from now on its requests get a 404 saying so (set
+        before the host can hear of the exit, so a request it sends next always does)."""
+        logger.error(
+            "toolguard-mcp-proxy: session %s is over: its server exited (code %s); the next "
+            "session starts a new one",
+            sid[:8],
+            code,
+        )
+        self.open.pop(sid, None)
+        self.ended[sid] = _exited(code)
+        while len(self.ended) > _ENDED_KEPT:
+            self.ended.popitem(last=False)
 
     async def close(self) -> None:
         """End every session: its streams closed, its relay stops its server (bounded wait)."""
@@ -272,8 +275,9 @@ class SessionWriter:
     request in flight). When the server exits, the host's requests it has not answered get
     an error saying so (the relay answers the calls in flight itself)."""
 
-    def __init__(self, relay: StdioRelay) -> None:
+    def __init__(self, relay: StdioRelay, on_exit: Callable[[int | None], None]) -> None:
         self.relay = relay
+        self.on_exit = on_exit
         self.asked: dict[Any, str] = {}  # the host's requests not answered yet: id -> method
         self.exited = False
         self.code: int | None = None
@@ -303,6 +307,7 @@ class SessionWriter:
     def server_exited(self, code: int | None) -> None:
         """The relay's word that the server exited (its calls in flight answered already)."""
         self.exited, self.code = True, code
+        self.on_exit(code)
         why = _exited(code)
         for rid, method in list(self.asked.items()):
             self.write(orjson.dumps(_error(rid, _gone_message(method, why))))
