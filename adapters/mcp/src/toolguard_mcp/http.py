@@ -194,10 +194,10 @@ def _batch_refusal(body: bytes) -> tuple[Any, list[tuple[str, Any]], str] | None
         "streamable HTTP, not a batch: send each message on its own"
     )
     answers, calls = [], []
-    for item in items:  # each an object with a valid id, or _strict refused the body
+    for item in items:  # each an object whose id and params wire.check let through
         if item.get("method") == "tools/call":
             calls.append((item["params"]["name"], item["params"].get("_meta")))
-        if "id" in item:
+        if "id" in item and "method" in item:  # a request (notifications, responses: none)
             answers.append(wire.Refusal(wire.INVALID_REQUEST, why, item["id"]).answer())
     return (answers or wire.Refusal(wire.INVALID_REQUEST, why).answer()), calls, why
 
