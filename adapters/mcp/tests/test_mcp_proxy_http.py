@@ -21,11 +21,11 @@ def anyio_backend() -> str:
 
 
 async def test_http_proxy_one_span_per_call_and_a_crash_ends_one_session(tmp_path: Path) -> None:
-    """One server crash ends its own session, and says so: the call in flight gets an error
-    naming the exit, a later request of that session a 404 saying why; the next session
-    starts a new server, and when the upstream is gone (the server exits at start, or cannot
-    be started) the host's ``initialize`` is answered saying so; once it is back, sessions
-    work again."""
+    """One server crash ends its own session only, and says so: the call in flight gets an error
+    naming the exit, a later request of that session a 404 saying why; a session open beside
+    it goes on, the next session starts a new server, and when the upstream is gone (the
+    server exits at start, or cannot be started) the host's ``initialize`` is answered saying
+    so; once it is back, sessions work again."""
     import httpx2
     from mcp import Client
     from mcp.shared.exceptions import MCPError
@@ -36,7 +36,7 @@ async def test_http_proxy_one_span_per_call_and_a_crash_ends_one_session(tmp_pat
     launcher.chmod(0o755)
     env = {"FAKE_SERVER_GONE": str(gone)}
     async with http_proxied(tmp_path, [str(launcher)], env=env) as (url, run, proc):
-        async with Client(url, mode="legacy") as client:
+        async with Client(url, mode="legacy") as client, Client(url, mode="legacy") as other:
             names = {t.name for t in (await client.list_tools()).tools}
             assert names == {"echo", "crash", "hang", "big"}
             ok = await client.call_tool("echo", {"text": "over http"})
@@ -51,6 +51,9 @@ async def test_http_proxy_one_span_per_call_and_a_crash_ends_one_session(tmp_pat
             late = info.value.error.message
             assert late.startswith("Session not found: the MCP server behind toolguard-mcp-proxy")
             assert "exited (code 3); start a new session" in late
+            # The other session, open all along, has a server of its own: it goes on.
+            alive = await other.call_tool("echo", {"text": "unaffected"})
+            assert alive.content[0].text == "unaffected"
         # The crash ended that session and its server only: a new session has a new server.
         async with Client(url, mode="legacy") as client:
             again = await client.call_tool("echo", {"text": "still serving"})
@@ -96,10 +99,11 @@ async def test_http_proxy_one_span_per_call_and_a_crash_ends_one_session(tmp_pat
         "execute_tool crash",
         "execute_tool echo",
         "execute_tool echo",
+        "execute_tool echo",
     ]
     first, *rest = sorted(report_of(run.spans)[0], key=lambda r: -r.length)
     assert (first.length, first.fed, first.first_error_cause) == (3, 2, "schema")
-    assert [(r.length, r.fed) for r in rest] == [(1, 2), (1, 2)]
+    assert [(r.length, r.fed) for r in rest] == [(1, 2)] * 3
 
 
 def _leaves(group: BaseException) -> list[BaseException]:
