@@ -226,30 +226,29 @@ async def http_proxied(
     tmp_path: Path, server: list[str], *options: str, env: dict[str, str] | None = None
 ) -> AsyncIterator[tuple[str, ProxyRun, Any]]:
     """``toolguard-mcp-proxy --http 127.0.0.1:0 [options] -- server``: yields its URL (read
-    from the line it logs once listening), the run and the process; stopped with SIGTERM."""
+    from the line it logs once listening), the run (its whole stderr in ``run.log``) and the
+    process; stopped with SIGTERM."""
     import re
     import signal
 
     import anyio
 
     run = ProxyRun(tmp_path / "spans.jsonl", tmp_path / "proxy.log")
-    proc = await anyio.open_process(
-        [str(PROXY), "--http", "127.0.0.1:0", "--spans", str(run.spans), *options,
-         "--", *server],
-        stdin=None,
-        env={**os.environ, **(env or {})},
-    )  # fmt: skip
+    with run.log.open("wb") as log:
+        proc = await anyio.open_process(
+            [str(PROXY), "--http", "127.0.0.1:0", "--spans", str(run.spans), *options,
+             "--", *server],
+            stdin=None,
+            stderr=log,
+            env={**os.environ, **(env or {})},
+        )  # fmt: skip
     try:
-        assert proc.stderr is not None
-        seen = ""
         found = None
         with anyio.fail_after(120):  # a bound on start-up, not a measurement
-            async for chunk in proc.stderr:
-                seen += chunk.decode()
-                found = re.search(r"serving (http://127\.0\.0\.1:\d+/mcp)", seen)
-                if found:
-                    break
-        assert found, seen
+            while found is None:
+                found = re.search(r"serving (http://127\.0\.0\.1:\d+/mcp)", run.stderr())
+                assert found or proc.returncode is None, run.stderr()
+                await anyio.sleep(0.02)
         yield found.group(1), run, proc
     finally:
         if proc.returncode is None:

@@ -2,10 +2,12 @@
 
 ``echo`` answers; ``crash`` kills the process in the middle of the call; ``hang`` never
 answers: it waits on an event nobody sets (no sleep anywhere); ``big`` answers ``size``
-bytes of text.
+bytes of text. With ``FAKE_SERVER_GONE`` naming a file that exists, it exits at once with
+code 4 instead (the upstream gone, for the HTTP proxy's new sessions).
 """
 
 import os
+import sys
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -39,4 +41,7 @@ def big(size: int) -> str:
 
 
 if __name__ == "__main__":
+    gone = os.environ.get("FAKE_SERVER_GONE")
+    if gone and os.path.exists(gone):
+        sys.exit(4)
     anyio.run(server.run_stdio_async)

@@ -5,6 +5,7 @@ proxy; a session without a call reports as an empty report (issue 22, section 1)
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from raw_client import WAIT, RawProxy
 from test_mcp_proxy_fail_closed import call_spans
 
 ODD = python_server(str(HERE / "odd_server.py"))
+FAKE = python_server(str(HERE / "fake_server.py"))
 
 UNFIT = {
     "preconditions": (
@@ -62,6 +64,56 @@ def test_a_contract_that_does_not_fit_stops_the_proxy_at_start(
     assert len(lines) == 1, proc.stderr
     for name in (str(contract), "'get_current_time'", f"key {key!r}"):
         assert name in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_server_that_dies_at_start_stops_the_proxy_at_once(
+    tmp_path: Path, transport: str
+) -> None:
+    """Its exit is said, with its code, as soon as it happens: not after the proxy's own
+    handshake timed out (60 s), and over HTTP before anything is served."""
+    dead = [sys.executable, "-c", "import sys; sys.stdin.readline(); sys.exit(5)"]
+    http = ["--http", "127.0.0.1:0"] if transport == "http" else []
+    proc = subprocess.Popen(
+        [str(PROXY), *http, "--no-spans", "--", *dead],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
+    message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+    out, err = proc.communicate(json.dumps(message).encode() + b"\n", timeout=WAIT)
+    assert out == b""  # stdio: no answer but the end of the stream; HTTP: nothing served
+    log = err.decode()
+    assert proc.returncode == 5, log
+    assert "Traceback" not in log and "serving" not in log, log
+    assert "exited" in log and "code 5" in log, log
+
+
+def test_without_the_probe_an_unfit_entry_refuses_its_tool(
+    tmp_path: Path, time_server: list[str]
+) -> None:
+    """--no-probe: the tools are declared from the host's first list, when the proxy can no
+    longer stop; a contract entry that does not fit is logged, and its tool refused."""
+    contract = tmp_path / "time.toml"
+    contract.write_text(UNFIT["refs"][0])
+    proxy = RawProxy(tmp_path, time_server, "--no-probe", "--contract", str(contract))
+    proxy.initialize()
+    unfit = proxy.request(
+        "tools/call", {"name": "get_current_time", "arguments": {"timezone": "UTC"}}
+    )
+    assert unfit["result"]["isError"] and "cannot be checked" in text_of(unfit)
+    other = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Europe/Paris"}
+    assert not proxy.request("tools/call", {"name": "convert_time", "arguments": other})[
+        "result"
+    ].get("isError")
+    assert proxy.close() == 0
+    assert "tool 'get_current_time', key 'refs'" in proxy.stderr()
+    spans = call_spans(proxy.spans)
+    assert [(s["toolguard.decision"], s.get("toolguard.check")) for s in spans] == [
+        ("blocked", "schema.undeclarable"),
+        ("allowed", None),
+    ]
 
 
 @pytest.mark.parametrize("options", [(), ("--no-probe",)], ids=["probed", "no-probe"])
@@ -163,6 +215,36 @@ def test_the_node_server_dies_with_a_killed_proxy(
     proxy.process.send_signal(signal.SIGKILL)
     proxy.process.wait(timeout=WAIT)
     wait_until(lambda: not alive(server), f"the Node server {server} outlived the proxy")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_servers_of_http_sessions_die_with_a_killed_proxy(tmp_path: Path) -> None:
+    """Over HTTP each session has a server process of its own: a kill -9 of the proxy ends it."""
+    import re
+
+    import httpx2
+    from test_mcp_proxy_http import HEAD, HELLO
+
+    log = tmp_path / "proxy.log"
+    with log.open("wb") as err:
+        proxy = subprocess.Popen(
+            [str(PROXY), "--http", "127.0.0.1:0", "--no-spans", "--", *FAKE],
+            stdin=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        wait_until(lambda: "serving http" in log.read_text(), "the proxy never served")
+        found = re.search(r"serving (http://\S+/mcp)", log.read_text())
+        assert found
+        with httpx2.Client(timeout=WAIT) as http:
+            assert http.post(found.group(1), headers=HEAD, json=HELLO).status_code == 200
+        children = Path(f"/proc/{proxy.pid}/task/{proxy.pid}/children")
+        (server,) = [int(c) for c in children.read_text().split()]  # the session's
+        assert alive(server)
+    finally:
+        proxy.send_signal(signal.SIGKILL)
+        proxy.wait(timeout=WAIT)
+    wait_until(lambda: not alive(server), f"the session's server {server} outlived the proxy")
 
 
 def test_a_session_without_a_call_is_an_empty_report(

@@ -72,6 +72,8 @@ UNPARSEABLE = [
     ),
     call_line("7", LEGAL, '{"note": "\\ud800"}'),  # a lone surrogate escape
     call_line("8", LEGAL, '{"note": "cafX"}').replace(b"cafX", b"caf\xe9"),  # invalid UTF-8
+    # One naming its trajectory and step: recorded there.
+    call_line("9", LEGAL, '{"toolguard/trajectory_id": "task-7", "toolguard/step": 4, "n": NaN}'),
 ]
 
 
@@ -90,6 +92,9 @@ def test_an_unparseable_call_is_refused_and_recorded(
     assert [(s["toolguard.decision"], s["toolguard.check"]) for s in spans] == [
         ("blocked", "schema.jsonrpc")
     ] * len(UNPARSEABLE)
+    named = [s for s in spans if s["toolguard.trajectory.id"] == "task-7"]
+    assert [int(s["toolguard.step"]) for s in named] == [4]
+    assert len({s["toolguard.trajectory.id"] for s in spans}) == 2  # the session's, task-7
 
 
 @pytest.mark.parametrize("rid", ["7.0", "1e0", "null", "1.5", '{"a": 1}', "[1]", "true"])
@@ -163,13 +168,20 @@ def test_a_message_over_the_limit_is_refused_not_a_crash(proxy: RawProxy) -> Non
 
 
 def test_a_server_answer_over_the_limit_is_an_error_for_its_call(tmp_path: Path) -> None:
+    """Under the limit a large message goes through whole, both ways; over it, the server's
+    answer is an error for its call (a raised --max-message-mib relays what a server sends)."""
+    mib = 1024 * 1024
     proxy = RawProxy(
-        tmp_path, python_server(str(HERE / "fake_server.py")), "--max-message-mib", "1"
+        tmp_path, python_server(str(HERE / "fake_server.py")), "--max-message-mib", "2"
     )
     proxy.initialize()
-    answer = proxy.request("tools/call", {"name": "big", "arguments": {"size": 2 * 1024 * 1024}})
+    answer = proxy.request("tools/call", {"name": "big", "arguments": {"size": 3 * mib}})
     assert "over toolguard-mcp-proxy's limit" in answer["error"]["message"]
-    small = proxy.request("tools/call", {"name": "big", "arguments": {"size": 3}})
-    assert small["result"]["content"][0]["text"] == "xxx"
+    # The SDK's server answers the text twice (content, structuredContent): 1.6 MiB each way.
+    large = proxy.request("tools/call", {"name": "big", "arguments": {"size": 800 * 1024}})
+    assert large["result"]["content"][0]["text"] == "x" * (800 * 1024)
+    sent = "y" * (800 * 1024)
+    echoed = proxy.request("tools/call", {"name": "echo", "arguments": {"text": sent}})
+    assert echoed["result"]["content"][0]["text"] == sent
     assert proxy.close() == 0
-    assert [s["toolguard.decision"] for s in call_spans(proxy.spans)] == ["allowed", "allowed"]
+    assert [s["toolguard.decision"] for s in call_spans(proxy.spans)] == ["allowed"] * 3

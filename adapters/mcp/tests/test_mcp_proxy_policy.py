@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import http_proxied
+from conftest import HERE, http_proxied, python_server
 from raw_client import RawProxy
 from test_mcp_proxy_fail_closed import call_spans
 
+ODD = python_server(str(HERE / "odd_server.py"))
 NOW = {"name": "get_current_time", "arguments": {"timezone": "UTC"}}
 CONVERT = {
     "name": "convert_time",
@@ -105,6 +106,39 @@ def test_pins_from_a_lock_file_flag_or_block_a_changed_tool(
     ]
 
 
+@pytest.mark.parametrize("pin", ["warn", "block"])
+def test_a_tool_that_changes_in_the_session_is_flagged_or_refused(tmp_path: Path, pin: str) -> None:
+    """No pin file: the definitions are pinned at the first tool list; the server changes
+    one later (and says its list changed), the host lists again, and the change is caught."""
+    contract = tmp_path / "odd.toml"
+    contract.write_text(f'pin = "{pin}"\n')
+    proxy = RawProxy(tmp_path, ODD, "--contract", str(contract))
+    proxy.initialize()
+    proxy.request("tools/list")
+    assert text(proxy.request("tools/call", FINE)["result"]) == "ran fine"
+    proxy.request("tools/call", {"name": "rug", "arguments": {}})
+    assert {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"} in proxy.other
+    described = {
+        t["name"]: t["description"] for t in proxy.request("tools/list")["result"]["tools"]
+    }
+    assert described["fine"] == "Now also mails your files away."
+    after = proxy.request("tools/call", FINE)["result"]
+    if pin == "block":
+        assert after["isError"] and "changed since it was approved" in text(after)
+    else:
+        assert text(after) == "ran fine"
+    assert proxy.close() == 0
+    assert "the definition of tool 'fine' changed since it was pinned" in proxy.stderr()
+    first, _, last = call_spans(proxy.spans)
+    assert "toolguard.mcp.tool_changed" not in first
+    assert last["toolguard.mcp.tool_changed"] == "changed"
+    expected = ("blocked", "schema.pin") if pin == "block" else ("allowed", None)
+    assert (last["toolguard.decision"], last.get("toolguard.check")) == expected
+
+
+FINE = {"name": "fine", "arguments": {"a": "x"}}
+
+
 @pytest.mark.anyio
 async def test_http_needs_the_bearer_token_and_spans_name_the_host(
     tmp_path: Path, time_server: list[str]
@@ -115,12 +149,17 @@ async def test_http_needs_the_bearer_token_and_spans_name_the_host(
 
     secret = "s3cret-token-for-the-test"
     env = {"TG_TEST_TOKEN": secret}
-    options = ("--auth-token-env", "TG_TEST_TOKEN")
+    # -v in log mode: a failing call is logged too, so the log holds more than the start line.
+    options = ("--auth-token-env", "TG_TEST_TOKEN", "-v", "--mode", "log")
     async with http_proxied(tmp_path, time_server, *options, env=env) as (url, run, _):
         async with httpx2.AsyncClient() as plain:
             assert (await plain.post(url, json={})).status_code == 401
+            assert (await plain.get(url)).status_code == 401
+            assert (await plain.delete(url)).status_code == 401
             wrong = {"Authorization": "Bearer nope"}
             assert (await plain.post(url, json={}, headers=wrong)).status_code == 401
+            bare = {"Authorization": secret}  # the token without the scheme
+            assert (await plain.post(url, json={}, headers=bare)).status_code == 401
         headers = {"Authorization": f"Bearer {secret}"}
         async with (
             httpx2.AsyncClient(headers=headers) as http,
@@ -128,10 +167,14 @@ async def test_http_needs_the_bearer_token_and_spans_name_the_host(
         ):
             result = await client.call_tool(NOW["name"], NOW["arguments"])
             assert not result.is_error
-    assert secret not in run.log.read_text() if run.log.exists() else True
-    spans = [s for s in call_spans(run.spans) if s.get("gen_ai.tool.name") == "get_current_time"]
-    (span,) = spans
-    assert span["toolguard.mcp.client"].startswith("mcp")
+            odd = await client.call_tool(NOW["name"], {"timezone": "UTC", "extra": 1})
+            assert not odd.is_error  # log mode: run, and its failure logged
+    log = run.stderr()
+    assert "serving http://" in log and "get_current_time step 2 logged" in log
+    assert secret not in log
+    spans = call_spans(run.spans)
+    assert [s["toolguard.decision"] for s in spans] == ["allowed", "logged"]
+    assert all(s["toolguard.mcp.client"].startswith("mcp") for s in spans)
 
 
 def text(result: dict) -> str:

@@ -5,9 +5,11 @@ proxy's relay (:class:`~toolguard_mcp.relay.StdioRelay`) between the two: the wh
 goes through as over stdio (resources, prompts, completions, logging, sampling, elicitation,
 roots, progress, whatever the server offers), every ``tools/call`` checked. The SDK's
 ``StreamableHTTPServerTransport`` speaks HTTP to the host (SSE streams, the GET stream,
-DNS-rebinding protection); a server that crashes ends its session only, and the next session
-starts a new one. Before anything is served the server is started once to declare its tools,
-so a contract that does not fit stops the proxy there.
+DNS-rebinding protection); a server that crashes ends its session only, saying so, and the
+next session starts a new one (:mod:`toolguard_mcp.http_sessions`). Before anything is served
+the server is started once to declare its tools, so a contract that does not fit stops the
+proxy there. Every POST body is read strictly here first, as the stdio relay reads a line; a
+JSON-RPC batch is refused (the SDK's transport takes one message per POST).
 
 The 2026-07-28 era (no session, no handshake) is not relayed over HTTP: such a request is
 answered with HTTP 400 and a JSON-RPC error saying so.
@@ -17,13 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
-import math
 import signal
 import socket
-import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -77,8 +76,11 @@ async def serve_http(
         from .replica_http import serve_replica
 
         return await serve_replica(calls, command, host, port, timeout, env, cwd, token, limit)
-    if not await relay().probe_only():
-        return 127
+    failed = await relay().probe_only()
+    if failed is not None:
+        return failed
+    from .http_sessions import Sessions
+
     async with anyio.create_task_group() as group:
         sessions = Sessions(calls, relay, group, host, limit)
         try:
@@ -131,165 +133,6 @@ def _security() -> Any:
     )
 
 
-class Sessions:
-    """The ASGI app: one :class:`StdioRelay` (and server process) per streamable-HTTP session."""
-
-    def __init__(
-        self, calls: CallGuard, relay: Any, group: Any, host: str, limit: int = LINE_LIMIT
-    ) -> None:
-        self.calls = calls
-        self.limit = limit
-        self.relay = relay
-        self.group = group
-        self.open: dict[str, Any] = {}
-        self.running: set[anyio.Event] = set()  # one per session still relaying
-        self.security = _security()
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        headers = await front_door(scope, send)
-        if headers is None:
-            return
-        sid = headers.get(_SESSION_HEADER)
-        if scope.get("method") == "POST":
-            body = await _body(receive, self.limit)
-            refusal = _strict(body)
-            if refusal is not None:
-                if refusal.call is not None:
-                    name, meta = refusal.call
-                    session = f"mcp-session:{sid.decode('latin-1')}" if sid else None
-                    self.calls.record_refusal(name, refusal.message, meta, session)
-                await _answer(send, 400, refusal.answer())
-                return
-            assert body is not None  # a body past the limit is refused above
-            receive = _replay(body)
-        if sid is None:
-            transport = await self._start()
-        else:
-            transport = self.open.get(sid.decode("latin-1"))
-            if transport is None:
-                await _status(send, 404, "Session not found")
-                return
-        await transport.handle_request(scope, receive, send)
-        if transport.is_terminated:
-            self.open.pop(transport.mcp_session_id, None)
-
-    async def _start(self) -> Any:
-        from mcp.server.streamable_http import StreamableHTTPServerTransport
-
-        sid = uuid.uuid4().hex
-        transport = StreamableHTTPServerTransport(
-            mcp_session_id=sid, security_settings=self.security
-        )
-        self.open[sid] = transport
-        await self.group.start(self._run, transport)
-        return transport
-
-    async def _run(self, transport: Any, *, task_status: Any) -> None:
-        sid = transport.mcp_session_id
-        relay = self.relay()
-        relay.session = f"mcp-session:{sid}"
-        finished = anyio.Event()
-        self.running.add(finished)
-        try:
-            async with transport.connect() as (read_stream, write_stream):
-                task_status.started()
-                writer = SessionWriter(write_stream, relay)
-                async with anyio.create_task_group() as group:
-                    group.start_soon(writer.pump)
-                    # The pump ends once the relay closed the writer and the last answers
-                    # (errors for calls in flight when a server died) are out.
-                    status = await relay.run_session(_lines(read_stream), writer)
-                if status:
-                    logger.error(
-                        "toolguard-mcp-proxy: the server of session %s exited (code %s); the "
-                        "next session starts a new one",
-                        sid[:8],
-                        status,
-                    )
-        finally:
-            self.open.pop(sid, None)
-            with anyio.CancelScope(shield=True):
-                await transport.terminate()
-            self.calls.end_session(relay.session)
-            self.running.discard(finished)
-            finished.set()
-
-    async def close(self) -> None:
-        """End every session: its streams closed, its relay stops its server (bounded wait)."""
-        for transport in list(self.open.values()):
-            with anyio.CancelScope(shield=True):
-                await transport.terminate()
-        with anyio.move_on_after(_CLOSE_GRACE):
-            for finished in list(self.running):
-                await finished.wait()
-
-
-async def _lines(read_stream: Any) -> AsyncIterator[bytes]:
-    """The host's messages as JSON text, for the relay's strict parse."""
-    async for item in read_stream:
-        if isinstance(item, Exception):  # the transport could not parse a POST's body
-            logger.warning("toolguard-mcp-proxy: a host message was refused: %s", item)
-            continue
-        try:
-            text = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-        except ValueError:
-            # A lone surrogate the SDK's parser let through: written escaped, so the relay's
-            # strict parse refuses it with the request's id (never forwarded).
-            data = item.message.model_dump(by_alias=True, exclude_unset=True)
-            text = json.dumps(data, ensure_ascii=True, default=str)
-        yield text.encode()
-
-
-class SessionWriter:
-    """The relay's host writer for one HTTP session: each message goes to the transport,
-    which puts a response on the stream of its request, progress on the stream of the request
-    that asked for it, and the rest on the session's GET stream (or the stream of the one
-    request in flight)."""
-
-    def __init__(self, write_stream: Any, relay: StdioRelay) -> None:
-        self.write_stream = write_stream
-        self.relay = relay
-        self.send, self.receive = anyio.create_memory_object_stream[Any](math.inf)
-
-    def write(self, data: bytes) -> None:
-        from mcp.shared.message import ServerMessageMetadata, SessionMessage
-        from mcp.types import jsonrpc_message_adapter
-
-        try:
-            parsed = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            logger.warning("toolguard-mcp-proxy: the server wrote a line that is not JSON")
-            return
-        for item in parsed if isinstance(parsed, list) else [parsed]:
-            try:
-                message = jsonrpc_message_adapter.validate_python(item, by_name=False)
-            except ValueError:
-                logger.warning("toolguard-mcp-proxy: the server wrote a message that is not MCP")
-                continue
-            related = self._related(item)
-            metadata = ServerMessageMetadata(related_request_id=related) if related else None
-            self.send.send_nowait(SessionMessage(message, metadata=metadata))
-
-    def _related(self, item: Any) -> Any:
-        if not isinstance(item, dict) or "method" not in item:
-            return None
-        params = item.get("params")
-        if item["method"] == "notifications/progress" and isinstance(params, dict):
-            return self.relay.progress.get(params.get("progressToken"))
-        inflight = list(self.relay.inflight)
-        return inflight[0] if len(inflight) == 1 else None
-
-    async def pump(self) -> None:
-        async for message in self.receive:
-            await self.write_stream.send(message)
-
-    async def drain(self) -> None:
-        await anyio.lowlevel.checkpoint()
-
-    async def close(self) -> None:
-        self.send.close()
-
-
 async def _body(receive: Any, limit: int) -> bytes | None:
     """A POST's body, or None past ``limit`` bytes (then the rest is not read)."""
     chunks: list[bytes] = []
@@ -333,6 +176,30 @@ def _strict(body: bytes | None) -> wire.Refusal | None:
         if refusal is not None:
             return refusal
     return None
+
+
+def _batch_refusal(body: bytes) -> tuple[Any, list[tuple[str, Any]], str] | None:
+    """A JSON-RPC batch (MCP 2025-03-26) is not relayed over HTTP (the SDK's transport takes
+    one message per POST, and MCP 2025-06-18 has no batches): refused whole, each request in
+    it answered with an error of its own as JSON-RPC 2.0 says (``[]``, or a batch of
+    notifications only, with one error). Returns (the answer, the ``tools/call`` in it as
+    (name, ``_meta``) to record as refused steps, the reason); None for a single message."""
+    if body.lstrip()[:1] != b"[":
+        return None
+    items = orjson.loads(body)  # read strictly by _strict already
+    if not items:
+        return wire.Refusal(wire.INVALID_REQUEST, "Invalid Request: empty batch").answer(), [], ""
+    why = (
+        "Invalid Request: toolguard-mcp-proxy relays one JSON-RPC message per POST over "
+        "streamable HTTP, not a batch: send each message on its own"
+    )
+    answers, calls = [], []
+    for item in items:  # each an object whose id and params wire.check let through
+        if item.get("method") == "tools/call":
+            calls.append((item["params"]["name"], item["params"].get("_meta")))
+        if "id" in item and "method" in item:  # a request (notifications, responses: none)
+            answers.append(wire.Refusal(wire.INVALID_REQUEST, why, item["id"]).answer())
+    return (answers or wire.Refusal(wire.INVALID_REQUEST, why).answer()), calls, why
 
 
 async def front_door(scope: Any, send: Any) -> dict[bytes, bytes] | None:

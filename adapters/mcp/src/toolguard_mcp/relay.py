@@ -57,24 +57,45 @@ class StdioRelay(HostSide):
         self.host_writer = await _io.open_writer(self.host_out)
         return await self._serve(self._from_host, probe=self.probe, signals=True)
 
+    async def start_session(self, writer: Any) -> bool:
+        """Start the server for one host session of another transport (before the session
+        is opened, so a server that cannot be started is said at once); False when it could
+        not be. ``writer`` takes the answers (``write(bytes)``, ``drain()``, ``close()``, and
+        optionally ``server_exited(code)``: told after the calls in flight were answered, so
+        it can answer the session's other requests in flight)."""
+        self.host_writer = writer
+        self._started = await self._spawn()
+        return self._started
+
     async def run_session(self, lines: AsyncIterator[bytes], writer: Any) -> int:
         """Relay one host session of another transport: ``lines`` are its messages as JSON
-        text, ``writer`` takes the answers (``write(bytes)``, ``drain()``, ``close()``)."""
+        text, ``writer`` takes the answers (see :meth:`start_session`, which may have
+        started the server already)."""
         self.host_writer = writer
-        return await self._serve(lambda: self._from_lines(lines), probe=False, signals=False)
+        return await self._serve(
+            lambda: self._from_lines(lines),
+            probe=False,
+            signals=False,
+            spawned=self._started,
+        )
 
-    async def probe_only(self) -> bool:
-        """Start the server, declare its tools (a contract error raises), stop it; False when
-        the server could not be started."""
+    async def probe_only(self) -> int | None:
+        """Start the server, declare its tools (a contract error raises), stop it. None when
+        done, else the exit status: 127 when the server could not be started, its own code
+        (at least 1) when it exited before the proxy had its tool list."""
         self.host_writer = _io.Writer(None, discard=True)
         if not await self._spawn():
-            return False
+            return 127
         try:
             await self._probe()
+            if self.probe_exited:
+                code = await _io.exit_code(self.server, _STOP_GRACE)
+                logger.error("toolguard-mcp-proxy: the MCP server exited at start (code %s)", code)
+                return code if code and code > 0 else 1
         finally:
             await self._stop_server()
             self._release_pipes()
-        return True
+        return None
 
     async def _spawn(self) -> bool:
         self.server_done = asyncio.get_running_loop().create_future()
@@ -112,10 +133,15 @@ class StdioRelay(HostSide):
         await asyncio.shield(self.server_done)
 
     async def _serve(
-        self, host: Callable[[], Coroutine[Any, Any, None]], *, probe: bool, signals: bool
+        self,
+        host: Callable[[], Coroutine[Any, Any, None]],
+        *,
+        probe: bool,
+        signals: bool,
+        spawned: bool = False,
     ) -> int:
         loop = asyncio.get_running_loop()
-        if not await self._spawn():
+        if not spawned and not await self._spawn():
             return 127
         try:
             if probe:
@@ -189,7 +215,9 @@ class StdioRelay(HostSide):
             )
             self._to_server(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
             await self._list_tools(None, at_start=True, timeout=_LIST_TIMEOUT)
-        except (TimeoutError, ServerError, ServerExited) as exc:
+        except ServerExited:
+            self.probe_exited = True  # the run that follows says so, with the exit code
+        except (TimeoutError, ServerError) as exc:
             logger.warning(
                 "toolguard-mcp-proxy: the server did not answer the proxy's own initialize "
                 "(%s); its tools are declared from the host's first tool list instead",
@@ -239,6 +267,9 @@ class StdioRelay(HostSide):
         for fut in self.own.values():
             if not fut.done():
                 fut.set_exception(ServerExited(code))
+        told = getattr(self.host_writer, "server_exited", None)
+        if told is not None:  # an HTTP session: its other requests in flight get an error too
+            told(code)
         logger.error(
             "toolguard-mcp-proxy: the MCP server exited with code %s; %d tools/call in flight "
             "answered with an error",

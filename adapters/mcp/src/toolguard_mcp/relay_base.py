@@ -107,6 +107,8 @@ class RelayBase:
         self._sweep: asyncio.TimerHandle | None = None
         self.tools_complete = False  # a whole tool list has been declared
         self.probing = False
+        self.probe_exited = False  # the server exited during the proxy's own handshake
+        self._started = False  # the server was started before the session (start_session)
         self.server_lines = wire.LineSplitter(limit)
         self._answered: list[dict[str, Any]] = []  # answers out, their bookkeeping not yet
 
@@ -174,6 +176,11 @@ class RelayBase:
                 self._bookkeeping()
         except Exception as exc:
             self._relay_failed(self.server_done, exc)
+        # The proxy's own requests (its handshake at start, a tool list) will not be answered:
+        # failed now, not after their timeout (a server that dies at start is said at once).
+        for future in self.own.values():
+            if not future.done():
+                future.set_exception(ServerExited(self.server.get_returncode()))
         if not self.server_done.done():
             self.server_done.set_result(None)
 
