@@ -72,6 +72,9 @@ def measure(
     min_distinct: int = 5,
     named_ids: bool = True,
     initial_state: bool = True,
+    typed_quantities: bool = True,
+    first_uses: bool = True,
+    creator_names: bool = True,
 ) -> dict[str, Any]:
     """``dev``: the tuning split. Only the tasks inference may read (the even ones) are used,
     split again the same way, so a change is judged without reading the held-out tasks."""
@@ -102,7 +105,13 @@ def measure(
     flow = trace_runs(_runs(truth, train), rule=rule, initial_state=initial_state)
     flow.warn_empty()
     proposals = propose(
-        flow, min_support=min_support, min_share=min_share, min_distinct=min_distinct
+        flow,
+        min_support=min_support,
+        min_share=min_share,
+        min_distinct=min_distinct,
+        typed_quantities=typed_quantities,
+        first_uses=first_uses,
+        creator_names=creator_names,
     )
     inferred_path = out / "inferred.toml"
     inferred_path.write_text(
@@ -188,6 +197,9 @@ def measure(
         "min_distinct": min_distinct,
         "named_ids": named_ids,
         "initial_state": initial_state,
+        "typed_quantities": typed_quantities,
+        "first_uses": first_uses,
+        "creator_names": creator_names,
         "initial_places": len(contracts["inferred"].initial),
         "train_tasks": len(train),
         "test_tasks": len(test),
@@ -330,6 +342,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="values of the task's initial_config are no source (the before of [initial])",
     )
+    p.add_argument(
+        "--refs-typed-quantities",
+        action="store_true",
+        help="refs also on a quantity the user types (a price with cents; the before)",
+    )
+    p.add_argument(
+        "--grounded-reuses",
+        action="store_true",
+        help="grounded evidence also from values an earlier call already used (the before)",
+    )
+    p.add_argument(
+        "--grounded-creator-names",
+        action="store_true",
+        help="grounded also on the name of what a call creates (touch's file; the before)",
+    )
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -343,6 +370,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.min_distinct,
         named_ids=not args.no_named_ids,
         initial_state=not args.no_initial_state,
+        typed_quantities=not args.refs_typed_quantities,
+        first_uses=not args.grounded_reuses,
+        creator_names=not args.grounded_creator_names,
     )
     (out / "infer.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     text = markdown(summary)

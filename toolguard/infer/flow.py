@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..replay.given import user_values
@@ -51,6 +51,11 @@ class Leaf:
     in_arguments: bool  # an earlier call's argument held it
     top: bool  # the argument is this scalar itself
     placeholder: bool
+    fraction: bool = False  # a number written with a decimal point (a quantity, not an id)
+    # The call introduced the value (nothing before it held it: no result, no initial state,
+    # no earlier argument) and a later accepted call named it again: the name of something
+    # this call made (a file `touch` created, then written by `echo`).
+    creates: bool = False
     value: Any = None  # kept only for --show-values
 
 
@@ -146,6 +151,11 @@ def _trace(
     # only in the first case, so a rule's share is never better than the replay's.
     observed = run.tools is not None or isinstance(execute, LiveEnvironment)
     lifetimes = Lifetimes(run.id)
+    # Leaves that introduced their value, and the last accepted call naming each value: a
+    # later use marks them ``creates`` once the run is read.
+    fresh: list[tuple[list[Leaf], int, int, Any]] = []
+    last_use: dict[Any, int] = {}
+    number = 0
     if initial_state and run.initial is not None:
         # What the environment held before the first call (BFCL's initial_config): a source
         # a contract's [initial] table binds, never shown to the model (not "seen").
@@ -178,6 +188,7 @@ def _trace(
             if answer.error:
                 continue
             count.accepted += 1
+            number += 1
             props = _properties(run, call.name)
             enums = _enums(props)
             opened: list[tuple[str, Leaf, Any]] = []
@@ -197,9 +208,13 @@ def _trace(
                     in_arguments=_has(argument_values, value),
                     top=top,
                     placeholder=is_placeholder(text),
+                    fraction=isinstance(value, float),
                     value=value if keep_values else None,
                 )
-                flow.leaves.setdefault((call.name, path), []).append(leaf)
+                bucket = flow.leaves.setdefault((call.name, path), [])
+                bucket.append(leaf)
+                if not (producers or leaf.in_arguments or leaf.common):
+                    fresh.append((bucket, len(bucket) - 1, number, value))
                 if top:
                     domain = flow.domains.setdefault((call.name, path), Domain())
                     domain.add(value, run.id)
@@ -208,6 +223,8 @@ def _trace(
                     opened.append((path, leaf, value))
             for _, value, _ in leaves:
                 _add(argument_values, value)
+                with contextlib.suppress(TypeError):
+                    last_use[value] = number
             places = list(result_leaves(answer.result))
             places += [(k, v) for p, v in places if (k := key_place(p)) is not None]
             lifetimes.answered(call.name, places)
@@ -225,8 +242,18 @@ def _trace(
                 seen_texts.append(answer.result)
             elif observed:
                 add_leaves(answer.result, seen_exact.add)  # as the guard observes a result
+    for bucket, index, at, value in fresh:
+        if _later(last_use, value, at):
+            bucket[index] = replace(bucket[index], creates=True)
     for key, after in lifetimes.close():
         flow.after.setdefault(key, []).append(after)
+
+
+def _later(last_use: dict[Any, int], value: Any, at: int) -> bool:
+    try:
+        return last_use.get(value, 0) > at
+    except TypeError:
+        return False
 
 
 def _arguments(raw: Any) -> Mapping[str, Any] | None:

@@ -40,17 +40,31 @@ __all__ = ["Proposal", "kind_name", "propose"]
 
 
 def propose(
-    flow: Flow, *, min_support: int = 5, min_share: float = 0.95, min_distinct: int = 5
+    flow: Flow,
+    *,
+    min_support: int = 5,
+    min_share: float = 0.95,
+    min_distinct: int = 5,
+    typed_quantities: bool = True,
+    first_uses: bool = True,
+    creator_names: bool = True,
 ) -> list[Proposal]:
     """The rules the flow supports, sorted by (tool, path, what): ``refs`` or ``grounded``
-    per argument, then ``invalidates`` over the refs' kinds (``invalidates.py``)."""
+    per argument, then ``invalidates`` over the refs' kinds (``invalidates.py``).
+    ``typed_quantities``: no ``refs`` on a quantity the user types (:func:`_typed_quantity`);
+    ``first_uses``: ``grounded`` counts only a value's first use as evidence;
+    ``creator_names``: no ``grounded`` on the name of what the call creates (``_grounded``)."""
     out: list[Proposal] = []
     for (tool, path), leaves in sorted(flow.leaves.items()):
-        refs = _refs(tool, path, leaves, (min_support, 1), min_share)
+        refs = None
+        if not (typed_quantities and _typed_quantity(leaves)):
+            refs = _refs(tool, path, leaves, (min_support, 1), min_share)
         if refs is not None:
             out.append(refs)
             continue
-        grounded = _grounded(tool, path, leaves, (min_support, min_distinct), min_share)
+        grounded = _grounded(
+            tool, path, leaves, (min_support, min_distinct), min_share, first_uses, creator_names
+        )
         if grounded is not None:
             out.append(grounded)
     named = [p for p in out if p.what == "refs"]
@@ -92,6 +106,17 @@ def _refs(
     return _proposal("refs", tool, path, leaves, support, min_share, chosen)
 
 
+def _typed_quantity(leaves: list[Leaf]) -> bool:
+    """A quantity the user types: the argument takes numbers written with a decimal point
+    (a price, an amount: an id is a string or a whole number), and some value of it passed
+    only as one the user gave (typed, not produced). A replay binds the whole numbers a user
+    typed (``replay.given``), never ``25.50``, so a ``refs`` rule there flags every call whose
+    user types a price with cents, however the training prices happened to be written."""
+    return any(leaf.fraction for leaf in leaves) and any(
+        leaf.user_given and not leaf.producers for leaf in leaves
+    )
+
+
 def _rank(place: Place, count: int) -> tuple[bool, int, int, bool, Place]:
     """The greedy cover's order: a place in an earlier result before one of the initial
     state (a value that flowed from a call is the stronger evidence; the state explains
@@ -108,12 +133,31 @@ def _rank(place: Place, count: int) -> tuple[bool, int, int, bool, Place]:
 
 
 def _grounded(
-    tool: str, path: str, leaves: list[Leaf], minimum: tuple[int, int], min_share: float
+    tool: str,
+    path: str,
+    leaves: list[Leaf],
+    minimum: tuple[int, int],
+    min_share: float,
+    first_uses: bool = True,
+    creator_names: bool = True,
 ) -> Proposal | None:
+    """``first_uses``: a value an earlier call's arguments already held (``echo`` writing
+    the file ``touch`` made) is the agent reusing its own value, whatever it was built
+    from, not evidence that it copies what the user said; only a first use counts.
+    ``creator_names``: an argument most of whose uncommon values name what the call
+    creates (``Leaf.creates``: new, and named again by later calls, as ``touch``'s file) is
+    a name the agent may compose (the same name with another extension) as well as copy;
+    the information check flags every composed one, so it is not ``grounded``."""
     if not all(leaf.top for leaf in leaves):
         return None  # grounded reads the whole argument: a list or an object is never seen
-    evidence = [leaf for leaf in leaves if not leaf.common and leaf.said]
     uncommon = sum(1 for leaf in leaves if not leaf.common)
+    if creator_names and 2 * sum(1 for leaf in leaves if leaf.creates) > uncommon:
+        return None
+    evidence = [
+        leaf
+        for leaf in leaves
+        if not leaf.common and leaf.said and not (first_uses and leaf.in_arguments)
+    ]
     support = _supported(evidence, minimum)
     if support is None or 2 * len(evidence) <= uncommon:
         return None
