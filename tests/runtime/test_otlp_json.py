@@ -25,7 +25,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceState
 
-from toolguard.runtime.telemetry.otlp_json import encode_request
+from toolguard.runtime.telemetry import otlp_json
+from toolguard.runtime.telemetry.otlp_json import encode_request, request_line
 
 
 def official(spans: list[ReadableSpan]) -> str:
@@ -116,6 +117,53 @@ SPANS = st.builds(
 @given(st.lists(SPANS, max_size=6))
 def test_generated_spans_encode_to_the_official_bytes(spans: list[ReadableSpan]) -> None:
     assert ours(spans) == official(spans)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(SPANS, min_size=1, max_size=6))
+def test_the_span_files_line_is_the_official_bytes_with_or_without_orjson(
+    spans: list[ReadableSpan],
+) -> None:
+    # orjson writes the line where it gives json's bytes (ASCII text, no float), json the
+    # rest: the same bytes either way, so the file never depends on what is installed.
+    expected = (official(spans) + "\n").encode()
+    assert request_line(encode_request(spans)) == expected
+    saved = otlp_json._orjson
+    otlp_json._orjson = None
+    try:
+        assert request_line(encode_request(spans)) == expected
+    finally:
+        otlp_json._orjson = saved
+
+
+def test_orjson_writes_the_plain_lines_and_json_the_others() -> None:
+    pytest.importorskip("orjson", reason="orjson comes with the [export] extra")
+    calls: list[Any] = []
+    real = otlp_json._orjson
+
+    class Spy:
+        OPT_APPEND_NEWLINE = real.OPT_APPEND_NEWLINE
+
+        @staticmethod
+        def dumps(value: Any, option: int) -> bytes:
+            line: bytes = real.dumps(value, option=option)
+            calls.append(line)
+            return line
+
+    otlp_json._orjson = Spy  # type: ignore[assignment]
+    try:
+        plain = request_line({"k": [{"stringValue": "ok"}, {"intValue": "3"}]})
+        for other in ("é", "a\x7fb", "\ud800"):  # non-ASCII, DEL, a lone surrogate
+            assert (
+                request_line({"k": other})
+                == (json.dumps({"k": other}, separators=(",", ":")) + "\n").encode()
+            )
+        floating = request_line({"doubleValue": 1e16})
+    finally:
+        otlp_json._orjson = real
+    assert calls[0] is plain  # orjson's own line
+    assert floating == b'{"doubleValue":1e+16}\n'  # json's float (orjson writes 1e16)
+    assert len(calls) == 4  # the lone surrogate never reached a line of orjson's
 
 
 def test_an_empty_batch_is_an_empty_request() -> None:

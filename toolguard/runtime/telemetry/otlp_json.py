@@ -12,6 +12,7 @@ holds it to the official encoder's output, byte for byte, over generated spans.
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,6 +25,11 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
     from opentelemetry.trace import SpanContext
+
+try:  # the [export] extra's: it writes the line ~10x faster than json (request_line)
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - the line is then json's alone
+    _orjson = None  # type: ignore[assignment]
 
 logger = logging.getLogger("toolguard")
 
@@ -64,6 +70,25 @@ def encode_request(spans: Iterable[ReadableSpan]) -> dict[str, Any]:
     return {
         "resourceSpans": [_resource_spans(resource, scopes) for resource, scopes in groups.items()]
     }
+
+
+def request_line(request: dict[str, Any]) -> bytes:
+    """``request`` as one line of the span file: ``json.dumps`` with compact separators, and
+    a newline. orjson writes the same bytes several times faster (the span file's export
+    thread shares the GIL with the agent or the MCP proxy), except where the two differ:
+    json escapes non-ASCII and DEL and writes floats its own way, and orjson refuses lone
+    surrogates and integers past 64 bits. This encoder writes floats only as
+    ``doubleValue`` (integers are strings), so a line with none of those is orjson's, and
+    any other is json's: the file's bytes never depend on whether orjson is installed."""
+    if _orjson is not None:
+        try:
+            line = _orjson.dumps(request, option=_orjson.OPT_APPEND_NEWLINE)
+        except TypeError:  # orjson.JSONEncodeError: a lone surrogate, a huge integer
+            pass
+        else:
+            if line.isascii() and b"\x7f" not in line and b'"doubleValue"' not in line:
+                return line
+    return (json.dumps(request, separators=(",", ":")) + "\n").encode()
 
 
 def _resource_spans(

@@ -9,7 +9,6 @@ next line starts on a fresh line), and the batch counts as lost.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -18,7 +17,7 @@ from collections.abc import Sequence
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from .otlp_json import encode_request
+from .otlp_json import encode_request, request_line
 
 logger = logging.getLogger("toolguard")
 
@@ -35,7 +34,7 @@ class SpanFileExporter(SpanExporter):
         request = encode_request(spans)
         if not request:
             return SpanExportResult.SUCCESS
-        line = (json.dumps(request, separators=(",", ":")) + "\n").encode()
+        line = request_line(request)
         with self._lock:
             if self._closed:
                 return SpanExportResult.FAILURE
