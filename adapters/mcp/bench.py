@@ -242,7 +242,7 @@ def verdict(what: str, ok: bool) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=1000, help="latency rounds per case")
-    parser.add_argument("--bursts", type=int, default=40, help="throughput rounds per case")
+    parser.add_argument("--bursts", type=int, default=200, help="throughput rounds per case")
     parser.add_argument("--no-node", action="store_true", help="skip the Node server")
     options = parser.parse_args()
     results: list[bool] = []
