@@ -54,6 +54,10 @@ def held_guard(url: str, started: threading.Event, release: threading.Event) -> 
     return guard
 
 
+def _live(binding: Any) -> bool:
+    return binding is not None and binding.live
+
+
 def in_thread(fn: Any, *args: Any, **kw: Any) -> tuple[threading.Thread, list[Any]]:
     out: list[Any] = []
     t = threading.Thread(target=lambda: out.append(fn(*args, **kw)), daemon=True)
@@ -185,7 +189,12 @@ def test_a_wait_in_vain_fails_open_when_the_guard_does(redis_url: str, caplog) -
         t1.join(60)
     assert answer == "z"  # failing open: the value not found is not held against the call
     assert any("failing open" in r.getMessage() for r in caplog.records)
-    # once the create has landed, the same call passes on what is known
+    # once the create has landed (its finish is posted: B polls the record until it is
+    # there, as no process orders another's round trips), the same call passes on it
+    deadline = time.monotonic() + 60
+    while not _live(tb.lookup("item", "z")) and time.monotonic() < deadline:
+        tb.sync()
+        time.sleep(0.01)
     assert b.call("<lambda>", {"item_id": "z"}, trajectory=tb) == "z"
     tb.end()
     ta.end()

@@ -25,21 +25,13 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from .tools.places import find_key_into, resolve_path
+from .tools.places import _is_path, find_key_into, resolve_path
+from .tools.places import _result_path as _parts
 
 KEYS = "{}"
 VALUES = ".*"
 MAX_DEPTH = 20  # as the guard's own walks
 _INTEGER = re.compile(r"-?[0-9]+")
-
-
-def _parts(path: str) -> tuple[str, ...]:
-    text = path[2:] if path.startswith("$.") else path
-    return tuple(p for p in text.replace("[]", ".[]").split(".") if p)
-
-
-def _is_path(place: str) -> bool:
-    return "." in place or "[]" in place
 
 
 def check_place(place: str) -> str | None:
@@ -67,7 +59,7 @@ def key_values(key: Any) -> Iterator[Any]:
 
 
 def _scalar(value: Any) -> bool:
-    return isinstance(value, str | int | float) and value is not None
+    return isinstance(value, str | int | float)
 
 
 def _keys(mapping: Mapping[Any, Any]) -> Iterator[Any]:

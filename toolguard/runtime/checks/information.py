@@ -58,7 +58,7 @@ def information_stage(tool: Tool) -> CheckStage | None:
                 found.append(grounded_failure(arg, value, placeholder))
                 if stop:
                     break
-        return settled(call, found)
+        return settled(call, found) if found else found
 
     return check
 
