@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, ParamSpec, TypeVar, Unpack, overload
 
@@ -12,10 +10,12 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from .. import _contract as contract
-from .._errors import ToolDefinitionError, UsageError
+from .._errors import UsageError
+from . import declare as _declare
+from .calls import batch as _batch
 from .calls.pending import PendingCall
-from .calls.pipeline import Pipeline, awaitable
-from .calls.wrappers import GuardedFunction, GuardedProxy, GuardedTool
+from .calls.pipeline import Arguments, Pipeline
+from .calls.wrappers import GuardedFunction, GuardedTool
 from .checks.outcome import default_error_result
 from .checks.schema import unknown_tool_failure
 from .forks import strategies as _fork
@@ -24,10 +24,9 @@ from .plans import run as plan_run
 from .plans.plan import PlanStep, PlanVerdict
 from .telemetry import spans as tel
 from .tools.markers import DryRun, ErrorResult, Mode
-from .tools.spec import ToolOptions, ToolSpec, spec_from
+from .tools.spec import ToolOptions, ToolSpec
 from .tools.suggest import ToolNames
 from .tools.tool import Tool
-from .trajectories.nesting import counted_in
 from .trajectories.registry import TrajectoryRegistry
 from .trajectories.shared import open_trajectory
 from .trajectories.store import TrajectoryStore
@@ -37,8 +36,6 @@ from .verdict import Failure, Rejection
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-Arguments = str | bytes | Mapping[str, Any] | None
 
 
 class Guard:
@@ -167,22 +164,7 @@ class Guard:
         Its declaration is ``spec`` or the options (:class:`ToolOptions`, the fields of
         :class:`ToolSpec`), not both; ``name`` defaults to the function's. ``replace``: take
         the name from a tool already registered under it."""
-        if not callable(fn):
-            raise ToolDefinitionError(f"register() needs a callable, got {type(fn).__name__}")
-        spec = spec_from(spec, options if name is None else {**options, "name": name})
-        tool = spec.compile(fn, strict=self.strict, dry_run=self.dry_run)
-        # A bound method keeps its object: predicates asking for `instance` get it also when
-        # the tool is dispatched by name (guard.call), not only when called directly.
-        bound_to = fn.__self__ if isinstance(fn, types.MethodType) else None
-        wrapper = GuardedTool(fn, self, tool, instance=bound_to)
-        if _is_unbound_method(fn):
-            # Decorated in a class body: guarded on every instance, but there is no instance
-            # to dispatch to by name (use guard.proxy(obj) or guard.register(obj.method)).
-            return wrapper
-        if hasattr(fn, "__self__") and spec.name is None:
-            replace = True  # a bound method: a later instance of the class takes the name
-        self._add(tool, wrapper, replace)
-        return wrapper
+        return _declare.register(self, fn, spec, name, replace, options)
 
     def declare(
         self,
@@ -195,13 +177,7 @@ class Guard:
         """A tool known by its contract alone (``json_schema=`` or ``args_model=``, refs,
         conditions...: ``spec`` or the options, :class:`ToolOptions`): the framework owns and
         runs the function; :meth:`check` judges its calls."""
-        spec = spec_from(spec, {**options, "name": name} if spec is None else options)
-        if spec.name != name:
-            # The tool is known by the name given here; the caller's spec is left as it was.
-            spec = dataclasses.replace(spec, name=name)
-        tool = spec.compile(None, strict=self.strict, dry_run=self.dry_run)
-        self._add(tool, None, replace)
-        return tool
+        return _declare.declare(self, name, spec, replace, options)
 
     def proxy(
         self,
@@ -211,44 +187,7 @@ class Guard:
         """A wrapt proxy of ``obj`` whose named methods are guarded (all public ones by
         default); everything else passes through. The methods become dispatchable by name,
         replacing those of an earlier proxy of the same names."""
-        if tools is None:
-            names: Mapping[str, ToolSpec | None] = dict.fromkeys(
-                n for n in dir(type(obj)) if not n.startswith("_") and callable(getattr(obj, n))
-            )
-        elif isinstance(tools, Mapping):
-            names = tools
-        else:
-            names = dict.fromkeys(tools)
-        guarded = {}
-        for name, spec in names.items():
-            method = getattr(obj, name, None)
-            if not callable(method):
-                raise ToolDefinitionError(f"proxy of {type(obj).__name__}: no method {name!r}")
-            spec = spec or ToolSpec()
-            tool = spec.compile(method, default_name=name, strict=self.strict, dry_run=self.dry_run)
-            wrapper = GuardedTool(method, self, tool, instance=obj)
-            self._add(tool, wrapper, replace=True)
-            guarded[name] = wrapper
-        return GuardedProxy(obj, guarded)
-
-    def _add(self, tool: Tool, wrapper: GuardedTool | None, replace: bool) -> None:
-        if tool.state_param is not None and self.state is None:
-            raise ToolDefinitionError(
-                f"tool {tool.name!r} takes the guard's state (parameter {tool.state_param!r}, "
-                "tg.State), but this guard has none: pass Guard(state=...)"
-            )
-        if tool.name in self._tools and not replace:
-            raise ToolDefinitionError(
-                f"tool {tool.name!r} is already registered with this guard "
-                "(pass replace=True, or name=... to register it under another name)"
-            )
-        self._tools[tool.name] = (tool, wrapper)
-        self._suggest.add(tool.name)
-        if tool.grounded:
-            self.observes_outputs = True
-        self._pipelines[tool.name] = (
-            wrapper._self_pipeline if wrapper is not None else Pipeline(self, tool, None, None)
-        )
+        return _declare.proxy(self, obj, tools)
 
     @property
     def tool_names(self) -> list[str]:
@@ -419,24 +358,7 @@ class Guard:
         trajectory: Trajectory | None = None,
     ) -> list[Any]:
         """Parallel tool calls of one model turn: steps in list order, run concurrently."""
-        traj = counted_in(trajectory)  # None when this batch runs inside a guarded call
-        steps = [traj.next_step() if traj is not None else None for _ in calls]
-        given = trajectory if traj is None else traj  # nested: each call finds it so itself
-        pendings = [
-            self._check(c[0], c[1], c[2] if len(c) > 2 else None, given, None, s)
-            for c, s in zip(calls, steps, strict=True)
-        ]
-        try:
-            results = [self._run_checked(p) for p in pendings]
-            # Like acall: a rejection comes back as a value; a BaseException propagates.
-            return list(await asyncio.gather(*(awaitable(r) for r in results)))
-        except BaseException:
-            # Cancelled before some calls ran their first step: they end as cancelled now,
-            # not whenever their never-started coroutines are garbage-collected.
-            for pending in pendings:
-                if not pending.done:
-                    pending.cancel()
-            raise
+        return await _batch.acall_batch(self, calls, trajectory)
 
     # -- plans -------------------------------------------------------------------------------
     def verify_plan(
@@ -471,12 +393,3 @@ class Guard:
 
     def _unknown_tool(self, name: str) -> Failure:
         return unknown_tool_failure(name, self._suggest)
-
-
-def _is_unbound_method(fn: Callable[..., Any]) -> bool:
-    import inspect
-
-    if hasattr(fn, "__self__") or not inspect.isfunction(inspect.unwrap(fn)):
-        return False
-    params = list(inspect.signature(fn).parameters)
-    return bool(params) and params[0] in ("self", "cls")
