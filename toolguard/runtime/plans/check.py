@@ -29,9 +29,15 @@ from ..tools.schema import SchemaFailure
 from ..tools.tool import Tool
 from ..trajectories.bindings import Bindings
 from ..trajectories.trajectory import Trajectory, current_trajectory
-from ..verdict import NAME_LIMIT, Failure, shorten_text
+from ..verdict import Failure, shorten_text
+from .failures import (
+    dependency_failure,
+    hashable,
+    place_text,
+    producers,
+    ref_text,
+)
 from .plan import (
-    PLAN_CHECK,
     PlanError,
     PlanStep,
     PlanStepVerdict,
@@ -111,7 +117,7 @@ class StepChecks:
             j = ref.step if isinstance(ref.step, int) else self.ids.get(ref.step)
             if j is not None and j < i:
                 continue
-            where = _where(place)
+            where = place_text(place)
             if j == i:
                 why = "this step itself"
             elif isinstance(ref.step, int):
@@ -121,13 +127,13 @@ class StepChecks:
             else:
                 why = "the id of no step"
             text = (
-                f"`{where}` refers to {_ref(ref)}, which is {why}: a step can only use the results "
-                f"of the steps before it (steps[0] to steps[{i - 1}])"
+                f"`{where}` refers to {ref_text(ref)}, which is {why}: a step can only use the "
+                f"results of the steps before it (steps[0] to steps[{i - 1}])"
                 if i
-                else f"`{where}` refers to {_ref(ref)}, but the first step has no earlier step "
+                else f"`{where}` refers to {ref_text(ref)}, but the first step has no earlier step "
                 "to use"
             )
-            return _dependency(where, text + ".", f"{where} refers to no earlier step")
+            return dependency_failure(where, text + ".", f"{where} refers to no earlier step")
         return None
 
     def _index(self, ref: StepRef) -> int:
@@ -142,11 +148,11 @@ class StepChecks:
             try:
                 self.resolved[ref] = resolve(self.results[j], ref.parts)
             except Unresolvable as exc:
-                where = _where(place)
-                return _dependency(
+                where = place_text(place)
+                return dependency_failure(
                     where,
-                    f"`{where}` refers to {_ref(ref)}, a path that steps[{j}]'s result (run on a "
-                    f"copy of the state) does not have: {shorten_text(str(exc), 300)}. Fix the "
+                    f"`{where}` refers to {ref_text(ref)}, a path that steps[{j}]'s result (run on "
+                    f"a copy of the state) does not have: {shorten_text(str(exc), 300)}. Fix the "
                     "path.",
                     f"{where} refers to a path steps[{j}]'s result does not have",
                 )
@@ -179,7 +185,7 @@ class StepChecks:
         ]
         if not problems:
             return args, None
-        listing = "; ".join(f"{_where(w)}: {t}" for w, t in problems[:4])
+        listing = "; ".join(f"{place_text(w)}: {t}" for w, t in problems[:4])
         return args, Failure(
             contract.SCHEMA,
             "schema.args",
@@ -187,7 +193,7 @@ class StepChecks:
             f"The arguments for `{tool.name}` are invalid: {listing}. Use arguments matching "
             f"{tool.schema.hint}.",
             telemetry_message=f"invalid arguments for {tool.name!r} at "
-            + ", ".join(_where(w) for w, _ in problems[:4]),
+            + ", ".join(place_text(w) for w, _ in problems[:4]),
         )
 
     def _dependencies(self, i: int, tool: Tool, values: Mapping[str, Any]) -> Failure | None:
@@ -210,7 +216,7 @@ class StepChecks:
         if isinstance(value, StepRef):
             return self._symbolic(arg, kind, value)
         via = next((ref for ref, v in self.resolved.items() if _same(v, value)), None)
-        key = _hashable(value)
+        key = hashable(value)
         made = self.produced.lookup(kind, value) if key is not None else None
         if made is not None and made.live:
             return None
@@ -222,7 +228,7 @@ class StepChecks:
         if by is not None or binding is not None:
             who = f"steps[{by}] (`{self._tool_name(by)}`)" if by is not None else None
             who = who or (binding.invalidated_by if binding else None) or "an earlier call"
-            return _dependency(
+            return dependency_failure(
                 arg,
                 f"`{arg}` = {shown} is a stale {kind}: {who} invalidates it before this step.",
                 f"{arg} is a stale {kind}",
@@ -231,14 +237,14 @@ class StepChecks:
             return None  # as a call outside any trajectory: nothing to check a literal against
         if via is not None:
             j = self._index(via)
-            return _dependency(
+            return dependency_failure(
                 arg,
-                f"`{arg}` refers to {_ref(via)}, which holds {shown} in steps[{j}]'s result (run "
-                f"on a copy of the state): no {kind} that `{self._tool_name(j)}` returned. "
+                f"`{arg}` refers to {ref_text(via)}, which holds {shown} in steps[{j}]'s result "
+                f"(run on a copy of the state): no {kind} that `{self._tool_name(j)}` returned. "
                 f"Point the path at a {kind}.",
                 f"{arg} refers to a value that is no {kind}",
             )
-        return _dependency(
+        return dependency_failure(
             arg,
             f"`{arg}` = {shown} is no {kind} known so far. {self._offer(kind)}",
             f"{arg} is no {kind} known so far",
@@ -249,15 +255,15 @@ class StepChecks:
         tool = self.guard._tools[self._tool_name(j)][0]
         by = self.stale.get((kind, ("ref", j, ref.path)))
         if by is not None:
-            return _dependency(
+            return dependency_failure(
                 arg,
-                f"`{arg}` refers to {_ref(ref)}, a {kind} that steps[{by}] "
+                f"`{arg}` refers to {ref_text(ref)}, a {kind} that steps[{by}] "
                 f"(`{self._tool_name(by)}`) invalidates before this step.",
                 f"{arg} refers to a stale {kind}",
             )
         places = [place for place, k in tool.spec.produces.items() if k == kind]
         if not places:
-            return _dependency(
+            return dependency_failure(
                 arg,
                 f"`{arg}` needs a {kind}, but it refers to steps[{j}] (`{tool.name}`), which "
                 f"returns no {kind}. {self._offer(kind)}",
@@ -266,11 +272,11 @@ class StepChecks:
         if any(reaches(place, ref.parts) for place in places):
             return None
         fixed = StepRef(ref.step, suggest_path(places[0], ref.parts))
-        return _dependency(
+        return dependency_failure(
             arg,
-            f"`{arg}` refers to {_ref(ref)}, but `{tool.name}` returns its {kind} elsewhere "
+            f"`{arg}` refers to {ref_text(ref)}, but `{tool.name}` returns its {kind} elsewhere "
             f"({', '.join(repr(p) for p in places if isinstance(p, str))}): refer to it as "
-            f"{_ref(fixed)}.",
+            f"{ref_text(fixed)}.",
             f"{arg} refers to a path where steps[{j}] returns no {kind}",
         )
 
@@ -353,7 +359,7 @@ class StepChecks:
                 if isinstance(item, StepRef):
                     self.stale[(kind, ("ref", self._index(item), item.path))] = i
                     continue
-                key = _hashable(item)
+                key = hashable(item)
                 if key is not None:
                     self.stale[(kind, ("value", key))] = i
                     self.produced.invalidate(kind, key, f"steps[{i}]")
@@ -364,39 +370,10 @@ class StepChecks:
         return item.tool if isinstance(item, PlanStep) else "?"
 
 
-def _malformed(message: str) -> Failure:
-    return Failure(
-        contract.SCHEMA,
-        PLAN_CHECK,
-        message,
-        message,
-        telemetry_message="the plan or one of its steps is malformed",
-    )
-
-
-def _dependency(arg: str, text: str, telemetry: str) -> Failure:
-    return Failure(
-        contract.DEPENDENCY, f"dependency.{arg}", text, text, telemetry_message=telemetry
-    )
-
-
-def _where(place: tuple[Any, ...]) -> str:
-    # A place 6,000 levels deep, or a 10 MB key, is echoed cut like any other value.
-    return shorten_text(".".join(str(p) for p in place), NAME_LIMIT) or "arguments"
-
-
 def _unresolved(
     refs: list[tuple[tuple[Any, ...], StepRef]], resolved: Mapping[StepRef, Any]
 ) -> list[StepRef]:
     return [ref for _, ref in refs if ref not in resolved]
-
-
-def producers(guard: Guard, kind: str) -> list[str]:
-    """The names of (at most five) tools that produce ``kind``, for a planner's message."""
-    names = sorted(
-        name for name, (tool, _) in guard._tools.items() if any(k == kind for k, _ in tool.produces)
-    )
-    return [f"`{n}`" for n in names[:5]]
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -406,19 +383,3 @@ def _same(a: Any, b: Any) -> bool:
         return type(a) is type(b) and bool(a == b)
     except Exception:
         return False
-
-
-def _ref(ref: StepRef) -> str:
-    return shorten_text(str(ref), NAME_LIMIT)  # a step id may be of any length
-
-
-def _short_name(name: str) -> str:
-    return shorten_text(name, 100)
-
-
-def _hashable(value: Any) -> Any:
-    try:
-        hash(value)
-    except TypeError:
-        return None
-    return value

@@ -31,8 +31,9 @@ from ..tools.markers import _DEFAULT_FORK
 from ..tools.tool import Tool
 from ..trajectories.leaves import add_leaves
 from ..trajectories.trajectory import Trajectory
-from ..verdict import NAME_LIMIT, Failure, shorten_text
-from .check import StepChecks, _Fork, _hashable, _malformed, _short_name
+from ..verdict import Failure, shorten_text
+from .check import StepChecks, _Fork
+from .failures import failure_attributes, hashable, malformed, plan_failure, short_id, short_name
 from .plan import (
     PlanError,
     PlanStep,
@@ -80,7 +81,7 @@ class PlanRun(StepChecks):
                     parent = trace.set_span_in_context(self.traj._span)
             self.span = tel.start_span(tracer, contract.OPERATION_VERIFY_PLAN, parent, attributes)
         if self.plan_error is not None:  # a malformed plan: no step is checked
-            self.failure = _malformed(self.plan_error.message)
+            self.failure = malformed(self.plan_error.message)
         return self
 
     def __exit__(
@@ -99,7 +100,7 @@ class PlanRun(StepChecks):
                 failure = dryrun.fork_failure("discard", error, self.guard)
                 if failure is not None and self.failure is None:
                     self.failed = None
-                    self.failure = _plan_failure(
+                    self.failure = plan_failure(
                         failure, "The plan could not be verified: cleaning up its fork failed."
                     )
         self.forks.clear()
@@ -110,7 +111,7 @@ class PlanRun(StepChecks):
                 contract.PLAN_DRY_RUN: self.ran_any,
             }
             if self.failure is not None:
-                attributes.update(_failure_attributes(self.failure))
+                attributes.update(failure_attributes(self.failure))
                 if self.failed is not None:
                     attributes[contract.PLAN_FAILED_STEP] = self.failed
             tel.set_attributes(span, attributes)
@@ -141,7 +142,7 @@ class PlanRun(StepChecks):
             # The plan's own walks take any depth (plan_walk.py); this is one of a library
             # (a str() of nested lists, a hash of nested tuples): the arguments are at fault.
             return self._fail(
-                i, _malformed(f"steps[{i}]: its arguments are nested too deeply to check.")
+                i, malformed(f"steps[{i}]: its arguments are nested too deeply to check.")
             )
 
     def _begin(self, i: int) -> Run | None:
@@ -150,13 +151,13 @@ class PlanRun(StepChecks):
         name = item.tool if isinstance(item, PlanStep) else "?"
         self._start_span(i, name, item.id if isinstance(item, PlanStep) else None)
         if isinstance(item, PlanError):
-            return self._fail(i, _malformed(item.message))
+            return self._fail(i, malformed(item.message))
         if item.id is not None:
             if item.id in self.ids:
                 return self._fail(
                     i,
-                    _malformed(
-                        f"steps[{i}] reuses the id {_short_id(item.id)} of "
+                    malformed(
+                        f"steps[{i}] reuses the id {short_id(item.id)} of "
                         f"steps[{self.ids[item.id]}]."
                     ),
                 )
@@ -168,7 +169,7 @@ class PlanRun(StepChecks):
         try:
             args = {str(k): read_refs(v, str(k)) for k, v in item.arguments.items()}
         except PlanError as exc:
-            return self._fail(i, _malformed(exc.message))
+            return self._fail(i, malformed(exc.message))
         refs = list(refs_in(args))
         failure = self._targets(i, refs) or self._resolve(i, refs)
         if failure is not None:
@@ -200,7 +201,7 @@ class PlanRun(StepChecks):
         self.results[i] = outcome.result
         try:
             for kind, value in tool.extract(outcome.result):
-                key = _hashable(value)
+                key = hashable(value)
                 if key is not None:
                     self.produced.produce(kind, key, tool.name, i)
                     self.stale.pop((kind, ("value", key)), None)
@@ -235,7 +236,7 @@ class PlanRun(StepChecks):
                 contract.PLAN_RAN_ON_FORK: self.ran,
             }
             if failure is not None:
-                attributes.update(_failure_attributes(failure))
+                attributes.update(failure_attributes(failure))
                 tel.set_error(span, failure.telemetry_message[:256])
             tel.set_attributes(span, attributes)
             tel.end_span(span)
@@ -317,7 +318,7 @@ class PlanRun(StepChecks):
             failure.cause,
             DRY_RUN_CHECK,
             f"{failure.message}{after}",
-            f"Run on a copy of the state{after}, `{_short_name(tool.name)}` was rejected by the "
+            f"Run on a copy of the state{after}, `{short_name(tool.name)}` was rejected by the "
             f"environment: {answer}. Change this step, or add before it the steps that make "
             "the state accept it.",
             telemetry_message=failure.telemetry_message,
@@ -327,10 +328,10 @@ class PlanRun(StepChecks):
         """Step ``i`` fails with ``failure`` (None: nothing runs, for ``return``)."""
         tool = self._tool_name(i)
         item = self.steps[i]
-        named = f", id {_short_id(item.id)}" if isinstance(item, PlanStep) and item.id else ""
+        named = f", id {short_id(item.id)}" if isinstance(item, PlanStep) and item.id else ""
         self.failed = i
-        self.failure = _plan_failure(
-            failure, f"steps[{i}] (`{_short_name(tool)}`{named}) would fail ({failure.cause}):"
+        self.failure = plan_failure(
+            failure, f"steps[{i}] (`{short_name(tool)}`{named}) would fail ({failure.cause}):"
         )
         return None
 
@@ -391,27 +392,3 @@ async def averify(
             if checker.failure is not None:
                 break
     return checker.verdict()
-
-
-def _short_id(step_id: str) -> str:
-    return repr(shorten_text(step_id, NAME_LIMIT))
-
-
-def _plan_failure(failure: Failure, prefix: str) -> Failure:
-    """The failure with its message for the planner: which step, what, how to fix it."""
-    return Failure(
-        failure.cause,
-        failure.check,
-        f"{prefix} {failure.message}",
-        f"{prefix} {failure.model_message}",
-        failure.guard_error,
-        failure.telemetry_message,
-    )
-
-
-def _failure_attributes(failure: Failure) -> dict[str, Any]:
-    return {
-        contract.PLAN_CAUSE: failure.cause,
-        contract.PLAN_CHECK: failure.check,
-        contract.PLAN_MESSAGE: failure.telemetry_message[:1024],
-    }
