@@ -22,6 +22,7 @@ from ..replay.model import Answer, LiveEnvironment, RecordedRun, Said
 from ..runtime.checks.information import is_placeholder
 from ..runtime.trajectories.leaves import add_leaves
 from .domains import Domain
+from .holders import Holder, hold
 from .lifetime import After, Lifetimes
 from .values import (
     INITIAL,
@@ -80,6 +81,8 @@ class Flow:
     # frozenset each would be most of the memory of 10,000 runs.
     shared: dict[frozenset[Place], frozenset[Place]] = field(default_factory=dict, repr=False)
     tools: dict[str, ToolCount] = field(default_factory=dict)
+    # What each producer place held, run by run (``holders.py``: the place closure).
+    holders: dict[Place, Holder] = field(default_factory=dict, repr=False)
     runs: set[str] = field(default_factory=set)
     files: int = 0
     warnings: list[str] = field(default_factory=list)
@@ -242,6 +245,7 @@ def _trace(
                 seen_texts.append(answer.result)
             elif observed:
                 add_leaves(answer.result, seen_exact.add)  # as the guard observes a result
+    hold(flow.holders, flow.shared, run.id, produced, rule)
     for bucket, index, at, value in fresh:
         if _later(last_use, value, at):
             bucket[index] = replace(bucket[index], creates=True)

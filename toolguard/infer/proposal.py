@@ -27,6 +27,7 @@ class Proposal:
     examples: list[str] = field(default_factory=list)
     detail: str = ""
     distinct: int = 0  # distinct values among the evidence
+    joined: tuple[Place, ...] = ()  # places the place closure added (closure.py)
 
     @property
     def share(self) -> float:

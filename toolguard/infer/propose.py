@@ -14,7 +14,8 @@ proposed when
 - most uncommon values came from those places rather than from the user alone.
 
 Places of the environment's initial state (a contract's ``[initial]`` table) join the cover
-only for values no earlier result explains (``_rank``).
+only for values no earlier result explains (``_rank``). Once the kinds are named, a further
+place that only ever held one kind's values joins it (``closure.py``).
 
 Places of rules that share a place are one kind (merged), named after the place explaining
 the most values. ``grounded``: a top-level argument most of whose uncommon values appear in
@@ -31,6 +32,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from .closure import close_places
 from .flow import Flow, Leaf, Place
 from .invalidates import propose_invalidates
 from .proposal import MAX_COUNTEREXAMPLES, Proposal
@@ -48,12 +50,14 @@ def propose(
     typed_quantities: bool = True,
     first_uses: bool = True,
     creator_names: bool = True,
+    place_closure: bool = True,
 ) -> list[Proposal]:
     """The rules the flow supports, sorted by (tool, path, what): ``refs`` or ``grounded``
     per argument, then ``invalidates`` over the refs' kinds (``invalidates.py``).
     ``typed_quantities``: no ``refs`` on a quantity the user types (:func:`_typed_quantity`);
     ``first_uses``: ``grounded`` counts only a value's first use as evidence;
-    ``creator_names``: no ``grounded`` on the name of what the call creates (``_grounded``)."""
+    ``creator_names``: no ``grounded`` on the name of what the call creates (``_grounded``);
+    ``place_closure``: a place that only ever held one kind's values joins it (``closure.py``)."""
     out: list[Proposal] = []
     for (tool, path), leaves in sorted(flow.leaves.items()):
         refs = None
@@ -69,6 +73,10 @@ def propose(
             out.append(grounded)
     named = [p for p in out if p.what == "refs"]
     _name_kinds(named, flow)
+    if place_closure:
+        close_places(named, flow, min_support=min_support, min_distinct=min_distinct)
+        for rule in named:
+            _recount(rule, flow.leaves[(rule.tool, rule.path)])
     out += propose_invalidates(flow, named, min_support=min_support, min_share=min_share)
     return sorted(out, key=lambda p: (p.tool, p.path, p.what))
 

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 from .domains import comments
 from .flow import Flow
+from .holders import MAX_DISTINCT
 from .propose import Proposal
 from .values import INITIAL
 
@@ -38,6 +39,18 @@ def _evidence(rule: Proposal) -> str:
         if more > 0:
             text += f" (+{more} more)"
     return text
+
+
+def _joined(flow: Flow, place: tuple[str, str], joined: set[tuple[str, str]]) -> str:
+    if place not in joined:
+        return ""
+    holder = flow.holders[place]
+    distinct = len(holder.distinct)
+    more = "+" if distinct >= MAX_DISTINCT else ""  # the count stops there
+    return (
+        f"; joined by value containment: held only this kind's values, in {holder.runs} "
+        f"trajectories, {distinct}{more} distinct values"
+    )
 
 
 def render(
@@ -87,6 +100,7 @@ def render(
         names = ", ".join(_q(r.path) for r in sorted(items, key=lambda r: r.path))
         out.append(f"grounded = [{names}]")
     producers: dict[str, dict[str, tuple[str, list[str]]]] = {}
+    joined = {place for rule in rules for place in rule.joined}
     for rule in rules:
         if rule.what != "refs":
             continue
@@ -102,14 +116,17 @@ def render(
             kind, users = initial[place]
             lines.append(
                 f"# {kind} for {', '.join(sorted(set(users)))}: values the environment's "
-                "initial state held"
+                f"initial state held{_joined(flow, (INITIAL, place), joined)}"
             )
             lines.append(f"{_q(place)} = {_q(kind)}")
     for tool, places in producers.items():
         out = by_tool.setdefault(tool, [])
         for place in sorted(places):
             kind, users = places[place]
-            out.append(f"# produces {kind} for {', '.join(sorted(set(users)))}")
+            out.append(
+                f"# produces {kind} for {', '.join(sorted(set(users)))}"
+                + _joined(flow, (tool, place), joined)
+            )
             out.append(f"produces.{_q(place)} = {_q(kind)}")
     seen: dict[str, list[str]] = {}
     for (tool, path), domain in sorted(flow.domains.items()):
