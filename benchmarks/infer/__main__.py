@@ -75,9 +75,12 @@ def measure(
     typed_quantities: bool = True,
     first_uses: bool = True,
     creator_names: bool = True,
+    place_closure: bool = True,
+    swap: bool = False,
 ) -> dict[str, Any]:
     """``dev``: the tuning split. Only the tasks inference may read (the even ones) are used,
-    split again the same way, so a change is judged without reading the held-out tasks."""
+    split again the same way, so a change is judged without reading the held-out tasks.
+    ``swap`` (with ``dev``): its halves swapped, a second tuning split on the same tasks."""
     t0 = time.monotonic()
     tasks = load_tasks(CATEGORIES, limit)
     if dev:
@@ -91,6 +94,8 @@ def measure(
         by_category.setdefault(t.category, []).append(t.id)
     train = {i for ids in by_category.values() for i in ids[0::2]}
     test = {i for ids in by_category.values() for i in ids[1::2]}
+    if dev and swap:
+        train, test = test, train
     files = write_mutants(tasks, out / "results", seed)
     # The mutated step of each (task, class): an accepted call flagged there is the mutation
     # itself, which the environment let through (an invented value), not a false flag.
@@ -112,6 +117,7 @@ def measure(
         typed_quantities=typed_quantities,
         first_uses=first_uses,
         creator_names=creator_names,
+        place_closure=place_closure,
     )
     inferred_path = out / "inferred.toml"
     inferred_path.write_text(
@@ -190,7 +196,11 @@ def measure(
                         held_out["by_check"][check] = held_out["by_check"].get(check, 0) + 1
     rules = {w: sum(p.what == w for p in proposals) for w in ("refs", "grounded", "invalidates")}
     return {
-        "split": "dev (the even tasks only, split again)" if dev else "even / odd",
+        "split": (
+            ("dev, halves swapped" if swap else "dev (the even tasks only, split again)")
+            if dev
+            else "even / odd"
+        ),
         "tasks": len(tasks),
         "min_support": min_support,
         "min_share": min_share,
@@ -200,6 +210,7 @@ def measure(
         "typed_quantities": typed_quantities,
         "first_uses": first_uses,
         "creator_names": creator_names,
+        "place_closure": place_closure,
         "initial_places": len(contracts["inferred"].initial),
         "train_tasks": len(train),
         "test_tasks": len(test),
@@ -333,6 +344,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the tuning split: the even tasks only, split again (the odd ones never read)",
     )
     p.add_argument(
+        "--dev-swap",
+        action="store_true",
+        help="with --dev: infer from its replayed half and replay its training half",
+    )
+    p.add_argument(
         "--no-named-ids",
         action="store_true",
         help="small integers are never evidence, even as ids a result named (the before)",
@@ -357,6 +373,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="grounded also on the name of what a call creates (touch's file; the before)",
     )
+    p.add_argument(
+        "--no-place-closure",
+        action="store_true",
+        help="no place joins a kind by holding only its values (the before)",
+    )
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -373,6 +394,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         typed_quantities=not args.refs_typed_quantities,
         first_uses=not args.grounded_reuses,
         creator_names=not args.grounded_creator_names,
+        place_closure=not args.no_place_closure,
+        swap=args.dev_swap,
     )
     (out / "infer.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     text = markdown(summary)
