@@ -104,7 +104,7 @@ def timed(fn: Any, path: Path) -> tuple[float, Any]:
 
 
 def bench_file(path: Path, rounds: int, con: Any) -> dict[str, Any]:
-    from toolguard.report.collect import read_records
+    from toolguard.report.read import read_records
 
     from ._duck import ter_mean_fed
 

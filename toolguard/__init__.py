@@ -60,11 +60,11 @@ if TYPE_CHECKING:  # what the lazy loader below provides, visible to type checke
     from .replay.sources import read_runs
     from .report.build import build_report
     from .report.clickhouse import ClickHouseError, clickhouse_report, sql_report
-    from .report.collect import read_phoenix, read_records, read_rows
     from .report.compare import compare
     from .report.metrics import TrajectoryRecord, compute_metrics
     from .report.outcomes import join_outcomes, load_outcomes
     from .report.plot import plot_report
+    from .report.read import read_phoenix, read_records, read_rows
     from .report.reader import BackendError, ReportInputError
 
 # From the package metadata, the one place the version is written (pyproject.toml).
@@ -80,14 +80,14 @@ _LAZY = {
     "ClickHouseError": ".report.clickhouse",
     "clickhouse_report": ".report.clickhouse",
     "sql_report": ".report.clickhouse",
-    "read_rows": ".report.collect",
+    "read_rows": ".report.read",
     "compare": ".report.compare",
     "compute_metrics": ".report.metrics",
     "join_outcomes": ".report.outcomes",
     "load_outcomes": ".report.outcomes",
     "plot_report": ".report.plot",
-    "read_phoenix": ".report.collect",
-    "read_records": ".report.collect",
+    "read_phoenix": ".report.read",
+    "read_records": ".report.read",
     # Replay of recorded runs: its own wing over the runtime's public API.
     "ReplayInputError": ".replay.model",
     "Replayer": ".replay.engine",

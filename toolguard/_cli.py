@@ -18,7 +18,7 @@ from ._argtypes import positive
 from ._commands import DELEGATED, EXIT_ERROR, delegate
 from ._errors import ToolGuardError
 from .report.build import Report, build_report, outcome_warnings, read_warnings
-from .report.collect import DEFAULT_MAX_LENGTH, read_phoenix, read_records
+from .report.collect import DEFAULT_MAX_LENGTH
 from .report.compare import DEFAULT_TASK_LABEL, compare, render_compare
 from .report.escape import printable
 from .report.html import HTML_EXTRA_HINT
@@ -27,6 +27,7 @@ from .report.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, TrajectoryRecord
 from .report.outcomes import join_outcomes, load_outcomes
 from .report.phoenix import DEFAULT_DEADLINE_S, DEFAULT_MAX_PAGES, MAX_DEADLINE_S
 from .report.plot import PLOT_EXTRA_HINT
+from .report.read import read_phoenix, read_records
 from .report.reader import DEFAULT_MAX_LINE_BYTES, ReadStats
 from .report.render import DEFAULT_DEPTHS, render_csv, render_markdown, render_text
 

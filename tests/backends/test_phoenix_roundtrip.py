@@ -43,8 +43,8 @@ from phoenix_server import PHOENIX_MISSING, SKIP_REASON, PhoenixServer, running_
 from toolguard import _contract as A
 from toolguard._cli import main as cli
 from toolguard.report.build import build_report
-from toolguard.report.collect import read_phoenix, read_records
 from toolguard.report.phoenix import iter_phoenix_pages, spans_url
+from toolguard.report.read import read_phoenix, read_records
 from toolguard.report.reader import ReadStats
 from toolguard.runtime.telemetry.span_file import SpanFileExporter
 

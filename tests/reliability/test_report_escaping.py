@@ -21,10 +21,10 @@ from test_report_spans import call, export, kv, raw, span, trajectory, write
 from toolguard import _contract as A
 from toolguard._cli import main
 from toolguard.report.build import build_report
-from toolguard.report.collect import read_records
 from toolguard.report.compare import compare, render_compare
 from toolguard.report.escape import csv_cell, markdown_cell, mathtext_literal, printable
 from toolguard.report.metrics import TrajectoryRecord
+from toolguard.report.read import read_records
 from toolguard.report.render import render_csv, render_markdown, render_text
 
 # Everything a terminal could act on: C0 (but the newline between lines), DEL, C1, the Unicode

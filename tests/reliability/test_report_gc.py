@@ -16,7 +16,8 @@ from test_report_spans import export, trajectory, write
 
 from toolguard._cli import main
 from toolguard.report import collect
-from toolguard.report.collect import Collector, read_records
+from toolguard.report.collect import Collector
+from toolguard.report.read import read_records
 from toolguard.report.reader import ReadStats, ReportInputError, iter_exports
 
 GOOD = export(*trajectory("a", 2))

@@ -18,7 +18,7 @@ from test_report_spans import export, trajectory, write
 
 from toolguard._cli import main
 from toolguard.report.build import read_warnings
-from toolguard.report.collect import read_records
+from toolguard.report.read import read_records
 from toolguard.report.reader import DEFAULT_MAX_LINE_BYTES, ReportInputError
 
 MiB = 1 << 20

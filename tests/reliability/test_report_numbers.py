@@ -20,7 +20,8 @@ from test_report_spans import call, export, kv, raw, span, summary, trajectory, 
 from toolguard import _contract as A
 from toolguard._cli import main
 from toolguard.report.build import build_report
-from toolguard.report.collect import DEFAULT_MAX_LENGTH, read_records
+from toolguard.report.collect import DEFAULT_MAX_LENGTH
+from toolguard.report.read import read_records
 from toolguard.report.reader import ReportInputError
 from toolguard.report.render import render_csv, render_markdown, render_text
 

@@ -17,8 +17,8 @@ from test_report_spans import call, export, summary, trajectory, write
 
 from toolguard._cli import main
 from toolguard.report.build import build_report
-from toolguard.report.collect import read_records
 from toolguard.report.metrics import TrajectoryRecord
+from toolguard.report.read import read_records
 
 
 def run_lines(n: int, *, fed: int | None = None, success: bool = True) -> list[dict]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from toolguard import _contract as A
-from toolguard.report.collect import read_records
+from toolguard.report.read import read_records
 
 _ids = itertools.count(1)
 TRACE = "0" * 31 + "1"

@@ -20,7 +20,7 @@ import orjson
 from toolguard.report.build import Report, build_report, read_warnings
 from toolguard.report.clickhouse import Row, Run
 from toolguard.report.clickhouse_rows import OTEL_TRACES_DDL, insert_file_sql, request_to_rows
-from toolguard.report.collect import read_records
+from toolguard.report.read import read_records
 
 _engine: tuple[str, Any] | None = None
 _names = itertools.count(1)

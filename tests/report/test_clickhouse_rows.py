@@ -12,7 +12,7 @@ from spanfiles import Writer, call, export, span, trajectory
 
 from toolguard import _contract as A
 from toolguard.report.clickhouse_rows import OTEL_TRACES_DDL, request_to_rows, value_text
-from toolguard.report.collect import read_records, read_rows
+from toolguard.report.read import read_records, read_rows
 from toolguard.report.reader import ReportInputError
 
 EXPORTER_COLUMNS = [

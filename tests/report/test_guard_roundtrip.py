@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 import toolguard as tg
 from toolguard._cli import main
-from toolguard.report.collect import read_records
+from toolguard.report.read import read_records
 
 
 def test_guard_spans_give_the_papers_figures(

@@ -16,7 +16,7 @@ from spanfiles import Writer, call, export, summary, trajectory
 from toolguard import _contract as A
 from toolguard._errors import ToolGuardError
 from toolguard.report.build import build_report, read_warnings
-from toolguard.report.collect import read_records
+from toolguard.report.read import read_records
 from toolguard.report.reader import ReportInputError
 
 GOOD = export(*trajectory("a", [True, "schema"], True))

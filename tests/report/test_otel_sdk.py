@@ -11,8 +11,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.trace import SpanKind
 
 from toolguard import _contract as A
-from toolguard.report.collect import read_records
 from toolguard.report.metrics import compute_metrics
+from toolguard.report.read import read_records
 
 
 def _emit(path: Path, batch: bool) -> None:

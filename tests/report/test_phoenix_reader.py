@@ -22,8 +22,8 @@ import pytest
 
 from toolguard._cli import main
 from toolguard.report.build import build_report
-from toolguard.report.collect import read_phoenix, read_records
 from toolguard.report.phoenix import page_to_request, spans_url
+from toolguard.report.read import read_phoenix, read_records
 from toolguard.report.reader import BackendError, ReportInputError
 
 DATA = Path(__file__).resolve().parents[1] / "data"

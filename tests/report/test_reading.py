@@ -8,8 +8,8 @@ import pytest
 from spanfiles import Writer, call, export, span, summary, trajectory
 
 from toolguard import _contract as A
-from toolguard.report.collect import read_records
 from toolguard.report.metrics import TrajectoryRecord, compute_metrics
+from toolguard.report.read import read_records
 
 
 def read(

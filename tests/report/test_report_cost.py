@@ -11,7 +11,7 @@ import pytest
 from spanfiles import Writer, call, export, span, summary
 
 from toolguard.report.build import build_report, read_warnings
-from toolguard.report.collect import read_records
+from toolguard.report.read import read_records
 
 IN, OUT = "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"
 T1, T2, T3, SHARED = "1" * 32, "2" * 32, "3" * 32, "4" * 32

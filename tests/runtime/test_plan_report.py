@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 import toolguard as tg
-from toolguard.report.collect import read_records
+from toolguard.report.read import read_records
 
 
 class Shelf:

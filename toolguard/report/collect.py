@@ -14,14 +14,10 @@ Every value read is checked against the contract's types and bounds before anyth
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
 from typing import Any
 
 from .. import _contract as A
-from .clickhouse_rows import iter_rows
-from .cost import CostCollector
-from .escape import short, short_id
+from .escape import short_id
 from .findings import (
     BAD_BEFORE,
     CAUSE_DIFFERS,
@@ -30,21 +26,20 @@ from .findings import (
     STEP_BEYOND,
     TWO_SUMMARIES,
 )
-from .inputs import chooser
 from .metrics import CONTENT_CUT, FirstError, TrajectoryRecord
-from .phoenix import (
-    DEFAULT_DEADLINE_S,
-    DEFAULT_MAX_PAGES,
-    DEFAULT_PAGE_SIZE,
-    DEFAULT_TIMEOUT_S,
-    iter_phoenix_requests,
-)
 from .reader import (
-    DEFAULT_MAX_LINE_BYTES,
     ExportRequest,
-    ReadStats,
-    ReportInputError,
-    iter_exports,
+)
+from .span_values import (
+    AnyValue,
+    Malformed,
+    bool_value,
+    int_value,
+    step_value,
+    str_value,
+    text,
+    too_long,
+    trajectory_id,
 )
 
 DEFAULT_MAX_LENGTH = 100_000
@@ -62,15 +57,6 @@ _TID, _STEP, _VALID, _CAUSE, _LEN = (
     A.CAUSE,
     A.TRAJECTORY_LENGTH,
 )
-_INT_DIGITS = 400  # a longer decimal string is not even parsed (int() costs grow with length)
-# A decimal string: an optional sign and ASCII digits, nothing else (int() would also take
-# " 3", "3_000" and other scripts' digits, which the SQL report could not read alike).
-_DECIMAL = re.compile(r"[+-]?[0-9]+")
-_BOOL_STRINGS = {"true": True, "false": False}  # 1.1: booleans stored as strings
-
-_AnyValue = dict[str, Any]
-"""An OTLP ``AnyValue`` as parsed from JSON (``{"stringValue": ...}``, ``{"intValue": ...}``,
-...): its members are unchecked until one of the readers below converts them."""
 # A summary span as kept per trajectory: (T, FED, cause, success, sorted label pairs).
 _Summary = tuple[int, int, str | None, bool | None, tuple[tuple[str, str], ...]]
 _SpanId = tuple[str, str]  # (trace id, span id)
@@ -82,21 +68,9 @@ _CONTENT_KEYS = (A.GEN_AI_TOOL_CALL_ARGUMENTS, A.GEN_AI_TOOL_CALL_RESULT)
 _DETAIL_CUT = 1000  # a message or id longer than this is cut (the page stays small)
 
 
-def _text(value: _AnyValue | None, cut: int) -> str | None:
-    """A string attribute for display, cut to ``cut`` characters; anything else is None (a
-    description, not a figure: a wrong type here is no input error)."""
-    if value is None:
-        return None
-    raw = value.get("stringValue") if value.__class__ is dict else None
-    if raw.__class__ is not str:
-        return None
-    text = str(raw)
-    return text if len(text) <= cut else text[: cut - 3] + "..."
-
-
-def _detail(d: dict[str, _AnyValue]) -> _Detail:
-    tool, check, message = (_text(d.get(k), _DETAIL_CUT) for k in _DETAIL_KEYS)
-    arguments, result = (_text(d.get(k), CONTENT_CUT) for k in _CONTENT_KEYS)
+def _detail(d: dict[str, AnyValue]) -> _Detail:
+    tool, check, message = (text(d.get(k), _DETAIL_CUT) for k in _DETAIL_KEYS)
+    arguments, result = (text(d.get(k), CONTENT_CUT) for k in _CONTENT_KEYS)
     return (tool, check, message, arguments, result)
 
 
@@ -118,10 +92,6 @@ def _summary_key(s: _Summary) -> tuple[Any, ...]:
     kept, whatever the reading order (the SQL report compares the same tuple)."""
     length, fed, cause, success, labels = s
     return (length, fed, cause is not None, cause or "", -1 if success is None else success, labels)
-
-
-class _Malformed(Exception):
-    """A span that claims to be ours but breaks the contract's types."""
 
 
 class _Traj:
@@ -156,89 +126,29 @@ class _Traj:
         self.problems.add(text)
 
 
-def _int(value: _AnyValue, key: str) -> int:
-    """An int attribute: ``intValue`` as a number or a decimal string (the OTLP JSON mapping),
-    or (1.1) a decimal ``stringValue``. Booleans, fractions and anything else are errors."""
-    raw = value.get("intValue")
-    if raw is None:
-        raw = value.get("stringValue")
-    if raw.__class__ is int:
-        return int(raw)
-    if raw.__class__ is str:
-        if len(raw) <= _INT_DIGITS and _DECIMAL.fullmatch(raw):
-            return int(raw)
-    elif raw.__class__ is float and raw.is_integer():
-        return int(raw)  # 3.0 from a writer that only has floats; range-checked by the caller
-    raise _Malformed(f"{key} is not an integer: {short(value)}")
-
-
-def _bool(value: _AnyValue, key: str) -> bool:
-    """A bool attribute: ``boolValue``, or (1.1) the ``stringValue`` "true" or "false"."""
-    raw = value.get("boolValue")
-    if raw is True or raw is False:
-        return raw
-    if raw is None:
-        text = value.get("stringValue")
-        if text.__class__ is str and text in _BOOL_STRINGS:
-            return _BOOL_STRINGS[text]
-    raise _Malformed(f"{key} is not a boolean: {short(value)}")
-
-
-def _str(value: _AnyValue, key: str) -> str:
-    """A string attribute: ``stringValue`` holding a string, nothing else (an id that is an
-    int here and a string there would not even sort)."""
-    raw = value.get("stringValue")
-    if raw.__class__ is not str:
-        raise _Malformed(f"{short_id(key)} is not a string: {short(value)}")
-    return str(raw)
-
-
-def _tid(value: _AnyValue) -> str:
-    tid = _str(value, A.TRAJECTORY_ID)
-    if not tid:
-        raise _Malformed(f"{A.TRAJECTORY_ID} is empty")
-    return tid
-
-
-def _too_long(key: str, n: int, max_length: int, tid: str) -> str:
-    return (
-        f"{key} {n} exceeds the maximum trajectory length {max_length:,} "
-        f"(trajectory {short_id(tid)!r}; raise the limit with --max-length)"
-    )
-
-
-def _step(value: _AnyValue, tid: str, max_length: int) -> int:
-    step = _int(value, A.STEP)
-    if step < 1:
-        raise _Malformed(f"{A.STEP} must be >= 1, got {step} (trajectory {short_id(tid)!r})")
-    if step > max_length:
-        raise _Malformed(_too_long(A.STEP, step, max_length, tid))
-    return step
-
-
 def _summary(
-    tid: str, d: dict[str, _AnyValue], span: dict[str, Any], max_length: int
+    tid: str, d: dict[str, AnyValue], span: dict[str, Any], max_length: int
 ) -> tuple[str, _Summary, _SpanId]:
-    length = _int(d[A.TRAJECTORY_LENGTH], A.TRAJECTORY_LENGTH)
+    length = int_value(d[A.TRAJECTORY_LENGTH], A.TRAJECTORY_LENGTH)
     fed_v = d.get(A.TRAJECTORY_FED)
     if fed_v is None:
-        raise _Malformed(f"summary span of trajectory {short_id(tid)!r} lacks {A.TRAJECTORY_FED}")
-    fed = _int(fed_v, A.TRAJECTORY_FED)
+        raise Malformed(f"summary span of trajectory {short_id(tid)!r} lacks {A.TRAJECTORY_FED}")
+    fed = int_value(fed_v, A.TRAJECTORY_FED)
     if length < 0:
-        raise _Malformed(f"{A.TRAJECTORY_LENGTH} must be >= 0, got {length}")
+        raise Malformed(f"{A.TRAJECTORY_LENGTH} must be >= 0, got {length}")
     if length > max_length:
-        raise _Malformed(_too_long(A.TRAJECTORY_LENGTH, length, max_length, tid))
+        raise Malformed(too_long(A.TRAJECTORY_LENGTH, length, max_length, tid))
     if fed < 1:
-        raise _Malformed(f"{A.TRAJECTORY_FED} must be >= 1, got {fed}")
+        raise Malformed(f"{A.TRAJECTORY_FED} must be >= 1, got {fed}")
     if fed > max_length + 1:
-        raise _Malformed(_too_long(A.TRAJECTORY_FED, fed, max_length, tid))
+        raise Malformed(too_long(A.TRAJECTORY_FED, fed, max_length, tid))
     cause_v = d.get(A.TRAJECTORY_FIRST_ERROR_CAUSE)
-    cause = None if cause_v is None else _str(cause_v, A.TRAJECTORY_FIRST_ERROR_CAUSE)
+    cause = None if cause_v is None else str_value(cause_v, A.TRAJECTORY_FIRST_ERROR_CAUSE)
     success_v = d.get(A.TRAJECTORY_SUCCESS)
-    success = None if success_v is None else _bool(success_v, A.TRAJECTORY_SUCCESS)
+    success = None if success_v is None else bool_value(success_v, A.TRAJECTORY_SUCCESS)
     labels = tuple(
         sorted(
-            (k[_LABEL_CUT:], _str(v, k))
+            (k[_LABEL_CUT:], str_value(v, k))
             for k, v in d.items()
             if k.__class__ is str and k.startswith(A.LABEL_PREFIX)
         )
@@ -260,7 +170,7 @@ class Collector:
         self.max_length = max_length
 
     def feed(self, request: ExportRequest) -> None:
-        """Fold one export request. Raises _Malformed before changing anything when a span
+        """Fold one export request. Raises Malformed before changing anything when a span
         breaks the contract, so a skipped line leaves no trace."""
         # The hot loop: no object per span beyond one dict of its attributes and, for our
         # call spans, one small tuple; constants are locals. The common encodings (a string
@@ -280,13 +190,13 @@ class Collector:
                         attrs = span.get("attributes")
                         if not attrs:
                             continue
-                        d: dict[str, _AnyValue] = {a["key"]: a["value"] for a in attrs}
+                        d: dict[str, AnyValue] = {a["key"]: a["value"] for a in attrs}
                         tv = d.get(tid_key)
                         if tv is None:
                             continue  # not ours, or a call made outside any trajectory
                         tid = tv.get("stringValue")
                         if tid.__class__ is not str or not tid:
-                            tid = _tid(tv)
+                            tid = trajectory_id(tv)
                         if len_key in d:
                             summaries.append(_summary(tid, d, span, max_length))
                             continue
@@ -303,24 +213,24 @@ class Collector:
                         except ValueError:  # thousands of digits: refused by int() itself
                             step = None
                         if step.__class__ is not int or not 1 <= step <= max_length:
-                            step = _step(sv, tid, max_length)
+                            step = step_value(sv, tid, max_length)
                         vv = d.get(valid_key)
                         if vv is None:
-                            raise _Malformed(
+                            raise Malformed(
                                 f"call span of trajectory {short_id(tid)!r} step {step} "
                                 f"lacks {valid_key}"
                             )
                         valid = vv.get("boolValue")
                         if valid is not True and valid is not False:
-                            valid = _bool(vv, valid_key)
+                            valid = bool_value(vv, valid_key)
                         if valid:
                             calls.append((tid, step, True, None, None))
                             continue
                         cv = d.get(cause_key)
-                        cause = None if cv is None else _str(cv, cause_key)
+                        cause = None if cv is None else str_value(cv, cause_key)
                         calls.append((tid, step, False, cause, _detail(d)))
         except (AttributeError, KeyError, TypeError) as exc:
-            raise _Malformed(
+            raise Malformed(
                 f"not a well-formed trace export ({type(exc).__name__}: {short_id(str(exc))})"
             ) from None
         self.spans += spans_seen
@@ -436,143 +346,3 @@ def _record(tid: str, t: _Traj) -> TrajectoryRecord:
 
 def _first_error(t: _Traj) -> FirstError | None:
     return None if t.bad_detail is None else FirstError(*t.bad_detail)
-
-
-def read_records(
-    patterns: Iterable[str],
-    *,
-    skip_invalid: bool = False,
-    progress: bool | None = False,
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-    max_length: int = DEFAULT_MAX_LENGTH,
-    input_format: str = "auto",
-    cost: bool = False,
-) -> tuple[list[TrajectoryRecord], ReadStats]:
-    """Read span files (globs, `-`, `.gz`) into trajectory records.
-
-    The files are OTLP JSON Lines, saved Phoenix span exports or ClickHouse ``otel_traces``
-    rows (``input_format`` "otlp", "phoenix", "clickhouse", or "auto" to tell them apart by
-    their first key; docs/backends.md). With ``cost``, each record also carries the tokens
-    and tool time of report/cost.py.
-    Raises ReportInputError on a malformed line (unless ``skip_invalid``) and when the input
-    holds no toolguard trajectory at all. A line longer than ``max_line_bytes`` and a step, T
-    or FED beyond ``max_length`` are malformed lines (docs/report-limits.md).
-
-    The garbage collector is left as it is: this is a library call, and switching it off would
-    switch it off for every thread of the process. (The ``toolguard`` command, which owns its
-    process, turns it off for the read.)"""
-    stats = ReadStats()
-    requests = iter_exports(
-        patterns,
-        stats,
-        skip_invalid=skip_invalid,
-        progress=progress,
-        max_line_bytes=max_line_bytes,
-        choose=chooser(input_format),
-    )
-    return collect_requests(
-        requests, stats, skip_invalid=skip_invalid, max_length=max_length, cost=cost
-    )
-
-
-def read_rows(
-    rows: Iterable[Any],
-    *,
-    skip_invalid: bool = False,
-    max_length: int = DEFAULT_MAX_LENGTH,
-    cost: bool = False,
-    where: str = "row",
-) -> tuple[list[TrajectoryRecord], ReadStats]:
-    """Rows of an ``otel_traces`` table (mappings with ``TraceId``, ``SpanId``,
-    ``SpanAttributes`` and ``Duration``, as a ClickHouse client returns them) into trajectory
-    records, with the same reading rules as the files (clickhouse_rows.py)."""
-    stats = ReadStats(files=[where])
-    return collect_requests(
-        iter_rows(rows, where, stats),
-        stats,
-        skip_invalid=skip_invalid,
-        max_length=max_length,
-        cost=cost,
-    )
-
-
-def read_phoenix(
-    url: str,
-    project: str,
-    *,
-    api_key: str | None = None,
-    page_size: int = DEFAULT_PAGE_SIZE,
-    timeout: float = DEFAULT_TIMEOUT_S,
-    max_length: int = DEFAULT_MAX_LENGTH,
-    max_page_bytes: int = DEFAULT_MAX_LINE_BYTES,
-    cost: bool = False,
-    skip_invalid: bool = False,
-    max_pages: int = DEFAULT_MAX_PAGES,
-    deadline: float = DEFAULT_DEADLINE_S,
-) -> tuple[list[TrajectoryRecord], ReadStats]:
-    """Pull every span of ``project`` from the Phoenix server at ``url`` (its span export,
-    page by page) into trajectory records, with the same reading rules as the files.
-
-    ``api_key`` is sent as ``Authorization: Bearer``. Raises BackendError (a ReportInputError)
-    naming the URL and its answer when the server is down, refuses or answers no span export,
-    or the pull goes past ``max_pages`` pages or ``deadline`` seconds (see
-    :func:`~toolguard.report.phoenix.iter_phoenix_pages`), and ReportInputError when the
-    project holds no toolguard trajectory, or (unless ``skip_invalid``, which skips the page)
-    a span that breaks the contract, naming its page."""
-    stats = ReadStats()
-    requests = iter_phoenix_requests(
-        url,
-        project,
-        stats,
-        api_key=api_key,
-        page_size=page_size,
-        timeout=timeout,
-        max_page_bytes=max_page_bytes,
-        max_pages=max_pages,
-        deadline=deadline,
-    )
-    return collect_requests(
-        requests, stats, skip_invalid=skip_invalid, max_length=max_length, cost=cost
-    )
-
-
-def collect_requests(
-    requests: Iterable[tuple[ExportRequest, str]],
-    stats: ReadStats,
-    *,
-    skip_invalid: bool = False,
-    max_length: int = DEFAULT_MAX_LENGTH,
-    cost: bool = False,
-) -> tuple[list[TrajectoryRecord], ReadStats]:
-    """Fold ``(export request, where)`` pairs into trajectory records (read_records' second
-    half, for any source of export requests)."""
-    col = Collector(max_length=max_length)
-    costs = CostCollector() if cost else None
-    for request, where in requests:
-        try:
-            col.feed(request)
-        except _Malformed as exc:
-            if not skip_invalid:
-                raise ReportInputError(f"{where}: {exc}") from None
-            stats.skip(where, str(exc))
-            continue
-        if costs is not None:
-            costs.feed(request)
-    stats.spans = col.spans
-    if not col.trajs and not stats.lines:
-        return [], stats  # empty files (sessions without a call): an empty report, warned
-    if not col.trajs:
-        files = ", ".join(stats.files)
-        if stats.lines == stats.skipped and not col.spans:
-            raise ReportInputError(
-                f"the input ({files}) holds no valid line: no spans to report on"
-            )
-        raise ReportInputError(
-            f"no toolguard trajectory in the input ({files}): {col.spans} spans read, none "
-            f"carries {A.TRAJECTORY_ID} with {A.STEP} or {A.TRAJECTORY_LENGTH}"
-        )
-    if costs is None:
-        return col.records(), stats
-    records = costs.apply(col.records())
-    stats.cost_unattributed_spans, stats.cost_invalid_spans = costs.unattributed, costs.invalid
-    return records, stats

@@ -19,9 +19,10 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from .collect import DEFAULT_MAX_LENGTH, collect_requests
+from .collect import DEFAULT_MAX_LENGTH
 from .escape import short_id
 from .metrics import TrajectoryRecord
+from .read import collect_requests
 from .reader import BackendError, ExportRequest, ReadStats
 
 MLFLOW_EXTRA_HINT = "reading MLflow needs its client: pip install 'toolguard-otel[mlflow]'"

@@ -124,7 +124,7 @@ def _invoke(agent: Any, inputs: Any, mode: str) -> None:
 def summary(finished: list[ReadableSpan], path: Path) -> dict[str, Any]:
     """What the test checks: the traces, every tool span (ours or theirs) and the report."""
     from toolguard.report.build import build_report
-    from toolguard.report.collect import read_records
+    from toolguard.report.read import read_records
 
     tool_spans = []
     for s in finished:
