@@ -90,7 +90,8 @@ def _kinds(contract: tg.Contract) -> set[str]:
 def _run(
     name: str, guard: tg.Guard, live: Live, task: GroundTruth, kinds: set[str], tid: str
 ) -> dict[int, str | None]:
-    """Step -> the first pre-execution cause the guard logged (None: none)."""
+    """Step -> the check that failed first among the pre-execution causes the guard logged
+    (``dependency.order_id``; None: none)."""
     live.env = _fresh(task.domain)
     with tg.trajectory(id=tid, user_input=task.user_text) as traj:
         if name == "hand rules":
@@ -108,7 +109,7 @@ def _run(
     out: dict[int, str | None] = {}
     for v in traj.verdicts:
         if v.step is not None:
-            out[v.step] = v.cause if v.cause in PRE_EXECUTION else None
+            out[v.step] = (v.check or v.cause) if v.cause in PRE_EXECUTION else None
     return out
 
 
@@ -159,6 +160,8 @@ def measure(
         for d in DOMAINS
     }
     rows: dict[str, dict[str, Any]] = {}
+    # The held-out ground truth's flags by contract and (tool, check): every one is false.
+    false_flags: dict[str, dict[str, int]] = {}
     for task in test:
         variants: list[tuple[str, GroundTruth, int | None]] = [("ground truth", task, None)]
         for cls in injection_classes(task.domain):
@@ -181,6 +184,12 @@ def measure(
                 if not rejected and step == changed:
                     key = "flags_at_mutation"
                 hits = {n: s.get(step) is not None for n, s in seen.items()}
+                if kind == "ground truth" and not rejected:
+                    for n, s in seen.items():
+                        if s.get(step) is not None:
+                            what = f"{calls.calls[step - 1].name}: {s[step]}"
+                            by = false_flags.setdefault(n, {})
+                            by[what] = by.get(what, 0) + 1
                 for n, hit in hits.items():
                     row[key][n] = row[key].get(n, 0) + hit
                 if rejected and hits["inferred"] and hits["hand rules"]:
@@ -193,6 +202,7 @@ def measure(
         },
         "warnings": flow.warnings,
         "rows": rows,
+        "false_flags": {n: dict(sorted(by.items())) for n, by in sorted(false_flags.items())},
         "seconds": round(time.monotonic() - t0, 1),
     }
 
@@ -233,6 +243,8 @@ def markdown(summary: dict[str, Any]) -> str:
         )
         + f". ({summary['seconds']} s)",
     ]
+    for n, by in summary.get("false_flags", {}).items():
+        lines.append(f"- {n}'s: " + ", ".join(f"{what} {k}" for what, k in by.items()))
     return "\n".join(lines) + "\n"
 
 
