@@ -47,10 +47,11 @@ from .runtime.tools.spec import ToolOptions, ToolSpec
 from .runtime.tools.tool import Tool
 from .runtime.trajectories.adopt import run_trajectory
 from .runtime.trajectories.at_exit import end_at_exit
+from .runtime.trajectories.current import current_trajectory
 from .runtime.trajectories.redis_store import RedisStore
 from .runtime.trajectories.registry import TrajectoryRegistry
 from .runtime.trajectories.store import MemoryStore, TrajectoryStore, TrajectoryStoreError
-from .runtime.trajectories.trajectory import Trajectory, current_trajectory, trajectory
+from .runtime.trajectories.trajectory import Trajectory, trajectory
 from .runtime.verdict import Failure, Rejection, Verdict
 
 if TYPE_CHECKING:  # what the lazy loader below provides, visible to type checkers

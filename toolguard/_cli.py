@@ -5,7 +5,6 @@ Errors print one line on stderr and exit with status 2; a traceback means a bug 
 
 from __future__ import annotations
 
-import argparse
 import gc
 import importlib.util
 import json
@@ -14,234 +13,23 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ._argtypes import positive
+from ._cli_args import Args, build_parser
 from ._commands import DELEGATED, EXIT_ERROR, delegate
 from ._errors import ToolGuardError
 from .report.build import Report, build_report, outcome_warnings, read_warnings
-from .report.collect import DEFAULT_MAX_LENGTH
-from .report.compare import DEFAULT_TASK_LABEL, compare, render_compare
+from .report.compare import compare, render_compare
 from .report.escape import printable
 from .report.html import HTML_EXTRA_HINT
-from .report.inputs import INPUT_FORMATS
-from .report.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, TrajectoryRecord
+from .report.metrics import TrajectoryRecord
 from .report.outcomes import join_outcomes, load_outcomes
 from .report.phoenix import DEFAULT_DEADLINE_S, DEFAULT_MAX_PAGES, MAX_DEADLINE_S
 from .report.plot import PLOT_EXTRA_HINT
 from .report.read import read_phoenix, read_records
-from .report.reader import DEFAULT_MAX_LINE_BYTES, ReadStats
-from .report.render import DEFAULT_DEPTHS, render_csv, render_markdown, render_text
+from .report.reader import ReadStats
+from .report.render import render_csv, render_markdown, render_text
 
 
-class _Args(argparse.Namespace):
-    """The parsed command line. ``plot`` and ``depths`` exist for ``report`` only; ``a``, ``b``
-    and ``task_label`` for ``compare`` only."""
-
-    command: str
-    files: list[str]
-    outcomes: str | None
-    skip_invalid: bool
-    seed: int
-    resamples: int
-    quiet: bool
-    max_line_bytes: int
-    max_length: int
-    input_format: str
-    phoenix: str | None
-    mlflow: str | None
-    experiment: str | None
-    project: str | None
-    api_key_env: str | None
-    phoenix_max_pages: str | None
-    phoenix_deadline: str | None
-    by: list[str]
-    clickhouse: str | None
-    table: str
-    where: str | None
-    cost: bool
-    format: str
-    out: str | None
-    plot: str | None
-    depths: int
-    a: str
-    b: str
-    task_label: str
-
-
-def _keys(text: str) -> list[str]:
-    keys = [k.strip() for k in text.split(",") if k.strip()]
-    if not keys:
-        raise argparse.ArgumentTypeError("expected one or more label keys, comma-separated")
-    return keys
-
-
-def _input_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "files",
-        nargs="*",
-        metavar="FILE",
-        help="span files (OTLP JSON Lines, or a saved Phoenix span export); globs, '-' for "
-        "standard input, .gz read as gzip",
-    )
-    p.add_argument(
-        "--input-format",
-        choices=INPUT_FORMATS,
-        default="auto",
-        help="format of the files (%(default)s: told apart by their first key)",
-    )
-    p.add_argument(
-        "--phoenix",
-        metavar="URL",
-        help="read the spans from the Phoenix server at URL (e.g. http://localhost:6006) "
-        "instead of files; needs --project",
-    )
-    p.add_argument("--project", metavar="NAME", help="the Phoenix project to read (--phoenix)")
-    p.add_argument(
-        "--mlflow",
-        metavar="URL",
-        help="read the spans from the MLflow tracking server at URL (e.g. http://localhost:5000) "
-        "through MLflow's client instead of files; needs --experiment and the mlflow extra",
-    )
-    p.add_argument("--experiment", metavar="ID", help="the MLflow experiment id to read (--mlflow)")
-    p.add_argument(
-        "--api-key-env",
-        metavar="VAR",
-        help="environment variable holding the Phoenix API key, sent as a bearer token",
-    )
-    # Taken as text and checked with the source: a bad value is then one line, as every
-    # other error of the command, not argparse's usage and message.
-    p.add_argument(
-        "--phoenix-max-pages",
-        metavar="N",
-        help=f"most pages one --phoenix pull follows ({DEFAULT_MAX_PAGES}); more is an error "
-        "(an endless cursor chain)",
-    )
-    p.add_argument(
-        "--phoenix-deadline",
-        metavar="SECONDS",
-        help=f"longest a whole --phoenix pull may take, every page and byte of it "
-        f"({DEFAULT_DEADLINE_S:g}); a pull still going then is an error",
-    )
-    p.add_argument(
-        "--outcomes",
-        metavar="FILE",
-        help="outcomes joined by trajectory id, overriding the spans' (JSONL or CSV with "
-        "columns trajectory_id,success)",
-    )
-    p.add_argument(
-        "--skip-invalid",
-        action="store_true",
-        help="skip lines that are not trace exports (counted in the warnings) instead of stopping",
-    )
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed (%(default)s)")
-    p.add_argument(
-        "--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples (%(default)s)"
-    )
-    p.add_argument("--quiet", action="store_true", help="no progress line on standard error")
-    p.add_argument(
-        "--max-line-bytes",
-        type=positive,
-        default=DEFAULT_MAX_LINE_BYTES,
-        metavar="N",
-        help="longest input line read, in bytes (%(default)s); a longer line is an input error",
-    )
-    p.add_argument(
-        "--max-length",
-        type=positive,
-        default=DEFAULT_MAX_LENGTH,
-        metavar="N",
-        help="longest trajectory accepted (%(default)s): a step, T or FED beyond it is an input "
-        "error",
-    )
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="toolguard", description="Prefix-executability metrics from toolguard spans."
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, summary in DELEGATED.items():  # listed here, parsed by their own modules
-        sub.add_parser(name, help=summary, add_help=False)
-    rep = sub.add_parser(
-        "report",
-        help="TER, FED, AUC-PEC, PEC@k, RR and final success per group",
-        description="Read spans and print the prefix-executability report.",
-    )
-    _input_args(rep)
-    rep.add_argument(
-        "--by", type=_keys, default=[], metavar="KEY,...", help="group on toolguard.label.KEY"
-    )
-    rep.add_argument(
-        "--format",
-        choices=("table", "json", "csv", "markdown", "html"),
-        default="table",
-        help="output (html: one self-contained page, needs the html extra)",
-    )
-    _out_arg(rep)
-    rep.add_argument(
-        "--cost",
-        action="store_true",
-        help="add mean model tokens and tool time per trajectory (in tok, out tok, tool ms)",
-    )
-    rep.add_argument(
-        "--clickhouse",
-        metavar="URL",
-        help="compute the report on ClickHouse, in SQL, from the OpenTelemetry Collector's "
-        "otel_traces table (http://host:8123, clickhouse://user@host/db, chdb:///path); "
-        "needs the clickhouse extra",
-    )
-    rep.add_argument(
-        "--table",
-        default="otel_traces",
-        metavar="NAME",
-        help="the table read with --clickhouse (%(default)s; database.table allowed)",
-    )
-    rep.add_argument(
-        "--where",
-        metavar="SQL",
-        help="with --clickhouse: a SQL condition on the table's columns, your own SQL sent to "
-        "your server as written, e.g. \"ServiceName = 'agent' AND Timestamp > now() - "
-        'INTERVAL 7 DAY"',
-    )
-    rep.add_argument("--plot", metavar="FILE", help="write PEC curves to FILE (.png or .svg)")
-    rep.add_argument(
-        "--depths", type=int, default=DEFAULT_DEPTHS, help="PEC depths shown in the table"
-    )
-    cmp_ = sub.add_parser(
-        "compare",
-        help="paired difference between two groups on the same tasks",
-        description="Compare group A with group B, paired on a task label: B - A for TER, "
-        "AUC-PEC and final success, with a paired bootstrap interval.",
-    )
-    _input_args(cmp_)
-    cmp_.add_argument("--by", type=_keys, required=True, metavar="KEY,...", help="label key(s)")
-    cmp_.add_argument("--a", required=True, metavar="VALUE,...", help="label value(s) of A")
-    cmp_.add_argument("--b", required=True, metavar="VALUE,...", help="label value(s) of B")
-    cmp_.add_argument(
-        "--task-label",
-        default=DEFAULT_TASK_LABEL,
-        metavar="KEY",
-        help="label that names the task (%(default)s)",
-    )
-    cmp_.add_argument(
-        "--format",
-        choices=("table", "json", "html"),
-        default="table",
-        help="output (html: one self-contained page, needs the html extra)",
-    )
-    _out_arg(cmp_)
-    return parser
-
-
-def _out_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--out",
-        metavar="FILE",
-        help="write the output to FILE instead of standard output (its path is printed on "
-        "standard error)",
-    )
-
-
-def _check_source(args: _Args) -> None:
+def _check_source(args: Args) -> None:
     """Span files or one backend, never both: before anything is read."""
     if args.mlflow is not None or args.experiment is not None:
         if args.mlflow is None:
@@ -269,7 +57,7 @@ def _check_source(args: _Args) -> None:
     _phoenix_bounds(args)
 
 
-def _phoenix_bounds(args: _Args) -> tuple[int, float]:
+def _phoenix_bounds(args: Args) -> tuple[int, float]:
     """``--phoenix-max-pages`` and ``--phoenix-deadline``, or the library's defaults."""
     pages, seconds = args.phoenix_max_pages, args.phoenix_deadline
     max_pages = DEFAULT_MAX_PAGES
@@ -305,7 +93,7 @@ def _api_key(var: str | None) -> str | None:
     return key
 
 
-def _read(args: _Args) -> tuple[list[TrajectoryRecord], list[str]]:
+def _read(args: Args) -> tuple[list[TrajectoryRecord], list[str]]:
     _check_source(args)
     if args.resamples < 0:
         raise ToolGuardError("--resamples must be >= 0")
@@ -364,7 +152,7 @@ def _read(args: _Args) -> tuple[list[TrajectoryRecord], list[str]]:
     return records, warnings
 
 
-def _clickhouse_report(args: _Args) -> Report:
+def _clickhouse_report(args: Args) -> Report:
     """The report computed by ClickHouse (report/clickhouse.py): one query, nothing read
     span by span here."""
     if args.files or args.phoenix is not None or args.mlflow is not None:
@@ -403,7 +191,7 @@ def _pairs(keys: list[str], values: str, flag: str) -> dict[str, str]:
     return dict(zip(keys, vals, strict=True))
 
 
-def _run(args: _Args) -> str:
+def _run(args: Args) -> str:
     if args.format == "html" and importlib.util.find_spec("plotly") is None:
         raise ToolGuardError(HTML_EXTRA_HINT)  # before a long read, as for --plot
     if args.command == "report":
@@ -456,7 +244,7 @@ def _is(record: TrajectoryRecord, want: dict[str, str]) -> bool:
     return all(record.labels.get(k) == v for k, v in want.items())
 
 
-def _title(args: _Args) -> str:
+def _title(args: Args) -> str:
     # File names, not their paths: a page is shared, where the reader's paths mean nothing.
     names = ", ".join(os.path.basename(f) or f for f in args.files)
     source = args.phoenix or args.mlflow or getattr(args, "clickhouse", None) or names
@@ -489,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if words and words[0] in DELEGATED:
         return delegate(words[0], words[1:])
     try:
-        args = _parser().parse_args(argv, namespace=_Args())
+        args = build_parser().parse_args(argv, namespace=Args())
     except SystemExit as exc:  # argparse has printed its usage message already
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     try:

@@ -14,28 +14,18 @@ from __future__ import annotations
 import logging
 import re
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from .._contract import CAUSES
 from .build import GroupMetrics, Labels, Report, _sort_key
-from .clickhouse_sql import AUC_SHIFT, quote_table, report_query
-from .cost import CostCounts, cost_from_counts, cost_warnings
+from .clickhouse_result import Row, as_int, cohort_counts, cost_counts, row_findings
+from .clickhouse_sql import quote_table, report_query
+from .cost import cost_from_counts, cost_warnings
 from .escape import printable
-from .findings import (
-    BAD_BEFORE,
-    CAUSE_DIFFERS,
-    FED_OUT_OF_RANGE,
-    STEP_BEYOND,
-    TWO_SUMMARIES,
-    Examples,
-    Findings,
-    render_findings,
-)
-from .metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, CohortCounts, metrics_from_counts
+from .findings import render_findings
+from .metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, metrics_from_counts
 from .reader import BackendError
 
-Row = Mapping[str, Any]
 Run = Callable[[str], Sequence[Row]]
 """Runs one SQL statement and returns its rows as mappings (column name -> value)."""
 
@@ -44,13 +34,6 @@ CLICKHOUSE_EXTRA_HINT = (
 )
 NEEDED_COLUMNS = ("TraceId", "SpanId", "SpanAttributes")
 COST_COLUMNS = ("Duration",)
-_DISAGREEMENTS = (
-    (FED_OUT_OF_RANGE, "n_fed_out_of_range", "fed_out_of_range_ids"),
-    (STEP_BEYOND, "n_step_beyond", "step_beyond_ids"),
-    (BAD_BEFORE, "n_bad_before", "bad_before_ids"),
-    (CAUSE_DIFFERS, "n_cause_differs", "cause_differs_ids"),
-    (TWO_SUMMARIES, "n_two_summaries", "two_summaries_ids"),
-)
 
 
 class ClickHouseError(BackendError):
@@ -87,87 +70,6 @@ def check_columns(run: Run, table: str, *, cost: bool = False) -> None:
         )
 
 
-def _int(v: Any) -> int:
-    return int(v)  # 64-bit and 128-bit integers may come quoted, as strings
-
-
-def _pair(v: Any) -> tuple[list[Any], list[Any]]:
-    """A sumMap result: a (keys, values) tuple, or a two-element list in JSON."""
-    keys, values = v[0], v[1]
-    return list(keys), list(values)
-
-
-def _counts(row: Row) -> CohortCounts:
-    c = CohortCounts(
-        n=_int(row["n"]),
-        n_executable=_int(row["n_executable"]),
-        n_outcome_known=_int(row["n_outcome_known"]),
-        n_success=_int(row["n_success"]),
-        rr_eligible=_int(row["rr_eligible"]),
-        rr_success=_int(row["rr_success"]),
-        s_eligible=_int(row["s_eligible"]),
-        s_success=_int(row["s_success"]),
-        incomplete=_int(row["n_incomplete"]),
-        disagreements=_int(row["n_disagreements"]),
-        n_at_depth=[_int(x) for x in row["n_at_depth"]],
-        survive=[_int(x) for x in row["survive"]],
-    )
-    for cause, k in zip(*_pair(row["causes"]), strict=True):
-        c.add_cause(cause or None, _int(k))
-    c.feds = {_int(f): _int(k) for f, k in zip(*_pair(row["feds"]), strict=True)}
-    for key, k in zip(*_pair(row["aucs"]), strict=True):
-        ok, length = divmod(_int(key), AUC_SHIFT)
-        c.aucs[(ok, length)] = _int(k)
-    return c
-
-
-def _examples(count: Any, ids: Sequence[Any]) -> Examples:
-    return Examples(_int(count), [str(i) for i in ids])
-
-
-def _named(count: Any, pairs: Sequence[Any]) -> Examples:
-    return Examples(_int(count), [f"{p[0]} ({p[1]})" for p in pairs])
-
-
-def _findings(row: Row, by: Sequence[str]) -> Findings:
-    f = Findings(n=_int(row["n"]))
-    f.incomplete = _examples(row["n_incomplete"], row["incomplete_ids"])
-    f.several_summaries = _int(row["several"])
-    if f.several_summaries:
-        first = row["several_first"]
-        f.several_first = (str(first[0]), _int(first[1]))
-    f.short = Examples(
-        _int(row["short"]), [f"{t[0]} ({_int(t[1])} of {_int(t[2])})" for t in row["short_ids"]]
-    )
-    for kind, count, ids in _DISAGREEMENTS:
-        if _int(row[count]):
-            if kind == TWO_SUMMARIES:
-                f.disagreements[kind] = _examples(row[count], row[ids])
-            else:
-                f.disagreements[kind] = _named(row[count], row[ids])
-    f.unknown_outcome = f.n - _int(row["n_outcome_known"])
-    for cause, k in zip(*_pair(row["causes"]), strict=True):
-        if cause not in CAUSES:
-            f.odd_causes[cause or "(none)"] = f.odd_causes.get(cause or "(none)", 0) + _int(k)
-    counts, lists = list(row["missing_labels"]), list(row["missing_label_ids"])
-    first = {key: i for i, key in reversed(list(enumerate(by)))}  # a key given twice: once
-    f.missing_labels = [
-        (key, _examples(counts[i] if i < len(counts) else 0, lists[i] if i < len(lists) else []))
-        for key, i in sorted(first.items(), key=lambda kv: kv[1])
-    ]
-    return f
-
-
-def _cost(row: Row) -> CostCounts:
-    return CostCounts(
-        n_with_tokens=_int(row["n_with_tokens"]),
-        input_tokens=_int(row["input_tokens"]),
-        output_tokens=_int(row["output_tokens"]),
-        n_with_latency=_int(row["n_with_latency"]),
-        tool_ns=_int(row["tool_ns_total"]),
-    )
-
-
 def sql_report(
     run: Run,
     table: str,
@@ -195,11 +97,11 @@ def sql_report(
     for row in rows:
         values = tuple(row["group_labels"])
         whole = not by or not values  # a row over every trajectory (of its `used` value)
-        if whole and _int(row["problems"]):
-            problems += _int(row["problems"])
+        if whole and as_int(row["problems"]):
+            problems += as_int(row["problems"])
             here = tuple(row["problem_first"])
             first_problem = here if first_problem is None else min(first_problem, here)
-        if not _int(row["used"]):
+        if not as_int(row["used"]):
             continue
         if whole:
             overall_row = row
@@ -231,11 +133,11 @@ def sql_report(
             GroupMetrics,
             {
                 "labels": labels,
-                **metrics_from_counts(_counts(row), seed=seed, resamples=resamples),
+                **metrics_from_counts(cohort_counts(row), seed=seed, resamples=resamples),
             },
         )
         if cost:
-            g["cost"] = cost_from_counts(_cost(row))
+            g["cost"] = cost_from_counts(cost_counts(row))
         return g
 
     group_rows.sort(key=lambda vr: _sort_key(vr[0]))
@@ -243,9 +145,10 @@ def sql_report(
     overall = group({}, overall_row) if by else groups[0].copy()
     if cost:  # where the Python report has them: with what the reading found
         warnings += cost_warnings(
-            _int(overall_row["cost_unattributed_spans"]), _int(overall_row["cost_invalid_spans"])
+            as_int(overall_row["cost_unattributed_spans"]),
+            as_int(overall_row["cost_invalid_spans"]),
         )
-    warnings += render_findings(_findings(overall_row, by))
+    warnings += render_findings(row_findings(overall_row, by))
     return {"groups": groups, "overall": overall, "warnings": warnings}
 
 

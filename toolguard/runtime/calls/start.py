@@ -16,8 +16,9 @@ from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN, NoOpTracer, ProxyTracer, Span
 
 from ..telemetry import spans as tel
+from ..trajectories.current import current_var, open_count
 from ..trajectories.nesting import _inside_tool, shown, warn_outside
-from ..trajectories.trajectory import Trajectory, _current, _open
+from ..trajectories.trajectory import Trajectory
 
 if TYPE_CHECKING:
     from ..guard import Guard
@@ -60,12 +61,12 @@ def start(
     # The trajectory this call counts in, and its step.
     traj = trajectory
     if traj is None:
-        traj = _current.get()
+        traj = current_var.get()
         if traj is not None and _inside_tool.get():
             # A guarded tool calling another: the agent emitted only the outer call, so
             # the inner one is checked and traced (below the outer span) but is no step.
             traj = None
-        elif traj is None and _open[0]:
+        elif traj is None and open_count[0]:
             warn_outside(name)
     elif _inside_tool.get() is traj:
         # The same with the trajectory passed on (acall_batch, the tool_calls helpers, a

@@ -28,7 +28,8 @@ from ..tools.places import resolve_path
 from ..tools.schema import SchemaFailure
 from ..tools.tool import Tool
 from ..trajectories.bindings import Bindings
-from ..trajectories.trajectory import Trajectory, current_trajectory
+from ..trajectories.current import current_trajectory
+from ..trajectories.trajectory import Trajectory
 from ..verdict import Failure, shorten_text
 from .failures import (
     dependency_failure,

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..._errors import UsageError
-from .trajectory import Trajectory, current_trajectory
+from .current import current_trajectory
+from .trajectory import Trajectory
 
 
 def run_trajectory(given: Any, make: Callable[[], Trajectory]) -> tuple[Trajectory, bool]:

@@ -14,7 +14,8 @@ import threading
 from contextvars import ContextVar
 
 from ..verdict import NAME_LIMIT, shorten_text
-from .trajectory import Trajectory, _current, open_trajectories
+from .current import current_var, open_trajectories
+from .trajectory import Trajectory
 
 logger = logging.getLogger("toolguard")
 
@@ -37,7 +38,7 @@ def counted_in(trajectory: Trajectory | None) -> Trajectory | None:
     for entry points that take steps before their calls start)."""
     inside = _inside_tool.get()
     if trajectory is None:
-        trajectory = _current.get()
+        trajectory = current_var.get()
         return None if inside else trajectory
     return None if inside is trajectory else trajectory
 

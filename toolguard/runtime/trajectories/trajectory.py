@@ -1,7 +1,6 @@
 """Trajectories: step numbering, bound variables, what the agent has seen, the summary span.
 
-The current trajectory lives in a ContextVar, so trajectories in concurrent threads and
-asyncio tasks never see each other's steps or bindings.
+Which trajectory is current in a context (a ContextVar), and how many are open: current.py.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar, Token
+from contextvars import Token
 from types import TracebackType
 from typing import Any
 
@@ -24,32 +23,12 @@ from ..telemetry import spans as tel
 from ..verdict import Failure, Verdict
 from . import at_exit
 from .bindings import Binding, Bindings
+from .current import count_open, current_var
 from .leaves import add_leaves
 from .registry import TrajectoryRegistry
 from .seen import SeenTexts
 
 logger = logging.getLogger("toolguard")
-
-_current: ContextVar[Trajectory | None] = ContextVar("toolguard_trajectory", default=None)
-
-
-def current_trajectory() -> Trajectory | None:
-    """The trajectory open in this context, or None."""
-    return _current.get()
-
-
-_open = [0]
-_open_lock = threading.Lock()
-
-
-def _open_count(delta: int) -> None:
-    with _open_lock:
-        _open[0] += delta
-
-
-def open_trajectories() -> int:
-    """How many trajectories are started and not ended in this process (in any context)."""
-    return _open[0]
 
 
 class Trajectory:
@@ -268,7 +247,7 @@ class Trajectory:
         if self._started:
             raise UsageError(f"trajectory {self.id!r} was already started")
         self._started = True
-        _open_count(+1)
+        count_open(+1)
         if self.writes_summary:
             self._span = tel.start_span(self._tracer, contract.SUMMARY_SPAN_NAME)
         if self._join is not None:
@@ -284,7 +263,7 @@ class Trajectory:
         if self._at_exit:  # no longer the exit hook's to end (tg.end_at_exit)
             at_exit.forget(self)
         if self._started:
-            _open_count(-1)
+            count_open(-1)
         if self._registry is not None:
             self._registry._forget(self)
         self._write_summary(exc)
@@ -308,20 +287,20 @@ class Trajectory:
     def activate(self) -> Iterator[Trajectory]:
         """Make this trajectory current in this context (another thread, a framework's hook
         that runs where ``with trajectory(...)`` is not visible), then restore the previous."""
-        token = _current.set(self)
+        token = current_var.set(self)
         span_token = tel.attach(self._span) if self._span is not None else None
         try:
             yield self
         finally:
             tel.detach(span_token)
-            _current.reset(token)
+            current_var.reset(token)
 
     def __enter__(self) -> Trajectory:
         if not self._started:
             self.start()
         if self._span is not None:
             self._span_token = tel.attach(self._span)
-        self._var_token = _current.set(self)
+        self._var_token = current_var.set(self)
         return self
 
     def __exit__(
@@ -331,7 +310,7 @@ class Trajectory:
         tb: TracebackType | None,
     ) -> None:
         if self._var_token is not None:
-            _current.reset(self._var_token)
+            current_var.reset(self._var_token)
             self._var_token = None
         tel.detach(self._span_token)
         self._span_token = None

@@ -29,7 +29,8 @@ from .http import (
     _strict,
     front_door,
 )
-from .replica import Replica, ReplicaStartError, SharedRelay
+from .replica import Replica, ReplicaStartError
+from .replica_relay import SharedRelay
 from .replica_sessions import ReplicaCalls, new_session_id, session_of, valid_session_id
 
 logger = logging.getLogger("toolguard.mcp")
