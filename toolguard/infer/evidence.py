@@ -50,19 +50,23 @@ def keep_smallest(kept: list[str], item: str, limit: int) -> None:
 class Tally(Generic[S]):
     """One (tool, path)'s records, by signature (module docstring)."""
 
-    __slots__ = ("counts", "first", "keys", "runs")
+    __slots__ = ("_same", "counts", "first", "keys", "runs")
 
     def __init__(self) -> None:
         self.counts: dict[S, int] = {}
         self.keys: dict[S, KeySet] = {}
         self.first: dict[S, list[str]] = {}
         self.runs: Counter[frozenset[S]] = Counter()
+        # One object per signature: a run's records are equal to earlier ones but new
+        # objects, which the signature sets would otherwise keep alive, one copy per set.
+        self._same: dict[S, S] = {}
 
     def add_run(self, run: str, records: Iterable[tuple[S, int | None]]) -> None:
         """One trajectory's records of this path: each signature with its value's key, or
         None where no rule counts that signature's distinct values (a common value)."""
         had: set[S] = set()
-        for sig, key in records:
+        for record, key in records:
+            sig = self._same.setdefault(record, record)
             self.counts[sig] = self.counts.get(sig, 0) + 1
             if key is not None:
                 keys = self.keys.get(sig)
