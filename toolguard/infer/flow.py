@@ -206,14 +206,19 @@ def _trace(
                 text = value if isinstance(value, str) else str(value)
                 root = path.split(".", 1)[0].removesuffix("[]")
                 producers = _shared(flow, _lookup(produced, value))
+                common = rule.common(value, enums.get(root, frozenset())) and not (
+                    rule.named_ids and named_id(value, path, producers)
+                )
                 leaf = Leaf(
-                    common=rule.common(value, enums.get(root, frozenset()))
-                    and not (rule.named_ids and named_id(value, path, producers)),
+                    common=common,
                     producers=producers,
                     user_given=_has(given, value),
-                    said=any(text in t for t in said),
+                    # Read only of an uncommon value (`grounded`'s evidence, --explain's
+                    # columns): left False on a common one, so that a flag's or a small
+                    # number's chance substrings make no signatures of their own.
+                    said=not common and any(text in t for t in said),
                     seen=text in seen_exact or any(text in t for t in said + seen_texts),
-                    in_arguments=_has(argument_values, value),
+                    in_arguments=not common and _has(argument_values, value),
                     top=top,
                     placeholder=is_placeholder(text),
                     fraction=isinstance(value, float),
