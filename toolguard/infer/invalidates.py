@@ -26,17 +26,14 @@ from .lifetime import After, Place
 from .proposal import Proposal
 
 
-def _rebound(after_use_rebound: frozenset[Place], said: bool, places: frozenset[Place]) -> bool:
-    return said or bool(after_use_rebound & places)
-
-
 def _judge(
     after: After, places: frozenset[Place], users: frozenset[tuple[str, str]]
 ) -> tuple[bool, bool, bool]:
     """(counterexample, a later use rejected, vanished)."""
     bad = rejected = False
     for use in after.uses:
-        if (use.tool, use.path) not in users or _rebound(use.rebound, use.said, places):
+        # A use after the user gave the value again is not kept (lifetime.py): bound anew.
+        if (use.tool, use.path) not in users or use.rebound & places:
             continue
         if use.accepted:
             bad = True

@@ -25,13 +25,12 @@ Place = tuple[str, str]  # (producer tool, place in its result)
 
 @dataclass(frozen=True, slots=True)
 class Use:
-    """A later call's use of the value."""
+    """A later call's use of the value, before the user gave it again (``Lifetimes.used``)."""
 
     tool: str
     path: str
     accepted: bool
     rebound: frozenset[Place]  # result places that produced the value again before this use
-    said: bool  # the user gave it again before this use
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +56,7 @@ class _Open:
     producers: frozenset[Place]
     user_given: bool
     uses: set[Use] = field(default_factory=set)
+    first: set[tuple[str, str, bool]] = field(default_factory=set)  # (tool, path, accepted)
     rebound: set[Place] = field(default_factory=set)
     said: bool = False
     reappeared: bool = False
@@ -76,10 +76,22 @@ class Lifetimes:
                 one.said = True
 
     def used(self, tool: str, leaves: Iterable[tuple[str, Any]], accepted: bool) -> None:
-        """A call's argument leaves (before its own values are opened)."""
+        """A call's argument leaves (before its own values are opened).
+
+        Only the first use per (tool, path, accepted) is kept, and none once the user gave
+        the value again: ``invalidates`` asks whether some use was not bound anew (no
+        ``said``, no ``rebound`` place of the kind), and ``rebound`` and ``said`` only grow
+        along the trajectory, so a later use of the same tool, path and answer is never
+        unbound where the first was bound. The same verdicts, with as many distinct use
+        sets as the tools' structure has rather than one per order of events."""
         for path, value in leaves:
             for one in self._get(value):
-                one.uses.add(Use(tool, path, accepted, frozenset(one.rebound), one.said))
+                if one.said:
+                    continue
+                seen = (tool, path, accepted)
+                if seen not in one.first:
+                    one.first.add(seen)
+                    one.uses.add(Use(tool, path, accepted, frozenset(one.rebound)))
 
     def answered(self, tool: str, places: list[tuple[str, Any]]) -> None:
         """An accepted call's result leaves: the values it produced again, and the open
