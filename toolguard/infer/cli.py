@@ -180,8 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.explain:
         sys.stdout.write(explain(flow))
     print(
-        f"inferred {len(proposals)} rule(s) from {len(flow.runs)} trajectories: "
-        f"{os.fspath(args.out)}",
+        f"inferred {len(proposals)} rule(s) from {flow.runs} trajectories: {os.fspath(args.out)}",
         file=sys.stderr,
     )
     return 0

@@ -2,7 +2,8 @@
 strings (an enum the schema does not list) or numbers (a range the schema does not give).
 
 Never a rule: a value not seen is not a value the tool refuses. Memory is bounded: past
-``MAX_ENUM`` distinct strings an argument's set is dropped (it is no enum). The values are
+``MAX_ENUM`` distinct strings an argument's set is dropped (it is no enum), and trajectories
+are counted, not kept. The values are
 the user's data, so the comment names them only with ``--show-values``; a range's ends are
 two recorded values, so they follow the same rule (without it the comment says a range was
 seen and over how many values).
@@ -25,13 +26,16 @@ class Domain:
     distinct: set[str] | None = field(default_factory=set)  # None: more than MAX_ENUM
     low: float | None = None
     high: float | None = None
-    runs: set[str] = field(default_factory=set)
+    runs: int = 0  # trajectories (a run's calls are read together: a new id is a new one)
+    last_run: str = ""
     schema_enum: bool = False
     schema_range: bool = False
 
     def add(self, value: Any, run: str) -> None:
         self.calls += 1
-        self.runs.add(run)
+        if run != self.last_run:
+            self.runs += 1
+            self.last_run = run
         if isinstance(value, bool):
             return
         if isinstance(value, str):
@@ -56,10 +60,10 @@ class Domain:
 
 def comments(path: str, domain: Domain, *, min_support: int, show_values: bool) -> list[str]:
     """The comment lines for one argument (none when there is nothing the schema omits)."""
-    if len(domain.runs) < min_support:
+    if domain.runs < min_support:
         return []
     out: list[str] = []
-    where = f"{domain.calls} calls, {len(domain.runs)} trajectories"
+    where = f"{domain.calls} calls, {domain.runs} trajectories"
     few = domain.distinct
     if (
         not domain.schema_enum

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
-from .flow import Flow
+from .flow import Flow, Leaf, Place
 
 
 def explain(flow: Flow) -> str:
@@ -26,26 +27,32 @@ def explain(flow: Flow) -> str:
         "nowhere",
     )
     rows = [header]
-    for (tool, path), leaves in sorted(flow.leaves.items()):
-        rare = [leaf for leaf in leaves if not leaf.common]
-        places = Counter(p for leaf in rare for p in leaf.producers)
+    for (tool, path), tally in sorted(flow.leaves.items()):
+        rare = {leaf: n for leaf, n in tally.counts.items() if not leaf.common}
+        places: Counter[Place] = Counter()
+        for leaf, n in rare.items():
+            for p in leaf.producers:
+                places[p] += n
         top = min(places, key=lambda p: (-places[p], p)) if places else None
+        total = tally.total()
+
+        def rare_with(test: Callable[[Leaf], bool], rare: dict[Leaf, int] = rare) -> str:
+            return str(sum(n for leaf, n in rare.items() if test(leaf)))
+
         rows.append(
             (
                 tool,
                 path,
-                str(len(leaves)),
-                str(len(leaves) - len(rare)),
-                str(sum(1 for leaf in rare if leaf.producers)),
+                str(total),
+                str(total - sum(rare.values())),
+                rare_with(lambda leaf: bool(leaf.producers)),
                 f"{top[0]}: {top[1]} ({places[top]})" if top else "-",
-                str(sum(1 for leaf in rare if leaf.user_given)),
-                str(sum(1 for leaf in rare if leaf.said)),
-                str(sum(1 for leaf in rare if leaf.in_arguments)),
-                str(
-                    sum(
-                        1
-                        for leaf in rare
-                        if not (leaf.producers or leaf.user_given or leaf.said or leaf.in_arguments)
+                rare_with(lambda leaf: leaf.user_given),
+                rare_with(lambda leaf: leaf.said),
+                rare_with(lambda leaf: leaf.in_arguments),
+                rare_with(
+                    lambda leaf: (
+                        not (leaf.producers or leaf.user_given or leaf.said or leaf.in_arguments)
                     )
                 ),
             )

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from ..replay.given import user_values
 from ..replay.model import Answer, LiveEnvironment, RecordedRun, Said
 from ..runtime.checks.information import is_placeholder
 from ..runtime.trajectories.leaves import add_leaves
 from .domains import Domain
+from .evidence import MAX_COUNTEREXAMPLES, Tally, keep_smallest
 from .holders import Holder, hold
 from .lifetime import After, Lifetimes
 from .values import (
@@ -36,14 +37,15 @@ from .values import (
 )
 
 Place = tuple[str, str]  # (producer tool, place in its result)
+S = TypeVar("S", bound=Hashable)
 
 
 @dataclass(frozen=True, slots=True)
 class Leaf:
-    """One argument leaf of one accepted call and where its value had appeared."""
+    """Where the value of one argument leaf of an accepted call had appeared: the leaf's
+    signature, without its run or value (``evidence.Tally`` counts leaves by it, and keeps
+    the value's ``values.value_key`` for the distinct values)."""
 
-    run: str
-    key: int  # values.value_key: distinct values are counted without keeping them
     common: bool
     producers: frozenset[Place]
     user_given: bool  # a value the replay binds under every kind
@@ -57,7 +59,6 @@ class Leaf:
     # no earlier argument) and a later accepted call named it again: the name of something
     # this call made (a file `touch` created, then written by `echo`).
     creates: bool = False
-    value: Any = None  # kept only for --show-values
 
 
 @dataclass
@@ -70,12 +71,15 @@ class ToolCount:
 @dataclass
 class Flow:
     """What tracing the runs found: leaves by (tool, argument path), the later life of the
-    bound values accepted calls used (``lifetime.py``), what top-level arguments took
-    (``domains.py``), per-tool counts, the runs seen and
-    warnings."""
+    bound values accepted calls used (``lifetime.py``), both tallied by signature as each
+    run ends (``evidence.py``: memory follows the tools' structure, not the number of runs),
+    what top-level arguments took (``domains.py``), per-tool counts, how many runs were read
+    and warnings."""
 
-    leaves: dict[tuple[str, str], list[Leaf]] = field(default_factory=dict)
-    after: dict[tuple[str, str], list[After]] = field(default_factory=dict)
+    leaves: dict[tuple[str, str], Tally[Leaf]] = field(default_factory=dict)
+    after: dict[tuple[str, str], Tally[After]] = field(default_factory=dict)
+    # --show-values only: the smallest reprs of each path's values (render names three).
+    examples: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     domains: dict[tuple[str, str], Domain] = field(default_factory=dict)
     # One object per distinct producer set: most leaves share a handful of them, and a
     # frozenset each would be most of the memory of 10,000 runs.
@@ -83,7 +87,7 @@ class Flow:
     tools: dict[str, ToolCount] = field(default_factory=dict)
     # What each producer place held, run by run (``holders.py``: the place closure).
     holders: dict[Place, Holder] = field(default_factory=dict, repr=False)
-    runs: set[str] = field(default_factory=set)
+    runs: int = 0  # trajectories read
     files: int = 0
     warnings: list[str] = field(default_factory=list)
 
@@ -140,7 +144,7 @@ def _enums(props: Mapping[str, Any]) -> Mapping[str, frozenset[Any]]:
 def _trace(
     run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool, initial_state: bool
 ) -> None:
-    flow.runs.add(run.id)
+    flow.runs += 1
     said: list[str] = []
     given: set[Any] = set()
     produced: dict[Any, set[Place]] = {}
@@ -153,10 +157,13 @@ def _trace(
     # declared up front), else only from that tool's first call on. Results count as seen
     # only in the first case, so a rule's share is never better than the replay's.
     observed = run.tools is not None or isinstance(execute, LiveEnvironment)
-    lifetimes = Lifetimes(run.id)
+    lifetimes = Lifetimes()
+    # This run's leaves: (tool, path), signature, value key (None for a common value, whose
+    # distinct values no rule counts). Tallied once the run is read (``_tally``).
+    read: list[tuple[tuple[str, str], Leaf, int | None]] = []
     # Leaves that introduced their value, and the last accepted call naming each value: a
     # later use marks them ``creates`` once the run is read.
-    fresh: list[tuple[list[Leaf], int, int, Any]] = []
+    fresh: list[tuple[int, int, Any]] = []
     last_use: dict[Any, int] = {}
     number = 0
     if initial_state and run.initial is not None:
@@ -194,36 +201,41 @@ def _trace(
             number += 1
             props = _properties(run, call.name)
             enums = _enums(props)
-            opened: list[tuple[str, Leaf, Any]] = []
+            opened: list[tuple[str, Leaf, int | None, Any]] = []
             for path, value, top in leaves:
                 text = value if isinstance(value, str) else str(value)
                 root = path.split(".", 1)[0].removesuffix("[]")
                 producers = _shared(flow, _lookup(produced, value))
+                common = rule.common(value, enums.get(root, frozenset())) and not (
+                    rule.named_ids and named_id(value, path, producers)
+                )
                 leaf = Leaf(
-                    run=run.id,
-                    key=value_key(value),
-                    common=rule.common(value, enums.get(root, frozenset()))
-                    and not (rule.named_ids and named_id(value, path, producers)),
+                    common=common,
                     producers=producers,
                     user_given=_has(given, value),
-                    said=any(text in t for t in said),
+                    # Read only of an uncommon value (`grounded`'s evidence, --explain's
+                    # columns): left False on a common one, so that a flag's or a small
+                    # number's chance substrings make no signatures of their own.
+                    said=not common and any(text in t for t in said),
                     seen=text in seen_exact or any(text in t for t in said + seen_texts),
-                    in_arguments=_has(argument_values, value),
+                    in_arguments=not common and _has(argument_values, value),
                     top=top,
                     placeholder=is_placeholder(text),
                     fraction=isinstance(value, float),
-                    value=value if keep_values else None,
                 )
-                bucket = flow.leaves.setdefault((call.name, path), [])
-                bucket.append(leaf)
+                key = None if leaf.common else value_key(value)
+                read.append(((call.name, path), leaf, key))
+                if keep_values and value is not None:
+                    seen_values = flow.examples.setdefault((call.name, path), [])
+                    keep_smallest(seen_values, repr(value), MAX_COUNTEREXAMPLES)
                 if not (producers or leaf.in_arguments or leaf.common):
-                    fresh.append((bucket, len(bucket) - 1, number, value))
+                    fresh.append((len(read) - 1, number, value))
                 if top:
                     domain = flow.domains.setdefault((call.name, path), Domain())
                     domain.add(value, run.id)
                     domain.says(props.get(path))
                 if "." not in path and "[]" not in path:
-                    opened.append((path, leaf, value))
+                    opened.append((path, leaf, key, value))
             for _, value, _ in leaves:
                 _add(argument_values, value)
                 with contextlib.suppress(TypeError):
@@ -231,9 +243,9 @@ def _trace(
             places = list(result_leaves(answer.result))
             places += [(k, v) for p, v in places if (k := key_place(p)) is not None]
             lifetimes.answered(call.name, places)
-            for path, leaf, value in opened:
-                if not leaf.common and (leaf.producers or leaf.user_given):
-                    lifetimes.open(call.name, path, value, leaf)
+            for path, leaf, key, value in opened:
+                if key is not None and (leaf.producers or leaf.user_given):
+                    lifetimes.open(call.name, path, value, key, leaf.producers, leaf.user_given)
             for place, value in places:
                 found = _lookup(produced, value)
                 if found is None:
@@ -246,11 +258,33 @@ def _trace(
             elif observed:
                 add_leaves(answer.result, seen_exact.add)  # as the guard observes a result
     hold(flow.holders, flow.shared, run.id, produced, rule)
-    for bucket, index, at, value in fresh:
+    for index, at, value in fresh:
         if _later(last_use, value, at):
-            bucket[index] = replace(bucket[index], creates=True)
-    for key, after in lifetimes.close():
-        flow.after.setdefault(key, []).append(after)
+            where, leaf, key = read[index]
+            read[index] = (where, replace(leaf, creates=True), key)
+    _tally(flow.leaves, run.id, read)
+    afters = [
+        (where, after, key if after.may_be_evidence else None)
+        for where, after, key in lifetimes.close()
+    ]
+    _tally(flow.after, run.id, afters)
+
+
+def _tally(
+    tallies: dict[tuple[str, str], Tally[S]],
+    run: str,
+    records: list[tuple[tuple[str, str], S, int | None]],
+) -> None:
+    """Hand one run's records to their paths' tallies, each path's all at once (a tally
+    counts a trajectory when its run is added)."""
+    by_path: dict[tuple[str, str], list[tuple[S, int | None]]] = {}
+    for where, record, key in records:
+        by_path.setdefault(where, []).append((record, key))
+    for where, items in by_path.items():
+        tally = tallies.get(where)
+        if tally is None:
+            tally = tallies[where] = Tally()
+        tally.add_run(run, items)
 
 
 def _later(last_use: dict[Any, int], value: Any, at: int) -> bool:

@@ -20,13 +20,10 @@ counterexamples, and evidence outnumbers counterexamples.
 
 from __future__ import annotations
 
+from .evidence import Tally
 from .flow import Flow
 from .lifetime import After, Place
-from .proposal import MAX_COUNTEREXAMPLES, Proposal
-
-
-def _rebound(after_use_rebound: frozenset[Place], said: bool, places: frozenset[Place]) -> bool:
-    return said or bool(after_use_rebound & places)
+from .proposal import Proposal
 
 
 def _judge(
@@ -35,7 +32,8 @@ def _judge(
     """(counterexample, a later use rejected, vanished)."""
     bad = rejected = False
     for use in after.uses:
-        if (use.tool, use.path) not in users or _rebound(use.rebound, use.said, places):
+        # A use after the user gave the value again is not kept (lifetime.py): bound anew.
+        if (use.tool, use.path) not in users or use.rebound & places:
             continue
         if use.accepted:
             bad = True
@@ -72,41 +70,44 @@ def _rule(
     kind: str,
     places: frozenset[Place],
     users: frozenset[tuple[str, str]],
-    afters: list[After],
+    afters: Tally[After],
     min_support: int,
     min_share: float,
 ) -> Proposal | None:
-    occurrences = [a for a in afters if a.user_given or a.producers & places]
-    failing: set[str] = set()
-    bad = rejected = vanished = 0
-    evidence_runs: set[str] = set()
-    evidence_keys: set[int] = set()
-    for after in occurrences:
-        is_bad, was_rejected, gone = _judge(after, places, users)
-        if is_bad:
-            bad += 1
-            failing.add(after.run)
-        rejected += was_rejected
-        vanished += gone
-        if was_rejected or gone:
-            evidence_runs.add(after.run)
-            evidence_keys.add(after.key)
-    total = len(occurrences)
-    evidence = sum(1 for a in occurrences if any(_judge(a, places, users)[1:]))
-    if len(evidence_runs) < min_support or total - bad < min_share * total or evidence <= bad:
+    # Each occurrence's signature judged once, weighing as many values as had it.
+    judged = {
+        after: _judge(after, places, users)
+        for after in afters.counts
+        if after.user_given or after.producers & places
+    }
+
+    def weigh(which: int) -> int:
+        return sum(afters.counts[after] for after, verdict in judged.items() if verdict[which])
+
+    def evidence(after: After) -> bool:
+        verdict = judged.get(after)
+        return verdict is not None and (verdict[1] or verdict[2])
+
+    def failing(after: After) -> bool:
+        verdict = judged.get(after)
+        return verdict is not None and verdict[0]
+
+    total = sum(afters.counts[after] for after in judged)
+    bad = weigh(0)
+    support = afters.trajectories(evidence)
+    if support < min_support or total - bad < min_share * total or afters.count(evidence) <= bad:
         return None
-    ordered = sorted(failing)
     return Proposal(
         "invalidates",
         tool,
         path,
-        len(evidence_runs),
+        support,
         total - bad,
         total,
-        ordered[:MAX_COUNTEREXAMPLES],
-        len(ordered),
+        afters.first_runs(failing),
+        afters.trajectories(failing),
         tuple(sorted(places)),
         kind=kind,
-        detail=f"{rejected} later use(s) rejected, {vanished} vanished from results",
-        distinct=len(evidence_keys),
+        detail=f"{weigh(1)} later use(s) rejected, {weigh(2)} vanished from results",
+        distinct=afters.distinct(evidence),
     )

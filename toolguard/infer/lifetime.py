@@ -7,56 +7,56 @@ that used the value (tool, argument path, whether the environment accepted it, a
 result places had produced the value again in between, or whether the user gave it again:
 either binds it anew in a replay), and the producer places whose tool answered again without
 it while it never reappeared in any result ("vanished").
+
+What is kept once the trajectory ends is the value's :class:`After`, a signature without the
+run or the value (``evidence.py`` tallies them): ``invalidates`` asks only whether *some*
+later use was of a kind, so the uses are a set.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 Place = tuple[str, str]  # (producer tool, place in its result)
 
 
-class _Bound(Protocol):
-    """What the flow knows of the value when the call ran (its Leaf)."""
-
-    @property
-    def key(self) -> int: ...
-    @property
-    def producers(self) -> frozenset[Place]: ...
-    @property
-    def user_given(self) -> bool: ...
-
-
 @dataclass(frozen=True, slots=True)
 class Use:
-    """A later call's use of the value."""
+    """A later call's use of the value, before the user gave it again (``Lifetimes.used``)."""
 
     tool: str
     path: str
     accepted: bool
     rebound: frozenset[Place]  # result places that produced the value again before this use
-    said: bool  # the user gave it again before this use
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class After:
-    """One accepted call's argument value and its later life in the trajectory."""
+    """One accepted call's bound argument value and its later life in the trajectory."""
 
-    run: str
-    key: int  # values.value_key
     producers: frozenset[Place]
     user_given: bool
-    uses: list[Use] = field(default_factory=list)
+    uses: frozenset[Use] = frozenset()
     vanished: frozenset[Place] = frozenset()
+
+    @property
+    def may_be_evidence(self) -> bool:
+        """A later use rejected or a producer answering without it: only such a value can
+        be evidence, so only its key is counted (``invalidates`` prints distinct ones)."""
+        return bool(self.vanished) or any(not use.accepted for use in self.uses)
 
 
 @dataclass(slots=True)
 class _Open:
     value: Any
-    after: After
+    key: int
+    producers: frozenset[Place]
+    user_given: bool
+    uses: set[Use] = field(default_factory=set)
+    first: set[tuple[str, str, bool]] = field(default_factory=set)  # (tool, path, accepted)
     rebound: set[Place] = field(default_factory=set)
     said: bool = False
     reappeared: bool = False
@@ -66,8 +66,7 @@ class _Open:
 class Lifetimes:
     """Follows one trajectory's values; ``close`` hands each one's :class:`After` over."""
 
-    def __init__(self, run: str) -> None:
-        self.run = run
+    def __init__(self) -> None:
         self._by_value: dict[Any, list[_Open]] = {}
         self._opened: list[tuple[tuple[str, str], _Open]] = []
 
@@ -77,10 +76,22 @@ class Lifetimes:
                 one.said = True
 
     def used(self, tool: str, leaves: Iterable[tuple[str, Any]], accepted: bool) -> None:
-        """A call's argument leaves (before its own values are opened)."""
+        """A call's argument leaves (before its own values are opened).
+
+        Only the first use per (tool, path, accepted) is kept, and none once the user gave
+        the value again: ``invalidates`` asks whether some use was not bound anew (no
+        ``said``, no ``rebound`` place of the kind), and ``rebound`` and ``said`` only grow
+        along the trajectory, so a later use of the same tool, path and answer is never
+        unbound where the first was bound. The same verdicts, with as many distinct use
+        sets as the tools' structure has rather than one per order of events."""
         for path, value in leaves:
             for one in self._get(value):
-                one.after.uses.append(Use(tool, path, accepted, frozenset(one.rebound), one.said))
+                if one.said:
+                    continue
+                seen = (tool, path, accepted)
+                if seen not in one.first:
+                    one.first.add(seen)
+                    one.uses.add(Use(tool, path, accepted, frozenset(one.rebound)))
 
     def answered(self, tool: str, places: list[tuple[str, Any]]) -> None:
         """An accepted call's result leaves: the values it produced again, and the open
@@ -95,22 +106,31 @@ class Lifetimes:
         for _, one in self._opened:
             if one.reappeared or one.value in present:
                 continue
-            one.lacking.update(p for p in one.after.producers if p[0] == tool)
+            one.lacking.update(p for p in one.producers if p[0] == tool)
 
-    def open(self, tool: str, path: str, value: Any, leaf: _Bound) -> None:
+    def open(
+        self,
+        tool: str,
+        path: str,
+        value: Any,
+        key: int,
+        producers: frozenset[Place],
+        user_given: bool,
+    ) -> None:
         try:
             hash(value)
         except TypeError:
             return
-        one = _Open(value, After(self.run, leaf.key, leaf.producers, leaf.user_given))
+        one = _Open(value, key, producers, user_given)
         self._by_value.setdefault(value, []).append(one)
         self._opened.append(((tool, path), one))
 
-    def close(self) -> Iterable[tuple[tuple[str, str], After]]:
-        for key, one in self._opened:
-            if not one.reappeared:
-                one.after.vanished = frozenset(one.lacking)
-            yield key, one.after
+    def close(self) -> Iterator[tuple[tuple[str, str], After, int]]:
+        """Each opened value's (tool, path), :class:`After` and value key."""
+        for where, one in self._opened:
+            vanished = frozenset() if one.reappeared else frozenset(one.lacking)
+            after = After(one.producers, one.user_given, frozenset(one.uses), vanished)
+            yield where, after, one.key
 
     def _get(self, value: Any) -> list[_Open]:
         try:

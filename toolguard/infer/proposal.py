@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .evidence import MAX_COUNTEREXAMPLES
 from .flow import Place
 
-MAX_COUNTEREXAMPLES = 3
+__all__ = ["MAX_COUNTEREXAMPLES", "Proposal"]
 
 
 @dataclass

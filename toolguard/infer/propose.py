@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 
 from .closure import close_places
+from .evidence import Tally
 from .flow import Flow, Leaf, Place
 from .invalidates import propose_invalidates
-from .proposal import MAX_COUNTEREXAMPLES, Proposal
+from .proposal import Proposal
 from .values import INITIAL, is_key_place
 
 __all__ = ["Proposal", "kind_name", "propose"]
@@ -60,17 +62,22 @@ def propose(
     ``place_closure``: a place that only ever held one kind's values joins it (``closure.py``)."""
     out: list[Proposal] = []
     for (tool, path), leaves in sorted(flow.leaves.items()):
-        refs = None
+        found = None
         if not (typed_quantities and _typed_quantity(leaves)):
-            refs = _refs(tool, path, leaves, (min_support, 1), min_share)
-        if refs is not None:
-            out.append(refs)
-            continue
-        grounded = _grounded(
-            tool, path, leaves, (min_support, min_distinct), min_share, first_uses, creator_names
-        )
-        if grounded is not None:
-            out.append(grounded)
+            found = _refs(tool, path, leaves, (min_support, 1), min_share)
+        if found is None:
+            found = _grounded(
+                tool,
+                path,
+                leaves,
+                (min_support, min_distinct),
+                min_share,
+                first_uses,
+                creator_names,
+            )
+        if found is not None:
+            found.examples = list(flow.examples.get((tool, path), ()))
+            out.append(found)
     named = [p for p in out if p.what == "refs"]
     _name_kinds(named, flow)
     if place_closure:
@@ -81,47 +88,64 @@ def propose(
     return sorted(out, key=lambda p: (p.tool, p.path, p.what))
 
 
-def _supported(evidence: list[Leaf], minimum: tuple[int, int]) -> tuple[int, int] | None:
+def _uncommon(leaf: Leaf) -> bool:
+    return not leaf.common
+
+
+def _supported(
+    leaves: Tally[Leaf], evidence: Callable[[Leaf], bool], minimum: tuple[int, int]
+) -> tuple[int, int] | None:
     """(trajectories, distinct values) of the evidence, or None below either minimum."""
-    support = len({leaf.run for leaf in evidence})
-    distinct = len({leaf.key for leaf in evidence})
-    if support < minimum[0] or distinct < minimum[1]:
+    support = leaves.trajectories(evidence)
+    if support < minimum[0]:
+        return None
+    distinct = leaves.distinct(evidence)
+    if distinct < minimum[1]:
         return None
     return support, distinct
 
 
 def _refs(
-    tool: str, path: str, leaves: list[Leaf], minimum: tuple[int, int], min_share: float
+    tool: str, path: str, leaves: Tally[Leaf], minimum: tuple[int, int], min_share: float
 ) -> Proposal | None:
-    evidence = [leaf for leaf in leaves if not leaf.common and leaf.producers]
-    uncommon = sum(1 for leaf in leaves if not leaf.common)
+    uncommon = leaves.count(_uncommon)
     places: list[Place] = []
-    left = list(evidence)
+    # The leaves' signatures, each weighing as many leaves as had it.
+    left = {leaf: n for leaf, n in leaves.counts.items() if not leaf.common and leaf.producers}
     while left:
-        counts = Counter(p for leaf in left for p in leaf.producers)
+        counts: Counter[Place] = Counter()
+        for leaf, n in left.items():
+            for p in leaf.producers:
+                counts[p] += n
         best = min(counts, key=lambda p: _rank(p, counts[p]))
         places.append(best)
-        left = [leaf for leaf in left if best not in leaf.producers]
-    explained = [leaf for leaf in evidence if leaf.producers & frozenset(places)]
+        left = {leaf: n for leaf, n in left.items() if best not in leaf.producers}
+    cover = frozenset(places)
+
+    def explained(leaf: Leaf) -> bool:
+        return not leaf.common and bool(leaf.producers & cover)
+
     # The same path at another tool that produced some of these values too (an entity's
     # name in every result listing entities): the greedy cover stops at the first tool
     # that explains a value, and a replay binding it only there would flag the others.
     paths = {where for _, where in places}
-    chosen = frozenset(places) | {p for leaf in explained for p in leaf.producers if p[1] in paths}
-    support = _supported(explained, minimum)
-    if not places or support is None or 2 * len(explained) <= uncommon:
+    chosen = cover | {
+        p for leaf in leaves.counts if explained(leaf) for p in leaf.producers if p[1] in paths
+    }
+    support = _supported(leaves, explained, minimum)
+    if not places or support is None or 2 * leaves.count(explained) <= uncommon:
         return None
     return _proposal("refs", tool, path, leaves, support, min_share, chosen)
 
 
-def _typed_quantity(leaves: list[Leaf]) -> bool:
+def _typed_quantity(leaves: Tally[Leaf]) -> bool:
     """A quantity the user types: the argument takes numbers written with a decimal point
     (a price, an amount: an id is a string or a whole number), and some value of it passed
     only as one the user gave (typed, not produced). A replay binds the whole numbers a user
     typed (``replay.given``), never ``25.50``, so a ``refs`` rule there flags every call whose
     user types a price with cents, however the training prices happened to be written."""
-    return any(leaf.fraction for leaf in leaves) and any(
-        leaf.user_given and not leaf.producers for leaf in leaves
+    return any(leaf.fraction for leaf in leaves.counts) and any(
+        leaf.user_given and not leaf.producers for leaf in leaves.counts
     )
 
 
@@ -143,7 +167,7 @@ def _rank(place: Place, count: int) -> tuple[bool, int, int, bool, Place]:
 def _grounded(
     tool: str,
     path: str,
-    leaves: list[Leaf],
+    leaves: Tally[Leaf],
     minimum: tuple[int, int],
     min_share: float,
     first_uses: bool = True,
@@ -156,18 +180,17 @@ def _grounded(
     creates (``Leaf.creates``: new, and named again by later calls, as ``touch``'s file) is
     a name the agent may compose (the same name with another extension) as well as copy;
     the information check flags every composed one, so it is not ``grounded``."""
-    if not all(leaf.top for leaf in leaves):
+    if not all(leaf.top for leaf in leaves.counts):
         return None  # grounded reads the whole argument: a list or an object is never seen
-    uncommon = sum(1 for leaf in leaves if not leaf.common)
-    if creator_names and 2 * sum(1 for leaf in leaves if leaf.creates) > uncommon:
+    uncommon = leaves.count(_uncommon)
+    if creator_names and 2 * leaves.count(lambda leaf: leaf.creates) > uncommon:
         return None
-    evidence = [
-        leaf
-        for leaf in leaves
-        if not leaf.common and leaf.said and not (first_uses and leaf.in_arguments)
-    ]
-    support = _supported(evidence, minimum)
-    if support is None or 2 * len(evidence) <= uncommon:
+
+    def evidence(leaf: Leaf) -> bool:
+        return not leaf.common and leaf.said and not (first_uses and leaf.in_arguments)
+
+    support = _supported(leaves, evidence, minimum)
+    if support is None or 2 * leaves.count(evidence) <= uncommon:
         return None
     return _proposal("grounded", tool, path, leaves, support, min_share, frozenset())
 
@@ -182,27 +205,30 @@ def _proposal(
     what: str,
     tool: str,
     path: str,
-    leaves: list[Leaf],
+    leaves: Tally[Leaf],
     support: tuple[int, int],
     min_share: float,
     places: frozenset[Place],
 ) -> Proposal | None:
-    failing = sorted({leaf.run for leaf in leaves if not _passes(leaf, what, places)})
-    passed = sum(1 for leaf in leaves if _passes(leaf, what, places))
-    if passed < min_share * len(leaves):
+    """The rule, with its counts (``examples`` are the caller's: they are per path)."""
+    total = leaves.total()
+    passed = leaves.count(lambda leaf: _passes(leaf, what, places))
+    if passed < min_share * total:
         return None
-    examples = sorted({repr(leaf.value) for leaf in leaves if leaf.value is not None})[:3]
+
+    def failing(leaf: Leaf) -> bool:
+        return not _passes(leaf, what, places)
+
     return Proposal(
         what,
         tool,
         path,
         support[0],
         passed,
-        len(leaves),
-        failing[:MAX_COUNTEREXAMPLES],
-        len(failing),
+        total,
+        leaves.first_runs(failing),
+        leaves.trajectories(failing),
         tuple(sorted(places)),
-        examples=examples,
         distinct=support[1],
     )
 
@@ -223,9 +249,9 @@ def _name_kinds(rules: list[Proposal], flow: Flow) -> None:
                 parent[max(a, b)] = min(a, b)
     weight: Counter[Place] = Counter()
     for rule in rules:
-        for leaf in flow.leaves[(rule.tool, rule.path)]:
+        for leaf, n in flow.leaves[(rule.tool, rule.path)].counts.items():
             for place in leaf.producers & frozenset(rule.places):
-                weight[place] += 1
+                weight[place] += n
     groups: dict[Place, list[Place]] = {}
     for place in sorted({p for rule in rules for p in rule.places}):
         groups.setdefault(find(place), []).append(place)
@@ -247,13 +273,16 @@ def _name_kinds(rules: list[Proposal], flow: Flow) -> None:
         _recount(rule, flow.leaves[(rule.tool, rule.path)])
 
 
-def _recount(rule: Proposal, leaves: list[Leaf]) -> None:
+def _recount(rule: Proposal, leaves: Tally[Leaf]) -> None:
     """The evidence again with the merged kind's places (more places: never fewer passes)."""
     places = frozenset(rule.places)
-    failing = sorted({leaf.run for leaf in leaves if not _passes(leaf, rule.what, places)})
-    rule.passed = sum(1 for leaf in leaves if _passes(leaf, rule.what, places))
-    rule.counterexamples = failing[:MAX_COUNTEREXAMPLES]
-    rule.failing_runs = len(failing)
+
+    def failing(leaf: Leaf) -> bool:
+        return not _passes(leaf, rule.what, places)
+
+    rule.passed = leaves.count(lambda leaf: _passes(leaf, rule.what, places))
+    rule.counterexamples = leaves.first_runs(failing)
+    rule.failing_runs = leaves.trajectories(failing)
 
 
 def kind_name(place: Place) -> str:

@@ -67,7 +67,7 @@ def render(
     accepted = sum(c.accepted for c in flow.tools.values())
     lines = [
         "# Inferred by `toolguard infer` from "
-        f"{len(flow.runs)} trajectories ({accepted} accepted calls); "
+        f"{flow.runs} trajectories ({accepted} accepted calls); "
         f"min-support {min_support}, min-distinct {min_distinct}, min-share {min_share:g}.",
         "# Review every rule before relying on it; a rule's comment gives its evidence.",
         *(f"# warning: {warning}" for warning in flow.warnings),
