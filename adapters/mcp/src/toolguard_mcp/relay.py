@@ -204,17 +204,7 @@ class StdioRelay(HostSide):
         declared (a contract error raises here) and the host's own initialize follows."""
         self.probing = True
         try:
-            await self._request(
-                "initialize",
-                timeout=_LIST_TIMEOUT,
-                params={
-                    "protocolVersion": PROBE_VERSION,
-                    "capabilities": {},
-                    "clientInfo": {"name": "toolguard-mcp-proxy", "version": "0"},
-                },
-            )
-            self._to_server(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-            await self._list_tools(None, at_start=True, timeout=_LIST_TIMEOUT)
+            await self._handshake(PROBE_VERSION)
         except ServerExited:
             self.probe_exited = True  # the run that follows says so, with the exit code
         except (TimeoutError, ServerError) as exc:
@@ -225,6 +215,22 @@ class StdioRelay(HostSide):
             )
         finally:
             self.probing = False
+
+    async def _handshake(self, version: str) -> Any:
+        """The proxy's own ``initialize`` (answered: its result), ``initialized`` and the
+        first tool list, which declares every tool. The caller sets ``probing``."""
+        result = await self._request(
+            "initialize",
+            timeout=_LIST_TIMEOUT,
+            params={
+                "protocolVersion": version,
+                "capabilities": {},
+                "clientInfo": {"name": "toolguard-mcp-proxy", "version": "0"},
+            },
+        )
+        self._to_server(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        await self._list_tools(None, at_start=True, timeout=_LIST_TIMEOUT)
+        return result
 
     async def _stop_server(self) -> int | None:
         server = self.server

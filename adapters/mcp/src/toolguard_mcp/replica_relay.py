@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from .relay import StdioRelay
-from .relay_base import _LIST_TIMEOUT
 
 
 class SharedRelay(StdioRelay):
@@ -23,17 +22,7 @@ class SharedRelay(StdioRelay):
 
         self.probing = True
         try:
-            result = await self._request(
-                "initialize",
-                timeout=_LIST_TIMEOUT,
-                params={
-                    "protocolVersion": LATEST_HANDSHAKE_VERSION,
-                    "capabilities": {},
-                    "clientInfo": {"name": "toolguard-mcp-proxy", "version": "0"},
-                },
-            )
-            self._to_server(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-            await self._list_tools(None, at_start=True, timeout=_LIST_TIMEOUT)
+            result = await self._handshake(LATEST_HANDSHAKE_VERSION)
         finally:
             self.probing = False
         self.initialized = result
