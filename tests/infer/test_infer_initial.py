@@ -145,6 +145,35 @@ def test_ids_of_the_initial_state_complete_a_refs_rule(tmp_path: Path) -> None:
     assert _flags(invented, text) == [("r50", 1, "dependency.order_id")]
 
 
+def test_a_state_with_more_places_than_the_limit_is_not_traced_and_said_once() -> None:
+    runs = _mixed()
+    places = len(list(candidate_places(STATE)))
+    at_limit = trace_runs(runs, rule=CommonRule(), max_initial_places=places)
+    assert at_limit.initial_skipped == 0
+    over = trace_runs(runs, rule=CommonRule(), max_initial_places=places - 1)
+    assert over.initial_skipped == len(runs)
+    over.warn_empty()
+    (warning,) = [w for w in over.warnings if "initial state" in w]
+    assert f"{len(runs)} run(s)" in warning
+    assert f"'r00': {places} mapping places" in warning
+    assert f"--max-initial-places {places - 1}" in warning
+    # Not traced: the contract is the one inferred with the source off, the warning in its
+    # header aside.
+    rules = propose(over, min_support=5, min_share=0.95, min_distinct=5)
+    text = render(rules, over, min_support=5, min_share=0.95, min_distinct=5)
+    assert f"# warning: {warning}\n" in text
+    assert text.replace(f"# warning: {warning}\n", "") == _infer(runs, initial_state=False)
+    assert "[initial]" in _infer(runs)
+
+
+def test_infer_cli_takes_the_initial_places_limit(tmp_path: Path) -> None:
+    from toolguard.infer.cli import _parser
+
+    assert _parser().parse_args(["r.json", "--out", "c.toml"]).max_initial_places == 5_000
+    args = _parser().parse_args(["r.json", "--out", "c.toml", "--max-initial-places", "7"])
+    assert args.max_initial_places == 7
+
+
 def test_the_initial_state_is_bound_unshown(tmp_path: Path) -> None:
     contract = _contract(
         tmp_path,

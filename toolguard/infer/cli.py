@@ -21,7 +21,7 @@ from .flow import Flow, trace_runs
 from .propose import propose
 from .render import render
 from .spans import SPAN_FORMATS, SpanRead, span_runs
-from .values import CommonRule
+from .values import MAX_INITIAL_PLACES, CommonRule
 
 EXIT_ERROR = 2
 
@@ -35,6 +35,7 @@ class _Args(argparse.Namespace):
     min_distinct: int
     min_length: int
     min_int: int
+    max_initial_places: int
     explain: bool
     show_values: bool
 
@@ -101,6 +102,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="numbers with abs < N are too common to be evidence (%(default)s)",
     )
+    p.add_argument(
+        "--max-initial-places",
+        type=positive,
+        default=MAX_INITIAL_PLACES,
+        metavar="N",
+        help="a run's initial state with more mapping places than N (a whole database) is "
+        "not traced as a source, with a warning (%(default)s)",
+    )
     p.add_argument("--explain", action="store_true", help="print the sources per argument")
     p.add_argument("--show-values", action="store_true", help="put example values in the comments")
     return p
@@ -135,7 +144,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.format in SPAN_FORMATS
                 else read_runs(args.format, [source])
             )
-            trace_runs(_unique(runs, ids), rule=rule, keep_values=args.show_values, flow=flow)
+            trace_runs(
+                _unique(runs, ids),
+                rule=rule,
+                keep_values=args.show_values,
+                flow=flow,
+                max_initial_places=args.max_initial_places,
+            )
             flow.warnings.extend(read.warnings)
             flow.files += 1
         except (ToolGuardError, OSError) as exc:

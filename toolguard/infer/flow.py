@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from ..replay.given import user_values
 from ..replay.model import Answer, LiveEnvironment, RecordedRun, Said
 from ..runtime.checks.information import is_placeholder
+from ..runtime.initial_state import candidate_places
 from ..runtime.trajectories.leaves import add_leaves
 from .domains import Domain
 from .evidence import MAX_COUNTEREXAMPLES, Tally, keep_smallest
@@ -27,6 +28,7 @@ from .holders import Holder, hold
 from .lifetime import After, Lifetimes
 from .values import (
     INITIAL,
+    MAX_INITIAL_PLACES,
     CommonRule,
     argument_leaves,
     initial_leaves,
@@ -90,11 +92,23 @@ class Flow:
     runs: int = 0  # trajectories read
     files: int = 0
     warnings: list[str] = field(default_factory=list)
+    # Runs whose initial state was too large to trace (``max_initial_places``): how many, the
+    # first one's id and its size, said once by ``warn_empty``.
+    initial_skipped: int = 0
+    initial_skipped_first: tuple[str, int, int] | None = None
 
     def warn_empty(self) -> None:
-        """Say why nothing could be inferred, per tool."""
+        """Say why nothing could be inferred, per tool, and which runs' initial state was
+        not traced."""
         if not self.runs:
             self.warnings.append("no recorded run was read: nothing to infer from")
+        if self.initial_skipped_first is not None:
+            run_id, places, limit = self.initial_skipped_first
+            self.warnings.append(
+                f"{self.initial_skipped} run(s) carry an initial state too large to trace as a "
+                f"source (the first, {run_id!r}: {places} mapping places, more than "
+                f"--max-initial-places {limit}): their [initial] values explain nothing"
+            )
         for name in sorted(self.tools):
             count = self.tools[name]
             if count.answered == 0:
@@ -116,13 +130,18 @@ def trace_runs(
     keep_values: bool = False,
     flow: Flow | None = None,
     initial_state: bool = True,
+    max_initial_places: int = MAX_INITIAL_PLACES,
 ) -> Flow:
     """Trace every run of ``runs`` into ``flow`` (a new one by default). ``initial_state``:
     values of the run's initial state (``RecordedRun.initial``) are a source, at the places
-    of a contract's ``[initial]`` table."""
+    of a contract's ``[initial]`` table. ``max_initial_places``: a state with more mapping
+    places than this (a whole database, not a task's configuration) is not traced, with a
+    warning: tracing its values at every place takes memory and time that grow with the
+    places times the values (20 tau2 runs, each with its domain's whole database, 18,385 or
+    58,532 places, were killed at 24 GiB)."""
     flow = flow if flow is not None else Flow()
     for run in runs:
-        _trace(run, flow, rule, keep_values, initial_state)
+        _trace(run, flow, rule, keep_values, initial_state, max_initial_places)
     return flow
 
 
@@ -142,7 +161,12 @@ def _enums(props: Mapping[str, Any]) -> Mapping[str, frozenset[Any]]:
 
 
 def _trace(
-    run: RecordedRun, flow: Flow, rule: CommonRule, keep_values: bool, initial_state: bool
+    run: RecordedRun,
+    flow: Flow,
+    rule: CommonRule,
+    keep_values: bool,
+    initial_state: bool,
+    max_initial_places: int = MAX_INITIAL_PLACES,
 ) -> None:
     flow.runs += 1
     said: list[str] = []
@@ -166,10 +190,16 @@ def _trace(
     fresh: list[tuple[int, int, Any]] = []
     last_use: dict[Any, int] = {}
     number = 0
-    if initial_state and run.initial is not None:
+    traced = initial_state and run.initial is not None
+    initial_places = list(candidate_places(run.initial)) if traced else []
+    if len(initial_places) > max_initial_places:
+        flow.initial_skipped += 1
+        if flow.initial_skipped_first is None:
+            flow.initial_skipped_first = (run.id, len(initial_places), max_initial_places)
+    elif traced:
         # What the environment held before the first call (BFCL's initial_config): a source
         # a contract's [initial] table binds, never shown to the model (not "seen").
-        for place, value in initial_leaves(run.initial):
+        for place, value in initial_leaves(run.initial, initial_places):
             found = _lookup(produced, value)
             if found is None:
                 with contextlib.suppress(TypeError):

@@ -18,6 +18,9 @@ from typing import Any
 from ..runtime.initial_state import candidate_places, finder
 
 MAX_DEPTH = 20  # as the guard's own walks: deeper values are never bound
+# An initial state with more mapping places than this is not traced (flow.trace_runs). BFCL's
+# largest task configuration has 75; a database dumped whole has tens of thousands.
+MAX_INITIAL_PLACES = 5_000
 # The producer "tool" of a value the environment's initial state held: its places are a
 # contract's ``[initial]`` table, not a tool's ``produces``.
 INITIAL = "(initial state)"
@@ -170,11 +173,12 @@ def place_of(path: str) -> str:
     return "$." + path
 
 
-def initial_leaves(state: Any) -> Iterator[tuple[str, Any]]:
+def initial_leaves(state: Any, places: Iterable[str] | None = None) -> Iterator[tuple[str, Any]]:
     """(place, value): every value of the environment's initial state at each ``[initial]``
     place that finds it: a leaf's exact path and key name (as in a result), and the keys of
     every mapping (``PATH{}``, ``KEY{}``: records keyed by their ids), each found by the
-    finder a replay uses, so inference and replay agree."""
+    finder a replay uses, so inference and replay agree. ``places``: the state's
+    ``candidate_places``, where the caller has them already."""
     for place, value in result_leaves(state):
         if place == "$":
             continue
@@ -182,6 +186,6 @@ def initial_leaves(state: Any) -> Iterator[tuple[str, Any]]:
         key = key_place(place)
         if key is not None:
             yield key, value
-    for place in candidate_places(state):
+    for place in candidate_places(state) if places is None else places:
         for value in finder(place)(state):
             yield place, value
