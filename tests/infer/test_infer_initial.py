@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 import toolguard as tg
 from toolguard.infer import CommonRule, propose, render, trace_runs
+from toolguard.infer.cli import _parser
 from toolguard.infer.propose import kind_name
 from toolguard.infer.values import INITIAL
 from toolguard.replay.engine import WITH_CONTRACT, Replayer
@@ -166,9 +167,7 @@ def test_a_state_with_more_places_than_the_limit_is_not_traced_and_said_once() -
     assert "[initial]" in _infer(runs)
 
 
-def test_infer_cli_takes_the_initial_places_limit(tmp_path: Path) -> None:
-    from toolguard.infer.cli import _parser
-
+def test_infer_cli_takes_the_initial_places_limit() -> None:
     assert _parser().parse_args(["r.json", "--out", "c.toml"]).max_initial_places == 5_000
     args = _parser().parse_args(["r.json", "--out", "c.toml", "--max-initial-places", "7"])
     assert args.max_initial_places == 7

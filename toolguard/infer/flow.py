@@ -160,13 +160,34 @@ def _enums(props: Mapping[str, Any]) -> Mapping[str, frozenset[Any]]:
     return out
 
 
+def _trace_initial(
+    run: RecordedRun, flow: Flow, produced: dict[Any, set[Place]], max_places: int
+) -> None:
+    """What the environment held before the first call (BFCL's initial_config): a source a
+    contract's [initial] table binds, never shown to the model (not "seen"). A state with
+    more than ``max_places`` places is counted for ``warn_empty`` and not traced."""
+    places = list(candidate_places(run.initial))
+    if len(places) > max_places:
+        flow.initial_skipped += 1
+        if flow.initial_skipped_first is None:
+            flow.initial_skipped_first = (run.id, len(places), max_places)
+        return
+    for place, value in initial_leaves(run.initial, places):
+        found = _lookup(produced, value)
+        if found is None:
+            with contextlib.suppress(TypeError):
+                produced[value] = {(INITIAL, place)}
+        else:
+            found.add((INITIAL, place))
+
+
 def _trace(
     run: RecordedRun,
     flow: Flow,
     rule: CommonRule,
     keep_values: bool,
     initial_state: bool,
-    max_initial_places: int = MAX_INITIAL_PLACES,
+    max_initial_places: int,
 ) -> None:
     flow.runs += 1
     said: list[str] = []
@@ -190,22 +211,8 @@ def _trace(
     fresh: list[tuple[int, int, Any]] = []
     last_use: dict[Any, int] = {}
     number = 0
-    traced = initial_state and run.initial is not None
-    initial_places = list(candidate_places(run.initial)) if traced else []
-    if len(initial_places) > max_initial_places:
-        flow.initial_skipped += 1
-        if flow.initial_skipped_first is None:
-            flow.initial_skipped_first = (run.id, len(initial_places), max_initial_places)
-    elif traced:
-        # What the environment held before the first call (BFCL's initial_config): a source
-        # a contract's [initial] table binds, never shown to the model (not "seen").
-        for place, value in initial_leaves(run.initial, initial_places):
-            found = _lookup(produced, value)
-            if found is None:
-                with contextlib.suppress(TypeError):
-                    produced[value] = {(INITIAL, place)}
-            else:
-                found.add((INITIAL, place))
+    if initial_state and run.initial is not None:
+        _trace_initial(run, flow, produced, max_initial_places)
     for event in run.events:
         if isinstance(event, Said):
             said.append(event.text)

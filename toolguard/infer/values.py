@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..runtime.initial_state import candidate_places, finder
+from ..runtime.initial_state import finder
 
 MAX_DEPTH = 20  # as the guard's own walks: deeper values are never bound
 # An initial state with more mapping places than this is not traced (flow.trace_runs). BFCL's
@@ -173,12 +173,12 @@ def place_of(path: str) -> str:
     return "$." + path
 
 
-def initial_leaves(state: Any, places: Iterable[str] | None = None) -> Iterator[tuple[str, Any]]:
+def initial_leaves(state: Any, places: Iterable[str]) -> Iterator[tuple[str, Any]]:
     """(place, value): every value of the environment's initial state at each ``[initial]``
     place that finds it: a leaf's exact path and key name (as in a result), and the keys of
     every mapping (``PATH{}``, ``KEY{}``: records keyed by their ids), each found by the
     finder a replay uses, so inference and replay agree. ``places``: the state's
-    ``candidate_places``, where the caller has them already."""
+    ``candidate_places`` (the caller counts them first)."""
     for place, value in result_leaves(state):
         if place == "$":
             continue
@@ -186,6 +186,6 @@ def initial_leaves(state: Any, places: Iterable[str] | None = None) -> Iterator[
         key = key_place(place)
         if key is not None:
             yield key, value
-    for place in candidate_places(state) if places is None else places:
+    for place in places:
         for value in finder(place)(state):
             yield place, value
