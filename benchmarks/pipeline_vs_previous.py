@@ -18,6 +18,12 @@ previous code's compiled path, which its plain tools took):
 A third worker runs the previous code's general path (``call.py``, which its dry-run and
 ``tg.State`` tools, log mode and content recording took): new / general, no target.
 
+Beside the times, the bytecodes one call executes beyond the bare function, counted by a
+tracing function (``sys.settrace`` with opcode events) on each side: no target, but the same
+on every run however loaded the machine, so a change to the pipeline can be judged by it
+where the times are noise. It counts Python only: work done in C (pydantic-core, a ``map``
+over a list) costs time and no bytecodes.
+
 The existing targets against ``validate_call`` and the lean span are
 ``python -m benchmarks.overhead``'s (run on this checkout alone).
 """
@@ -147,10 +153,36 @@ def _worker(tree: str, spans: str, general: bool = False) -> None:
             done += k
         return elapsed
 
+    def count(key: str) -> int:
+        """Bytecodes executed by one call (after three), counted by a tracing function:
+        the same on every run, whatever else the machine does."""
+        run_chunk, provider = built[key]
+        executed = [0]
+
+        def opcodes(frame: Any, event: str, arg: Any) -> Any:
+            if event == "call":
+                frame.f_trace_opcodes = True
+            elif event == "opcode":
+                executed[0] += 1
+            return opcodes
+
+        with tg.trajectory(tracer_provider=provider or off) as traj:
+            traj.bind("account_id", w.ACCOUNT)
+            traj.bind("account_id", "acc-closed")
+            run_chunk(3)
+            sys.settrace(opcodes)
+            try:
+                run_chunk(1)
+            finally:
+                sys.settrace(None)
+        return executed[0]
+
     for line in sys.stdin:
         key, n = line.rsplit(" ", 1)
-        seconds = run(key, int(n))
-        sys.stdout.write(f"{seconds!r}\n")
+        if n.strip() == "count":
+            sys.stdout.write(f"{count(key)}\n")
+        else:
+            sys.stdout.write(f"{run(key, int(n))!r}\n")
         sys.stdout.flush()
     file_provider.shutdown()
 
@@ -179,6 +211,16 @@ class _Side:
             raise RuntimeError(f"the {self.label} worker died (see its output above)")
         return float(line) / n
 
+    def count(self, key: str) -> int:
+        """The bytecodes one call of ``key`` executes (the worker's ``count``)."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{key} count\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the {self.label} worker died (see its output above)")
+        return int(line)
+
     def close(self) -> None:
         if self.proc.stdin is not None:
             self.proc.stdin.close()
@@ -206,6 +248,7 @@ def measure(old_tree: Path, rounds: int, n: int, tmp: Path) -> dict[str, Any]:
         for side in sides.values():  # warm-up
             for key in keys:
                 side.time(key, max(10, n // 10))
+        counts = {(s, k): side.count(k) for s, side in sides.items() for k in keys}
         for _ in range(rounds):
             order = [(s, k) for k in keys for s in sides]
             rng.shuffle(order)
@@ -241,6 +284,9 @@ def measure(old_tree: Path, rounds: int, n: int, tmp: Path) -> dict[str, Any]:
             "ratio_general": over["new"] / over["general"],
             "per_round": statistics.quantiles(per_round, n=4) if len(per_round) > 1 else [],
             "target": TARGETS[tracing],
+            # what the call executes beyond the bare function's chunk (the same every run)
+            "old_bytecodes": counts[("old", key)] - counts[("old", bare)],
+            "new_bytecodes": counts[("new", key)] - counts[("new", bare)],
         }
     return out
 
@@ -301,6 +347,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{c['ratio']:8.2f}  {spread:13} <= {c['target']}: {verdict:6}  "
             f"{c['ratio_general']:.2f}"
         )
+    print(
+        "\nbytecodes one call executes beyond the bare function (a tracing function counts "
+        "them: the same on every run, however loaded the machine)"
+    )
+    print(f"{'case':38} {'old':>8} {'new':>8} {'new/old':>8}")
+    for key, c in result["cases"].items():
+        old, new = c["old_bytecodes"], c["new_bytecodes"]
+        print(f"{key:38} {old:8d} {new:8d} {new / old if old > 0 else float('nan'):8.2f}")
     print(f"\n{result['seconds']:.0f} s; every target {'met' if met_all else 'NOT met'}")
     if opts.json:
         Path(opts.json).write_text(json.dumps(result, indent=2))

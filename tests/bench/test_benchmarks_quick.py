@@ -127,3 +127,7 @@ def test_pipeline_vs_previous_quick(tmp_path: Path) -> None:
     assert set(result["cases"]) == {f"{name} | {tracing}" for name, tracing, _ in CASES}
     for figures in result["cases"].values():
         assert math.isfinite(figures["old_us"]) and math.isfinite(figures["new_us"])
+    # The counts are of one call beyond the bare function: every guarded call executes some
+    # Python on each side (the search too: its trajectory bindings are written in Python).
+    for key, figures in result["cases"].items():
+        assert figures["old_bytecodes"] > 0 and figures["new_bytecodes"] > 0, key
