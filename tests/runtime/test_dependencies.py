@@ -3,7 +3,9 @@ calls made outside any trajectory."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -436,3 +438,47 @@ def test_a_refs_path_must_start_at_an_argument(otel) -> None:
         @guard.tool(refs={"payment[].id": "payment_id"})
         def book(payments: list[dict]) -> str:
             return "booked"
+
+
+def test_bind_result_never_raises_and_binds_what_it_found_first(otel, caplog) -> None:
+    guard = otel.guard()
+
+    def ids(result: Any) -> Iterator[str]:
+        for row in result:
+            yield row["id"]  # a KeyError on a row of another shape, a TypeError on a dict
+
+    @guard.tool(produces={ids: "order_id"})
+    def list_orders(user: str) -> list[dict]:
+        return []
+
+    @guard.tool(refs={"order_id": "order_id"})
+    def cancel(order_id: str) -> str:
+        return order_id
+
+    with otel.trajectory("broken-produces") as traj:
+        traj.bind_result(guard.get_tool("list_orders"), {"error": "no such user"})
+        traj.bind_result(guard.get_tool("list_orders"), [{"id": "o-1"}, {"code": 7}])
+        assert cancel(order_id="o-1") == "o-1"
+        assert guard.call("cancel", {"order_id": "o-9"}).cause == "dependency"
+    assert "reading an earlier result of list_orders failed" in caplog.text
+
+
+def test_bind_result_leaves_an_invalidated_value_stale(otel) -> None:
+    guard = otel.guard()
+
+    @guard.tool(produces={"id": "contact_id"})
+    def search() -> list[dict]:
+        return [{"id": "c-1"}, {"id": "c-2"}]
+
+    @guard.tool(refs={"contact_id": "contact_id"}, invalidates={"contact_id": "contact_id"})
+    def remove(contact_id: str) -> str:
+        return "removed"
+
+    with otel.trajectory("one-conversation") as traj:
+        search()
+        remove(contact_id="c-1")
+        # the next turn replays the earlier search's result: c-1 stays removed, c-3 is new
+        traj.bind_result(guard.get_tool("search"), [{"id": "c-1"}, {"id": "c-3"}])
+        rejection = guard.call("remove", {"contact_id": "c-1"})
+        assert rejection.cause == "dependency" and "invalidated" in str(rejection)
+        assert guard.call("remove", {"contact_id": "c-3"}) == "removed"

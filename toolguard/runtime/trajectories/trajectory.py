@@ -20,7 +20,7 @@ from opentelemetry.trace import Span, Tracer
 from ... import _contract as contract
 from ..._errors import UsageError
 from ..telemetry import spans as tel
-from ..verdict import Failure, Verdict
+from ..verdict import NAME_LIMIT, Failure, Verdict, shorten_text
 from . import at_exit
 from .bindings import Binding, Bindings
 from .current import count_open, current_var
@@ -198,10 +198,28 @@ class Trajectory:
 
     def bind_result(self, tool: Any, result: Any) -> None:
         """Bind what ``tool`` (a :class:`Tool`, e.g. ``guard.get_tool(name)``) would produce
-        from ``result``, without a step: context the agent had before the trajectory began."""
-        for kind, value in tool.extract(result):
-            self.bind(kind, value, source=f"{tool.name} (context)")
-        self.observe(result)
+        from ``result``, without a step: context the agent had before the trajectory began.
+
+        Never raises: the adapters call it with every earlier result of a conversation, before
+        the run's first call, and a ``produces`` callable that fails on one (an error result
+        of another shape) must not stop the agent; what it found before failing is bound, as
+        for a call's own result, and the failure is logged.
+
+        A value this trajectory already binds as that kind keeps its binding: a conversation
+        kept in one trajectory replays its earlier turns' results at each new turn, and an id
+        a call invalidated there stays stale (the trajectory knows more than the history)."""
+        source = f"{tool.name} (context)"
+        bindings = self._bindings
+        try:
+            for kind, value in tool.extract(result):
+                if bindings.lookup(kind, value) is None:
+                    self.bind(kind, value, source=source)
+            self.observe(result)
+        except Exception:
+            logger.exception(
+                "toolguard: reading an earlier result of %s failed; what it produces is not bound",
+                shorten_text(str(getattr(tool, "name", "?")), NAME_LIMIT),
+            )
 
     def lookup(self, kind: str, value: Any) -> Binding | None:
         """The binding of ``value`` as a ``kind`` (live or stale), or None."""
