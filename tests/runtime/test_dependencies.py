@@ -3,6 +3,10 @@ calls made outside any trajectory."""
 
 from __future__ import annotations
 
+import datetime
+import enum
+import json
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -482,3 +486,75 @@ def test_bind_result_leaves_an_invalidated_value_stale(otel) -> None:
         rejection = guard.call("remove", {"contact_id": "c-1"})
         assert rejection.cause == "dependency" and "invalidated" in str(rejection)
         assert guard.call("remove", {"contact_id": "c-3"}) == "removed"
+
+
+# -- values the parameter's type converted -------------------------------------------------
+
+
+def test_refs_find_an_id_the_parameter_type_converted(otel) -> None:
+    """The model copies an id as JSON text; the tool's parameter type converts it. The
+    dependency check finds the binding of the value written the same."""
+    guard = otel.guard()
+    order = "12345678-1234-5678-1234-567812345678"
+
+    @guard.tool(produces={"id": "order_id"})
+    def list_orders() -> list[dict]:
+        return [{"id": order}, {"id": 42}, {"id": True}]
+
+    @guard.tool(refs={"order_id": "order_id"}, invalidates={"order_id": "order_id"})
+    def cancel(order_id: uuid.UUID) -> str:
+        return f"cancelled {order_id}"
+
+    @guard.tool(refs={"ticket": "order_id"})
+    def close(ticket: str) -> str:
+        return f"closed {ticket}"
+
+    with otel.trajectory("converted") as traj:
+        list_orders()
+        assert guard.call("close", '{"ticket": "42"}') == "closed 42"  # 42 in the result
+        assert guard.call("cancel", json.dumps({"order_id": order})) == f"cancelled {order}"
+        again = guard.call("cancel", json.dumps({"order_id": order}))
+        assert again.cause == "dependency" and "invalidated" in str(again)  # stale stays stale
+        # True was produced, but no id is written "True"; 43 was never produced
+        assert guard.call("close", '{"ticket": "True"}').cause == "dependency"
+        assert guard.call("close", '{"ticket": "43"}').cause == "dependency"
+    assert traj.first_error_depth == 4
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+def test_grounded_reads_the_value_as_the_model_sent_it(otel) -> None:
+    guard = otel.guard()
+
+    @guard.tool(grounded=["degrees"])
+    def set_thermostat(degrees: float) -> float:
+        return degrees
+
+    @guard.tool(grounded=["color"])
+    def paint(color: Color) -> str:
+        return color.value
+
+    @guard.tool(grounded=["when"])
+    def book(when: datetime.datetime) -> str:
+        return when.isoformat()
+
+    @guard.tool(grounded=["names"])
+    def invite(names: list[str]) -> int:
+        return len(names)
+
+    said = "Set it to 72, paint it red, book 2024-05-01T10:00:00Z and invite Ann, Bob"
+    with otel.trajectory("as-sent", user_input=said) as traj:
+        assert guard.call("set_thermostat", '{"degrees": 72}') == 72.0
+        assert guard.call("paint", '{"color": "red"}') == "red"
+        assert paint(Color.RED) == "red"  # a direct call's member: by its value
+        assert guard.call("book", '{"when": "2024-05-01T10:00:00Z"}').startswith("2024-05-01")
+        assert guard.call("invite", '{"names": ["Ann", "Bob"]}') == 2
+        assert guard.call("invite", '{"names": []}') == 0
+        made_up = guard.call("invite", '{"names": ["Ann", "Zoe"]}')
+        assert made_up.cause == "information" and "nowhere" in str(made_up)
+        placeholder = guard.call("invite", '{"names": ["Ann", "<name>"]}')
+        assert placeholder.cause == "information" and "placeholder" in str(placeholder)
+        assert guard.call("set_thermostat", '{"degrees": 73}').cause == "information"
+    assert traj.first_error_depth == 7

@@ -11,6 +11,7 @@ they all produce the same spans and verdicts. Its public face is ``pending.py``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from contextvars import Token
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,7 @@ class _Call:
         "_nested",
         "_owns_span",
         "_recording",
+        "_sent",
         "_sorted",
         "_span",
         "_state",
@@ -72,6 +74,7 @@ class _Call:
     _nested: Token[Trajectory | bool] | None
     _owns_span: bool
     _recording: bool
+    _sent: Mapping[str, Any]  # the arguments as sent, before the schema converted them
     _sorted: list[Failure]
     _span: Span
     _state: Any

@@ -209,6 +209,7 @@ class Pipeline:
         """The pre-execution checks in precedence order; a blocked call is closed here and
         carries its rejection."""
         block = call._mode == "block"
+        call._sent = raw  # what the information check compares with what was said
         if self.guard.record_content and call._recording:
             tel.set_attributes(call._span, {contract.GEN_AI_TOOL_CALL_ARGUMENTS: tel.content(raw)})
         try:

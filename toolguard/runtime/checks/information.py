@@ -4,6 +4,7 @@ has seen (the user's words, a tool's output), never a placeholder the model made
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from ... import _contract as contract
@@ -17,6 +18,7 @@ from .stage import CheckStage
 if TYPE_CHECKING:
     from ..calls.call import _Call
 
+_ITEMS = (list, tuple, set, frozenset)
 _PLACEHOLDERS = frozenset(
     {
         "",
@@ -49,10 +51,13 @@ def information_stage(tool: Tool) -> CheckStage | None:
         call: _Call, values: Mapping[str, Any], stop: bool, unvalidated: bool
     ) -> list[Failure] | None:
         found: list[Failure] = []
+        sent = call._sent
         for arg in grounded:
             if arg not in values:
                 continue
-            value = values[arg]
+            # The value as the model wrote it ("72", "red", an ISO date), not as the schema
+            # converted it (72.0, Color.RED, a datetime): that is what the user said.
+            value = sent[arg] if arg in sent else values[arg]
             placeholder = ungrounded(call._traj, value)
             if placeholder is not None:
                 found.append(grounded_failure(arg, value, placeholder))
@@ -65,8 +70,22 @@ def information_stage(tool: Tool) -> CheckStage | None:
 
 def ungrounded(traj: Trajectory | None, value: Any) -> bool | None:
     """None when ``value`` is grounded; else whether it is a placeholder (True) or a value
-    the trajectory never saw (False). A value that cannot be rendered as text (nested past
-    the interpreter's depth, a ``__str__`` that raises) cannot have been said: not grounded."""
+    the trajectory never saw (False). A list is grounded when each of its items is (the
+    names the user listed); an enum member by its value. A value that cannot be rendered as
+    text (nested past the interpreter's depth, a ``__str__`` that raises) cannot have been
+    said: not grounded."""
+    if isinstance(value, _ITEMS):
+        for item in value:  # an item that is itself a list is judged as its text: "[...]"
+            found = _ungrounded_one(traj, item)
+            if found is not None:
+                return found
+        return None
+    return _ungrounded_one(traj, value)
+
+
+def _ungrounded_one(traj: Trajectory | None, value: Any) -> bool | None:
+    if isinstance(value, Enum) and not isinstance(value, str):
+        value = value.value
     try:
         text = value if isinstance(value, str) else str(value)
     except Exception:  # RecursionError included

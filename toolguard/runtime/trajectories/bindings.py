@@ -74,12 +74,52 @@ class Bindings:
         values = self.by_kind.get(kind, {})
         key = _key(value)
         binding = values.get(key)
+        if binding is None:  # bound as the text it converts from (a UUID's string): that one
+            key = self._same_text(kind, value)
+            binding = values.get(key) if key is not None else None
         if binding is not None:
             values[key] = Binding(False, binding.produced_by, binding.step, by, binding.shown)
 
     def lookup(self, kind: str, value: Any) -> Binding | None:
         key = _key(value)
         return None if key is None else self.by_kind.get(kind, {}).get(key)
+
+    def find(self, kind: str, value: Any) -> Binding | None:
+        """:meth:`lookup`, else the binding of a value written the same (:meth:`lookup_text`):
+        what the dependency check asks."""
+        found = self.lookup(kind, value)
+        return found if found is not None else self.lookup_text(kind, value)
+
+    def lookup_text(self, kind: str, value: Any) -> Binding | None:
+        """The binding of a ``kind`` value written as ``value`` is, or None. The model copies
+        an id as JSON text and the tool's parameter type converts it: ``"42"`` for a
+        result's ``42`` where the parameter is a ``str``, a ``UUID`` made of a result's
+        string. Asked only after :meth:`lookup` found nothing (a scan of the kind)."""
+        key = self._same_text(kind, value)
+        return None if key is None else self.by_kind[kind][key]
+
+    def _same_text(self, kind: str, value: Any) -> Any:
+        """The bound ``kind`` value written as ``value`` is (a live one first), or None.
+        Booleans are never ids written "True"."""
+        if type(value) is bool:
+            return None
+        try:
+            text = str(value)
+        except Exception:
+            return None
+        found = None
+        for bound, binding in self.by_kind.get(kind, {}).items():
+            if type(bound) is bool:
+                continue
+            try:
+                same = str(bound) == text
+            except Exception:
+                continue
+            if same:
+                if binding.live:
+                    return bound
+                found = bound
+        return found
 
     def kinds_of(self, value: Any) -> list[str]:
         key = _key(value)

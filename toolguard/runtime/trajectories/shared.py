@@ -275,13 +275,13 @@ class SharedTrajectory(Replica):
     def lookup(self, kind: str, value: Any) -> Binding | None:
         """As :meth:`Trajectory.lookup`; a value not live here while other processes' steps
         are pending is looked up again once they land (``shared_wait.wait_for``)."""
-        binding = self._bindings.lookup(kind, value)
+        binding = self._bindings.find(kind, value)
         if (
             (binding is None or not binding.live)
             and shared_wait.waiting()
-            and shared_wait.wait_for(self, lambda: _live(self._bindings.lookup(kind, value)))
+            and shared_wait.wait_for(self, lambda: _live(self._bindings.find(kind, value)))
         ):
-            return self._bindings.lookup(kind, value)
+            return self._bindings.find(kind, value)
         return binding
 
     def unsettled(self, fail_open: bool) -> Failure | bool | None:

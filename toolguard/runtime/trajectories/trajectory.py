@@ -222,8 +222,10 @@ class Trajectory:
             )
 
     def lookup(self, kind: str, value: Any) -> Binding | None:
-        """The binding of ``value`` as a ``kind`` (live or stale), or None."""
-        return self._bindings.lookup(kind, value)
+        """The binding of ``value`` as a ``kind`` (live or stale), or None. A value of
+        another type written the same (``"42"`` for ``42``, a ``UUID`` for its string) is
+        the same value: the model copied it as text and the parameter's type converted it."""
+        return self._bindings.find(kind, value)
 
     def unsettled(self, fail_open: bool) -> Failure | bool | None:
         """Whether what this call looked up may be incomplete: False here (everything this
