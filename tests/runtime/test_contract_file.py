@@ -99,6 +99,12 @@ def test_contract_names_a_tool_the_server_does_not_offer(tmp_path: Path) -> None
         ("[tools.t]\npreconditions = [{ id = 'p', predicate = 'contract_rules:NOT_CALLABLE' }]",
          ["'t'", "not callable"]),
         ("[tools.t\n", ["contract.toml", "not valid TOML"]),
+        ("[tools.t]\npreconditions = [{ id = 'p', predicate = ':f' }]",
+         ["'t'", "'p'", "absolute module name", "':f'"]),
+        ("[tools.t]\npreconditions = [{ id = 'p', predicate = '.contract_rules:f' }]",
+         ["'t'", "'p'", "absolute module name"]),
+        ("[tools.t]\npreconditions = [{ id = 'p', predicate = 'contract_rules:' }]",
+         ["'t'", "'p'", "absolute module name"]),
     ],
 )  # fmt: skip
 def test_a_malformed_contract_file_names_file_tool_and_key(
@@ -108,6 +114,31 @@ def test_a_malformed_contract_file_names_file_tool_and_key(
         tg.load_contract(write(tmp_path, text))
     for name in names:
         assert name in str(info.value)
+
+
+def test_an_unreadable_contract_file_is_a_clear_error(tmp_path: Path) -> None:
+    latin = tmp_path / "latin.toml"
+    latin.write_bytes(b'[tools.t]\ngrounded = ["caf\xe9"]\n')
+    with pytest.raises(tg.ContractFileError, match=r"latin.toml: not UTF-8 text \(byte 26"):
+        tg.load_contract(latin)
+    with pytest.raises(tg.ContractFileError, match="is a folder, not a contract file"):
+        tg.load_contract(tmp_path)
+
+
+def test_a_predicate_module_that_fails_to_import_names_tool_and_condition(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "broken_rules_syntax.py").write_text("def ok(:\n")
+    (tmp_path / "broken_rules_raises.py").write_text("raise RuntimeError('no database')\n")
+    for module, error in (
+        ("broken_rules_syntax", "SyntaxError"),
+        ("broken_rules_raises", "no database"),
+    ):
+        text = f"[tools.t]\npreconditions = [{{ id = 'p', predicate = '{module}:ok' }}]"
+        with pytest.raises(tg.ContractFileError) as info:
+            tg.load_contract(write(tmp_path, text))
+        for name in ("contract.toml", "'t'", "'p'", f"importing '{module}:ok' failed", error):
+            assert name in str(info.value)
 
 
 def test_a_missing_contract_file_is_a_clear_error(tmp_path: Path) -> None:

@@ -152,6 +152,14 @@ def load_contract(path: str | os.PathLike[str]) -> Contract:
             data = tomllib.load(f)
     except FileNotFoundError:
         raise ContractFileError(f"{where}: no such contract file") from None
+    except IsADirectoryError:
+        raise ContractFileError(f"{where}: is a folder, not a contract file") from None
+    except OSError as exc:
+        raise ContractFileError(f"{where}: cannot read it: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:  # TOML is UTF-8 text
+        raise ContractFileError(
+            f"{where}: not UTF-8 text (byte {exc.start}: {exc.object[exc.start : exc.start + 1]!r})"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ContractFileError(f"{where}: not valid TOML: {exc}") from None
     unknown = sorted(set(data) - _TOP_KEYS)
@@ -277,10 +285,20 @@ def _condition(
     if not isinstance(target, str) or ":" not in target:
         raise fail(key, f"condition {cid!r}: predicate must be 'module:function', not {target!r}")
     module_name, _, attr = target.partition(":")
+    if not module_name or module_name.startswith(".") or not attr:
+        raise fail(
+            key,
+            f"condition {cid!r}: predicate must be 'module:function' with an absolute module "
+            f"name, not {target!r}",
+        )
     try:
         predicate = getattr(_import_beside(module_name, where), attr)
     except (ImportError, AttributeError) as exc:
         raise fail(key, f"condition {cid!r}: cannot import {target!r}: {exc}") from None
+    except Exception as exc:  # the module itself is broken: a SyntaxError, or it raised
+        raise fail(
+            key, f"condition {cid!r}: importing {target!r} failed: {type(exc).__name__}: {exc}"
+        ) from None
     if not callable(predicate):
         raise fail(key, f"condition {cid!r}: {target!r} is not callable")
     return cid, predicate, str(message)
