@@ -73,6 +73,33 @@ def test_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert "tool 'f', key 'refs'" in capsys.readouterr().err
 
 
+def test_contract_mistakes_name_the_contract_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = write_jsonl(tmp_path / "runs.jsonl", [RUN])
+    out = str(tmp_path / "s.jsonl")
+    # refs naming no argument of the schema the file gives: an error naming the file
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text(
+        '[tools.f]\nrefs = { y = "k" }\n'
+        'json_schema = { type = "object", properties = { x = { type = "integer" } } }\n'
+    )
+    assert main(["openai", str(log), "--out", out, "--contract", str(wrong)]) == 2
+    err = capsys.readouterr().err
+    assert f"toolguard: error: {wrong}: tool 'f': refs names 'y'" in err
+    assert "Traceback" not in err
+    # a tool no run offered or called (misspelt): its rules check nothing, said once
+    typo = tmp_path / "typo.toml"
+    typo.write_text('[tools.ff]\nrefs = { x = "k" }\n\n[tools.f]\ngrounded = ["x"]\n')
+    assert main(["openai", str(log), "--out", out, "--contract", str(typo)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("no replayed run offered or called") == 1 and "(misspelt?): ff\n" in err
+    right = tmp_path / "right.toml"
+    right.write_text('[tools.f]\ngrounded = ["x"]\n')
+    assert main(["openai", str(log), "--out", out, "--contract", str(right)]) == 0
+    assert "no replayed run offered or called" not in capsys.readouterr().err
+
+
 def test_the_progress_line() -> None:
     stream = io.StringIO()
     meter = _Progress(True, stream)

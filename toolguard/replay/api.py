@@ -127,6 +127,7 @@ def replay_files(
                 stats.trajectories += 1
             meter.update(stats)
             run = next(runs, None)
+        stats.unknown_contract_tools = replayer.unknown_contract_tools()
         completed = True
     except (ReplayInputError, MemoryError):
         failed = True

@@ -185,6 +185,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"replayed {stats.runs} runs ({stats.calls} tool calls) from {len(stats.files)} "
         f"file(s): {stats.trajectories} trajectories written to {args.out}"
     )
+    if stats.unknown_contract_tools:
+        print(
+            "toolguard: warning: the contract names tool(s) no replayed run offered or called, "
+            f"whose rules checked nothing (misspelt?): {', '.join(stats.unknown_contract_tools)}",
+            file=sys.stderr,
+        )
     if stats.skipped:
         print(
             f"toolguard: warning: skipped {stats.skipped} invalid run(s); first: "

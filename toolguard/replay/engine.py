@@ -17,16 +17,26 @@ live object as ``instance``, and the dry run forks it.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from opentelemetry.trace import TracerProvider
 
 # The runtime as a user sees it, the package's public names: its modules may move.
-from .. import Contract, Guard, Rejection, ToolSpec, Trajectory, UndoLogFork
+from .. import (
+    Contract,
+    ContractFileError,
+    Guard,
+    Rejection,
+    ToolDefinitionError,
+    ToolSpec,
+    Trajectory,
+    UndoLogFork,
+)
 from .given import user_values
 from .model import Executor, LiveEnvironment, RecordedCall, RecordedRun, ReplayInputError, Said
 
@@ -80,6 +90,14 @@ class Replayer:
         self.flush_every = flush_every
         self._unflushed = 0
         self._specs: dict[tuple[str, str, str, str], ToolSpec] = {}
+        # Every tool a replayed run offered or called: a contract's tool outside it is
+        # probably misspelt (``unknown_contract_tools``).
+        self.tools_seen: set[str] = set()
+
+    def unknown_contract_tools(self) -> list[str]:
+        """The contract's tools no replayed run offered or called (a misspelt name checks
+        nothing), sorted; empty without a contract."""
+        return [] if self.contract is None else self.contract.unknown_tools(self.tools_seen)
 
     @property
     def cohorts(self) -> tuple[str, ...]:
@@ -113,6 +131,8 @@ class Replayer:
         """Replay ``run`` as ``cohort``; returns the ended trajectory (T, FED, verdicts)."""
         if cohort not in COHORTS:
             raise ValueError(f"cohort must be one of {', '.join(COHORTS)}, not {cohort!r}")
+        if run.tools is not None:
+            self.tools_seen.update(run.tools)
         contract = self.contract if cohort == WITH_CONTRACT else None
         if cohort == WITH_CONTRACT and contract is None:
             raise ValueError("the with_contract cohort needs a contract")
@@ -144,11 +164,14 @@ class Replayer:
         declared: set[str] = set()
         declare_on_sight = False
         if live is not None:
-            _proxy(guard, live, lambda n: self._spec(n, _schema(run, n), contract, run))
+            self.tools_seen.update(live.owners)
+            with _in_contract(contract):
+                _proxy(guard, live, lambda n: self._spec(n, _schema(run, n), contract, run))
         elif contract is not None and run.tools is not None:
             # The run says what it offered: any other tool is unknown to the what-if.
-            for name in {**dict.fromkeys(run.tools), **dict.fromkeys(contract.tools)}:
-                guard.declare(name, self._spec(name, run.tools.get(name), contract, run))
+            with _in_contract(contract):
+                for name in {**dict.fromkeys(run.tools), **dict.fromkeys(contract.tools)}:
+                    guard.declare(name, self._spec(name, run.tools.get(name), contract, run))
             declared = set(run.tools) | set(contract.tools)
         else:
             declare_on_sight = True
@@ -177,8 +200,10 @@ class Replayer:
                 ids = _unique_ids(event.calls, traj.length)
                 traj.reserve(ids)  # steps in emission order, by call id
                 for call, call_id in zip(event.calls, ids, strict=True):
+                    self.tools_seen.add(call.name)
                     if declare_on_sight and call.name not in declared:
-                        guard.declare(call.name, self._spec(call.name, None, contract, run))
+                        with _in_contract(contract):
+                            guard.declare(call.name, self._spec(call.name, None, contract, run))
                         declared.add(call.name)
                     if live is not None:
                         self._live_call(guard, traj, call, call_id, state)
@@ -253,6 +278,18 @@ class Replayer:
                 spec = contract.spec_for(name, schema, null_as_default=null_as_default)
             self._specs[key] = spec
         return spec
+
+
+@contextlib.contextmanager
+def _in_contract(contract: Contract | None) -> Iterator[None]:
+    """A tool the contract file declares wrongly (``refs`` naming no argument of the run's
+    schema, a predicate whose parameters are none of the tool's): the error names the file."""
+    try:
+        yield
+    except ToolDefinitionError as exc:
+        if contract is None or not contract.path or contract is RUN_SCHEMAS:
+            raise
+        raise ContractFileError(f"{contract.path}: {exc}") from exc
 
 
 def _schema(run: RecordedRun, name: str) -> Mapping[str, Any] | None:

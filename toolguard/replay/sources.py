@@ -28,6 +28,8 @@ class ReplayStats:
     inference_errors: int = 0  # BFCL entries whose generator failed: T = 0, not successful
     bfcl_eval: str | None = None  # the bfcl-eval whose backends (and data) answered BFCL calls
     bfcl_scored: int = 0  # BFCL entries whose outcome is BFCL's own verdict (a score file)
+    # the contract's tools that no replayed run offered or called (misspelt: they check nothing)
+    unknown_contract_tools: list[str] = field(default_factory=list)
 
     def skip(self, why: str) -> None:
         self.skipped += 1
