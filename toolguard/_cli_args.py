@@ -189,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rep.add_argument("--plot", metavar="FILE", help="write PEC curves to FILE (.png or .svg)")
     rep.add_argument(
-        "--depths", type=int, default=DEFAULT_DEPTHS, help="PEC depths shown in the table"
+        "--depths", type=positive, default=DEFAULT_DEPTHS, help="PEC depths shown in the table"
     )
     cmp_ = sub.add_parser(
         "compare",

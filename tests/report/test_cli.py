@@ -105,6 +105,18 @@ def test_bad_outcomes_file_is_an_error(
     bad.write_text("trajectory_id,success\nA,maybe\n")
     code, _, err = run(["report", str(worked), "--outcomes", str(bad)], capsys)
     assert code == 2 and f"{bad}:2" in err and "maybe" in err
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(b"trajectory_id,success\ncaf\xe9,true\n")
+    code, _, err = run(["report", str(worked), "--outcomes", str(latin)], capsys)
+    assert code == 2 and f"{latin}: outcomes are not UTF-8 text (byte 25)" in err
+
+
+@pytest.mark.parametrize("depths", ["0", "-1", "three"])
+def test_depths_must_be_a_positive_whole_number(
+    worked: Path, depths: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(["report", str(worked), "--depths", depths], capsys)
+    assert code == 2 and "argument --depths" in err and "Traceback" not in err
 
 
 def test_table_markdown_csv(worked: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -43,6 +43,11 @@ def load_outcomes(path: str) -> dict[str, bool | None]:
             text = f.read()
     except OSError as exc:
         raise ReportInputError(f"{path}: cannot open outcomes: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ReportInputError(
+            f"{path}: outcomes are not UTF-8 text (byte {exc.start}); "
+            "write them as CSV or JSON lines in UTF-8"
+        ) from None
     if text.lstrip().startswith("{"):
         return _from_jsonl(text, path)
     return _from_csv(text, path)
