@@ -76,8 +76,10 @@ def test_a_misspelt_option_still_fails_at_run_time() -> None:
     loose: dict[str, typing.Any] = {"dry_runn": True}
     with pytest.raises(tg.ToolDefinitionError, match=r"unknown tool option.*dry_runn"):
         guard.tool(**loose)(lambda x: x)
-    with pytest.raises(tg.ToolDefinitionError, match=r"unknown tool option.*refz"):
+    with pytest.raises(tg.ToolDefinitionError, match=r"^tool 'x': unknown tool option.*refz"):
         guard.declare("x", json_schema={"type": "object"}, **{"refz": {}})
+    with pytest.raises(tg.ToolDefinitionError, match=r"^tool 'y': unknown tool option.*refz"):
+        guard.register(lambda x: x, name="y", **{"refz": {}})
 
 
 @pytest.mark.slow  # a cold mypy run over the package: about ten seconds

@@ -139,8 +139,10 @@ def spec_from(spec: ToolSpec | None, options: Mapping[str, Any]) -> ToolSpec:
     The type checker sees the options' names; a caller passing a dict is told here."""
     unknown = set(options) - _SPEC_FIELDS
     if unknown:
+        name = options.get("name")
+        where = f"tool {name!r}: " if isinstance(name, str) else ""
         raise ToolDefinitionError(
-            f"unknown tool option(s) {', '.join(sorted(unknown))}; "
+            f"{where}unknown tool option(s) {', '.join(sorted(unknown))}; "
             f"known: {', '.join(sorted(_SPEC_FIELDS))}"
         )
     if spec is not None and options:
