@@ -108,8 +108,11 @@ class Bindings:
         except Exception:
             return None
         found = None
+        kind_of_value = type(value)
         for bound, binding in self.by_kind.get(kind, {}).items():
-            if type(bound) is bool:
+            # A key of the value's own type was looked up already (an equal string is the
+            # same key), and booleans are no ids: what is left is mostly what converts.
+            if type(bound) is kind_of_value or type(bound) is bool:
                 continue
             try:
                 same = str(bound) == text
