@@ -13,6 +13,13 @@ from . import _run
 
 ToolErrors = Literal["deliver", "raise"]
 
+try:
+    # What a step raises to wait for an event (workflows 2.9 on): LlamaIndex's agents let it
+    # through to the workflow, which pauses the step and runs it again once the event comes.
+    from workflows.runtime.types.results import WaitingForEvent as _PAUSED
+except ImportError:  # pragma: no cover - a workflows version without it cannot pause a tool
+    _PAUSED = None  # type: ignore[assignment,misc]
+
 
 class _Guarding:
     """What a guarded tool holds: the guard, how a tool's exception answers the model."""
@@ -41,10 +48,26 @@ class _Guarding:
     def _tg_failed(
         self, pending: tg.PendingCall, name: str, kwargs: Mapping[str, Any], exc: BaseException
     ) -> ToolOutput:
+        if _PAUSED is not None and isinstance(exc, _PAUSED):
+            _paused(pending, name, kwargs)
+            raise exc  # the workflow's to handle, as FunctionAgent._call_tool re-raises it
         rejection = pending.fail(exc)
         if self._tg_tool_errors == "raise" or not isinstance(exc, Exception):
             raise exc
         return _rejected(name, kwargs, rejection)
+
+
+def _paused(pending: tg.PendingCall, name: str, kwargs: Mapping[str, Any]) -> None:
+    """The tool waits for an event (``ctx.wait_for_event``: a human's answer): not a failure.
+    This attempt is cancelled; when the event comes the workflow runs the tool again from
+    the start with the same arguments, and that attempt takes the call's id and step."""
+    step = pending.cancel().step
+    run = _run.CURRENT.get()
+    call_id = pending.call_id
+    if run is None or call_id is None or step is None:
+        return
+    run.traj.reserve({call_id: step})
+    run.give_back(call_id, name, kwargs)
 
 
 def _rejected(name: str, kwargs: Mapping[str, Any], rejection: tg.Rejection) -> ToolOutput:
