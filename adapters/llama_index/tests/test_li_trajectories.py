@@ -247,3 +247,49 @@ def test_without_llamaindex_the_error_names_the_install_command() -> None:
     ).stdout
     assert "llama-index-core>=0.14.25,<0.15" in out
     assert "pip install -e . -e adapters/llama_index" in out
+
+
+def test_an_id_removed_in_an_earlier_run_stays_removed_in_one_trajectory(
+    otel: Telemetry,
+) -> None:
+    # One trajectory for the whole conversation: the later run replays the earlier results
+    # (the search's id), which must not bring back the id the remove invalidated.
+    contacts = {"id_8923": {"id": "id_8923", "phone": "+1"}}
+
+    def search_contacts(phone: str) -> list[dict[str, str]]:
+        """Contacts with this phone number."""
+        return [c for c in contacts.values() if c["phone"] == phone]
+
+    def remove_contact(contact_id: str) -> dict[str, str]:
+        """Remove a contact by id."""
+        contacts.pop(contact_id, None)
+        return {"removed": contact_id}
+
+    remove = [("remove_contact", {"contact_id": "id_8923"})]
+    model = scripted([("search_contacts", {"phone": "+1"})], remove, "removed", remove)
+    guard = otel.guard()
+    with guard.trajectory("whole-chat") as traj:
+        agent = guard_agent(
+            FunctionAgent(tools=[search_contacts, remove_contact], llm=model),
+            guard,
+            trajectory=traj,
+            contracts={
+                "search_contacts": CONTRACTS["search_contacts"],
+                "remove_contact": {
+                    "refs": {"contact_id": "contact_id"},
+                    "invalidates": {"contact_id": "contact_id"},
+                },
+            },
+        )
+
+        async def chat() -> None:
+            memory = Memory.from_defaults(session_id="chat-2")
+            await agent.run("Remove +1", memory=memory)
+            await agent.run("Remove it again", memory=memory)
+
+        asyncio.run(chat())
+    assert sorted((v.step, v.tool, v.valid, v.cause) for v in traj.verdicts) == [
+        (1, "search_contacts", True, None),
+        (2, "remove_contact", True, None),
+        (3, "remove_contact", False, "dependency"),
+    ]
