@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import toolguard as tg
 from conftest import Telemetry, run, scripted
-from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent
 from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import Memory
 
-from toolguard_llama_index import guard_agent
+from toolguard_llama_index import GuardedFunctionTool, guard_agent
 
 
 def echo(text: str) -> dict[str, str]:
@@ -222,6 +222,44 @@ def test_a_contract_naming_no_argument_fails_loudly() -> None:
     agent = FunctionAgent(tools=[echo], llm=scripted())
     with pytest.raises(tg.ToolDefinitionError, match="txt"):
         guard_agent(agent, tg.Guard(), contracts={"echo": {"refs": {"txt": "kind"}}})
+
+
+def test_a_contract_for_a_tool_the_agent_does_not_have_fails_loudly() -> None:
+    # A typo in the tool's name: its contract would be ignored and the tool run unguarded.
+    agent = FunctionAgent(tools=[echo], llm=scripted())
+    guard = tg.Guard()
+    with pytest.raises(
+        tg.ToolDefinitionError,
+        match=r"contracts name tools the agent does not have: ecko \(the agent's tools: echo\)",
+    ):
+        guard_agent(agent, guard, contracts={"ecko": {"grounded": ["text"]}})
+    # Nothing changed: no tool declared, none guarded.
+    assert not guard.has_tool("echo")
+    assert not isinstance(agent.tools[0], GuardedFunctionTool)
+
+
+def test_an_agent_workflows_contracts_may_name_any_of_its_agents_tools(otel: Telemetry) -> None:
+    def lookup(key: str) -> dict[str, str]:
+        """Look a key up."""
+        return {"id": key}
+
+    front = FunctionAgent(name="front", description="Echoes.", tools=[echo], llm=scripted())
+    back = FunctionAgent(name="back", description="Looks up.", tools=[lookup], llm=scripted())
+    guard = otel.guard()
+    guard_agent(
+        AgentWorkflow(agents=[front, back], root_agent="front"),
+        guard,
+        contracts={"lookup": {"grounded": ["key"]}},
+    )
+    assert guard.get_tool("lookup").spec.grounded == ["key"]
+
+
+def test_a_misspelled_option_names_the_tool() -> None:
+    agent = FunctionAgent(tools=[echo], llm=scripted())
+    with pytest.raises(
+        tg.ToolDefinitionError, match=r"the contract of tool 'echo': unknown tool option\(s\) ref;"
+    ):
+        guard_agent(agent, tg.Guard(), contracts={"echo": {"ref": {"text": "kind"}}})
 
 
 def test_guarding_twice_guards_once(otel: Telemetry) -> None:

@@ -184,10 +184,7 @@ def guard_tool(
         raise ValueError(f"tool_errors must be 'deliver' or 'raise', not {tool_errors!r}")
     if is_guarded(tool):
         return tool
-    if not isinstance(tool, BaseTool):
-        if not callable(tool):
-            raise TypeError(f"a tool must be a LlamaIndex tool or a function, got {tool!r}")
-        tool = FunctionTool.from_defaults(tool)
+    tool = as_tool(tool)
     declare(guard, tool.metadata, contracts or {})
     if isinstance(tool, FunctionTool):
         return GuardedFunctionTool(tool, guard, tool_errors)
@@ -202,6 +199,27 @@ def guard_tools(
     tool_errors: ToolErrors = "deliver",
 ) -> list[BaseTool]:
     return [guard_tool(t, guard, contracts=contracts, tool_errors=tool_errors) for t in tools]
+
+
+def as_tool(tool: BaseTool | Any) -> BaseTool:
+    """``tool`` as a LlamaIndex tool: a function becomes the ``FunctionTool`` agents make of
+    it."""
+    if isinstance(tool, BaseTool):
+        return tool
+    if not callable(tool):
+        raise TypeError(f"a tool must be a LlamaIndex tool or a function, got {tool!r}")
+    return FunctionTool.from_defaults(tool)
+
+
+def check_contract_names(contracts: Mapping[str, Any], tools: Sequence[BaseTool]) -> None:
+    """A contract for a name none of ``tools`` has is a typo: that tool would run unguarded."""
+    names = {t.metadata.get_name() for t in tools}
+    unknown = sorted(set(contracts) - names)
+    if unknown:
+        raise tg.ToolDefinitionError(
+            f"contracts name tools the agent does not have: {', '.join(unknown)} "
+            f"(the agent's tools: {', '.join(sorted(names)) or 'none'})"
+        )
 
 
 def is_guarded(tool: Any) -> bool:
@@ -221,6 +239,10 @@ def declare(
         contract.setdefault("description", metadata.description)
     try:
         guard.declare(name, **contract)
-    except tg.ToolDefinitionError:
-        if not guard.has_tool(name):  # not a race with another agent: the contract is wrong
+    except tg.ToolDefinitionError as exc:
+        if guard.has_tool(name):  # a race with another agent, which declared it first
+            return
+        if str(exc).startswith(f"tool {name!r}"):
             raise
+        # The core does not name the tool in every message (an unknown option's): say which.
+        raise tg.ToolDefinitionError(f"the contract of tool {name!r}: {exc}") from exc
