@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import toolguard as tg
 from conftest import Telemetry, run, scripted
-from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent
 from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import Memory
 
-from toolguard_llama_index import guard_agent
+from toolguard_llama_index import GuardedFunctionTool, guard_agent
 
 
 def echo(text: str) -> dict[str, str]:
@@ -224,6 +224,44 @@ def test_a_contract_naming_no_argument_fails_loudly() -> None:
         guard_agent(agent, tg.Guard(), contracts={"echo": {"refs": {"txt": "kind"}}})
 
 
+def test_a_contract_for_a_tool_the_agent_does_not_have_fails_loudly() -> None:
+    # A typo in the tool's name: its contract would be ignored and the tool run unguarded.
+    agent = FunctionAgent(tools=[echo], llm=scripted())
+    guard = tg.Guard()
+    with pytest.raises(
+        tg.ToolDefinitionError,
+        match=r"contracts name tools the agent does not have: ecko \(the agent's tools: echo\)",
+    ):
+        guard_agent(agent, guard, contracts={"ecko": {"grounded": ["text"]}})
+    # Nothing changed: no tool declared, none guarded.
+    assert not guard.has_tool("echo")
+    assert not isinstance(agent.tools[0], GuardedFunctionTool)
+
+
+def test_an_agent_workflows_contracts_may_name_any_of_its_agents_tools(otel: Telemetry) -> None:
+    def lookup(key: str) -> dict[str, str]:
+        """Look a key up."""
+        return {"id": key}
+
+    front = FunctionAgent(name="front", description="Echoes.", tools=[echo], llm=scripted())
+    back = FunctionAgent(name="back", description="Looks up.", tools=[lookup], llm=scripted())
+    guard = otel.guard()
+    guard_agent(
+        AgentWorkflow(agents=[front, back], root_agent="front"),
+        guard,
+        contracts={"lookup": {"grounded": ["key"]}},
+    )
+    assert guard.get_tool("lookup").spec.grounded == ["key"]
+
+
+def test_a_misspelled_option_names_the_tool() -> None:
+    agent = FunctionAgent(tools=[echo], llm=scripted())
+    with pytest.raises(
+        tg.ToolDefinitionError, match=r"the contract of tool 'echo': unknown tool option\(s\) ref;"
+    ):
+        guard_agent(agent, tg.Guard(), contracts={"echo": {"ref": {"text": "kind"}}})
+
+
 def test_guarding_twice_guards_once(otel: Telemetry) -> None:
     guard = otel.guard()
     agent = guard_agent(FunctionAgent(tools=[echo], llm=scripted(two_calls())), guard)
@@ -247,3 +285,49 @@ def test_without_llamaindex_the_error_names_the_install_command() -> None:
     ).stdout
     assert "llama-index-core>=0.14.25,<0.15" in out
     assert "pip install -e . -e adapters/llama_index" in out
+
+
+def test_an_id_removed_in_an_earlier_run_stays_removed_in_one_trajectory(
+    otel: Telemetry,
+) -> None:
+    # One trajectory for the whole conversation: the later run replays the earlier results
+    # (the search's id), which must not bring back the id the remove invalidated.
+    contacts = {"id_8923": {"id": "id_8923", "phone": "+1"}}
+
+    def search_contacts(phone: str) -> list[dict[str, str]]:
+        """Contacts with this phone number."""
+        return [c for c in contacts.values() if c["phone"] == phone]
+
+    def remove_contact(contact_id: str) -> dict[str, str]:
+        """Remove a contact by id."""
+        contacts.pop(contact_id, None)
+        return {"removed": contact_id}
+
+    remove = [("remove_contact", {"contact_id": "id_8923"})]
+    model = scripted([("search_contacts", {"phone": "+1"})], remove, "removed", remove)
+    guard = otel.guard()
+    with guard.trajectory("whole-chat") as traj:
+        agent = guard_agent(
+            FunctionAgent(tools=[search_contacts, remove_contact], llm=model),
+            guard,
+            trajectory=traj,
+            contracts={
+                "search_contacts": CONTRACTS["search_contacts"],
+                "remove_contact": {
+                    "refs": {"contact_id": "contact_id"},
+                    "invalidates": {"contact_id": "contact_id"},
+                },
+            },
+        )
+
+        async def chat() -> None:
+            memory = Memory.from_defaults(session_id="chat-2")
+            await agent.run("Remove +1", memory=memory)
+            await agent.run("Remove it again", memory=memory)
+
+        asyncio.run(chat())
+    assert sorted((v.step, v.tool, v.valid, v.cause) for v in traj.verdicts) == [
+        (1, "search_contacts", True, None),
+        (2, "remove_contact", True, None),
+        (3, "remove_contact", False, "dependency"),
+    ]

@@ -17,7 +17,7 @@ from llama_index.core.llms import ChatMessage
 from llama_index.core.workflow import Context
 
 from . import _run
-from ._tools import ToolErrors, guard_tools, is_guarded
+from ._tools import ToolErrors, as_tool, check_contract_names, guard_tools, is_guarded
 
 A = TypeVar("A", BaseWorkflowAgent, AgentWorkflow)
 TrajectorySource: TypeAlias = "tg.Trajectory | Callable[[], tg.Trajectory | None] | None"
@@ -66,10 +66,13 @@ def guard_agent(
         )
     if getattr(agent, _MARK, False):
         return agent
+    # Every agent's tools, known before any is guarded: a bad contract changes nothing.
+    tools = {id(one): [as_tool(t) for t in one.tools or ()] for one in agents}
+    check_contract_names(contracts or {}, [t for ts in tools.values() for t in ts])
     for one in agents:
         if one.tools:
             one.tools = list(
-                guard_tools(one.tools, guard, contracts=contracts, tool_errors=tool_errors)
+                guard_tools(tools[id(one)], guard, contracts=contracts, tool_errors=tool_errors)
             )
         _patch(one, "take_step", _take_step(one.take_step, guard))
     episodes = _Episodes(guard, trajectory, trajectory_id, labels, success, observe_prompt, history)

@@ -45,6 +45,12 @@ class Run:
                     return call.call_id
         return None
 
+    def give_back(self, call_id: str, name: str, kwargs: Mapping[str, Any]) -> None:
+        """Return a claimed call to the turn: its attempt paused, and the workflow runs the
+        tool again with the same arguments when the run resumes, which claims it anew."""
+        with self.lock:
+            self.turn.insert(0, _Call(call_id, name, kwargs))
+
 
 def _same(expected: Mapping[str, Any], given: Mapping[str, Any]) -> bool:
     try:

@@ -13,6 +13,13 @@ from . import _run
 
 ToolErrors = Literal["deliver", "raise"]
 
+try:
+    # What a step raises to wait for an event (workflows 2.9 on): LlamaIndex's agents let it
+    # through to the workflow, which pauses the step and runs it again once the event comes.
+    from workflows.runtime.types.results import WaitingForEvent as _PAUSED
+except ImportError:  # pragma: no cover - a workflows version without it cannot pause a tool
+    _PAUSED = None  # type: ignore[assignment,misc]
+
 
 class _Guarding:
     """What a guarded tool holds: the guard, how a tool's exception answers the model."""
@@ -41,10 +48,26 @@ class _Guarding:
     def _tg_failed(
         self, pending: tg.PendingCall, name: str, kwargs: Mapping[str, Any], exc: BaseException
     ) -> ToolOutput:
+        if _PAUSED is not None and isinstance(exc, _PAUSED):
+            _paused(pending, name, kwargs)
+            raise exc  # the workflow's to handle, as FunctionAgent._call_tool re-raises it
         rejection = pending.fail(exc)
         if self._tg_tool_errors == "raise" or not isinstance(exc, Exception):
             raise exc
         return _rejected(name, kwargs, rejection)
+
+
+def _paused(pending: tg.PendingCall, name: str, kwargs: Mapping[str, Any]) -> None:
+    """The tool waits for an event (``ctx.wait_for_event``: a human's answer): not a failure.
+    This attempt is cancelled; when the event comes the workflow runs the tool again from
+    the start with the same arguments, and that attempt takes the call's id and step."""
+    step = pending.cancel().step
+    run = _run.CURRENT.get()
+    call_id = pending.call_id
+    if run is None or call_id is None or step is None:
+        return
+    run.traj.reserve({call_id: step})
+    run.give_back(call_id, name, kwargs)
 
 
 def _rejected(name: str, kwargs: Mapping[str, Any], rejection: tg.Rejection) -> ToolOutput:
@@ -161,10 +184,7 @@ def guard_tool(
         raise ValueError(f"tool_errors must be 'deliver' or 'raise', not {tool_errors!r}")
     if is_guarded(tool):
         return tool
-    if not isinstance(tool, BaseTool):
-        if not callable(tool):
-            raise TypeError(f"a tool must be a LlamaIndex tool or a function, got {tool!r}")
-        tool = FunctionTool.from_defaults(tool)
+    tool = as_tool(tool)
     declare(guard, tool.metadata, contracts or {})
     if isinstance(tool, FunctionTool):
         return GuardedFunctionTool(tool, guard, tool_errors)
@@ -179,6 +199,27 @@ def guard_tools(
     tool_errors: ToolErrors = "deliver",
 ) -> list[BaseTool]:
     return [guard_tool(t, guard, contracts=contracts, tool_errors=tool_errors) for t in tools]
+
+
+def as_tool(tool: BaseTool | Any) -> BaseTool:
+    """``tool`` as a LlamaIndex tool: a function becomes the ``FunctionTool`` agents make of
+    it."""
+    if isinstance(tool, BaseTool):
+        return tool
+    if not callable(tool):
+        raise TypeError(f"a tool must be a LlamaIndex tool or a function, got {tool!r}")
+    return FunctionTool.from_defaults(tool)
+
+
+def check_contract_names(contracts: Mapping[str, Any], tools: Sequence[BaseTool]) -> None:
+    """A contract for a name none of ``tools`` has is a typo: that tool would run unguarded."""
+    names = {t.metadata.get_name() for t in tools}
+    unknown = sorted(set(contracts) - names)
+    if unknown:
+        raise tg.ToolDefinitionError(
+            f"contracts name tools the agent does not have: {', '.join(unknown)} "
+            f"(the agent's tools: {', '.join(sorted(names)) or 'none'})"
+        )
 
 
 def is_guarded(tool: Any) -> bool:
@@ -198,6 +239,10 @@ def declare(
         contract.setdefault("description", metadata.description)
     try:
         guard.declare(name, **contract)
-    except tg.ToolDefinitionError:
-        if not guard.has_tool(name):  # not a race with another agent: the contract is wrong
+    except tg.ToolDefinitionError as exc:
+        if guard.has_tool(name):  # a race with another agent, which declared it first
+            return
+        if str(exc).startswith(f"tool {name!r}"):
             raise
+        # The core does not name the tool in every message (an unknown option's): say which.
+        raise tg.ToolDefinitionError(f"the contract of tool {name!r}: {exc}") from exc
