@@ -257,7 +257,7 @@ def test_an_agent_workflows_contracts_may_name_any_of_its_agents_tools(otel: Tel
 def test_a_misspelled_option_names_the_tool() -> None:
     agent = FunctionAgent(tools=[echo], llm=scripted())
     with pytest.raises(
-        tg.ToolDefinitionError, match=r"the contract of tool 'echo': unknown tool option\(s\) ref;"
+        tg.ToolDefinitionError, match=r"^tool 'echo': unknown tool option\(s\) ref;"
     ):
         guard_agent(agent, tg.Guard(), contracts={"echo": {"ref": {"text": "kind"}}})
 

@@ -239,10 +239,7 @@ def declare(
         contract.setdefault("description", metadata.description)
     try:
         guard.declare(name, **contract)
-    except tg.ToolDefinitionError as exc:
+    except tg.ToolDefinitionError:
         if guard.has_tool(name):  # a race with another agent, which declared it first
             return
-        if str(exc).startswith(f"tool {name!r}"):
-            raise
-        # The core does not name the tool in every message (an unknown option's): say which.
-        raise tg.ToolDefinitionError(f"the contract of tool {name!r}: {exc}") from exc
+        raise  # the core's error names the tool (an unknown option's too)
