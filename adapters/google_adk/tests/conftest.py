@@ -26,14 +26,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 Call = tuple[str, dict[str, Any]]
-Turn = Sequence[Call] | Callable[[list[types.FunctionResponse]], Sequence[Call]]
+Turn = Sequence[Call] | str | Callable[[list[types.FunctionResponse]], Sequence[Call] | str]
 
 
 class Scripted(BaseLlm):
-    """A model that answers turn by turn: a list of calls (name, args), a function of the
-    tool results the last request carries, or a text (which ends the invocation); after the
-    last turn it says "done". Turns count the model's messages in the request, so a session's
-    later invocations go on with the script."""
+    """A model that answers turn by turn: a list of calls (name, args), a text (which ends
+    the invocation), or a function of the tool results the last request carries giving
+    either; after the last turn it says "done". Turns count the model's messages in the
+    request, so a session's later invocations go on with the script."""
 
     model: str = "scripted"
     turns: list[Any] = pydantic.Field(default_factory=list)
@@ -48,10 +48,12 @@ class Scripted(BaseLlm):
             [p.function_response for p in (last.parts or []) if p.function_response] if last else []
         )
         turn = self.turns[index] if index < len(self.turns) else "done"
+        if callable(turn):
+            turn = turn(results)
         if isinstance(turn, str):  # a text answer: the end of an invocation
             parts = [types.Part(text=turn)]
         else:
-            calls = turn(results) if callable(turn) else turn
+            calls = turn
             parts = [
                 types.Part(
                     function_call=types.FunctionCall(
@@ -89,10 +91,14 @@ class Chat:
         return asyncio.run(self.asend(text))
 
     async def asend(self, text: str) -> list[Event]:
+        return await self.asend_content(message(text))
+
+    async def asend_content(self, content: types.Content) -> list[Event]:
+        """Send a message of any parts (a function response a client sends, say)."""
         return [
             e
             async for e in self.runner.run_async(
-                user_id=self.user_id, session_id=self.session_id, new_message=message(text)
+                user_id=self.user_id, session_id=self.session_id, new_message=content
             )
         ]
 

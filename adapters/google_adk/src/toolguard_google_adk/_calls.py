@@ -3,6 +3,8 @@ answers ADK gives without running the tool (an unknown name, arguments it refuse
 
 from __future__ import annotations
 
+import types
+import typing
 from collections.abc import Mapping
 from typing import Any
 
@@ -72,6 +74,35 @@ def _parameters(tool: BaseTool) -> dict[str, Any]:
         else:
             return {"type": "object", "properties": {}}  # declared without arguments
     return {"type": "object"}  # nothing declared: ADK checks the arguments itself
+
+
+def returns_dict(tool: BaseTool) -> bool | None:
+    """Whether the tool's function is annotated to return a dict (True) or something else
+    (False); None when it does not say (no annotation, ``Any``, a union of both, not a
+    ``FunctionTool``). ADK wraps only a return that is not a dict, as ``{"result": value}``,
+    so this tells a wrapped result from a dict of that one key the tool returned itself."""
+    func = getattr(tool, "func", None)  # FunctionTool and its subclasses
+    if not callable(func):
+        return None
+    try:
+        hint = typing.get_type_hints(func).get("return")
+    except Exception:  # an annotation that does not resolve: nothing known
+        return None
+    return _is_dict_type(hint)
+
+
+def _is_dict_type(hint: Any) -> bool | None:
+    if hint is None or hint is Any:
+        return None
+    if hint is type(None):
+        return False
+    origin = typing.get_origin(hint) or hint
+    if origin is typing.Union or origin is types.UnionType:
+        kinds = {_is_dict_type(member) for member in typing.get_args(hint)}
+        return kinds.pop() if len(kinds) == 1 else None
+    if isinstance(origin, type):
+        return issubclass(origin, dict)  # ADK's own test (isinstance dict); a TypedDict too
+    return None
 
 
 def framework_span(guard: tg.Guard, tool: BaseTool) -> Span | None:

@@ -49,23 +49,50 @@ def texts(content: types.Content | None) -> Iterator[str]:
             yield part.text
 
 
-def earlier_results(ctx: InvocationContext) -> Iterator[tuple[str, Any]]:
-    """(tool name, result) for each tool result the session's earlier invocations got back:
-    the model has them in its history, so the ids they hold are usable in this one."""
+def responses(content: types.Content | None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(tool name, response as ADK recorded it) for each function response of a message."""
+    if content is None or not content.parts:
+        return
+    for part in content.parts:
+        response = part.function_response
+        if response is not None and response.name and isinstance(response.response, dict):
+            yield response.name, response.response
+
+
+def sent(ctx: InvocationContext) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The tool results the client sent for this invocation (a long-running tool's final
+    result, ADK's documented pattern). ADK gives such a message the invocation id of the call
+    it answers, and ``ctx.user_content`` is then that invocation's first message: the
+    message is read in the session, where it is before the run starts."""
+    yield from responses(ctx.user_content)
     for event in ctx.session.events:
-        if event.invocation_id == ctx.invocation_id:
-            continue
-        for response in event.get_function_responses():
-            if response.name and isinstance(response.response, dict):
-                yield response.name, unwrap(response.response)
+        if event.invocation_id == ctx.invocation_id and event.author == "user":
+            yield from responses(event.content)
+
+
+def results_before(ctx: InvocationContext) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(tool name, response) for each tool result the session holds when the run starts: the
+    model has them in its history, so the ids they hold are usable now (this invocation id's
+    too: a message answering a paused call resumes the invocation of that call)."""
+    for event in ctx.session.events:
+        yield from responses(event.content)
 
 
 def earlier_texts(ctx: InvocationContext) -> Iterator[str]:
     for event in ctx.session.events:
-        if event.invocation_id != ctx.invocation_id and event.author == "user":
+        if event.author == "user":
             yield from texts(event.content)
 
 
-def unwrap(response: dict[str, Any]) -> Any:
-    # ADK sends a result that is not a dict to the model as {"result": value}.
-    return response["result"] if len(response) == 1 and "result" in response else response
+def unwrap(response: dict[str, Any], returns_dict: bool | None) -> Any:
+    """The value the tool returned, from the response ADK recorded. ADK sends a return that
+    is not a dict as ``{"result": value}`` and a dict as it is, so a response of that one key
+    is ADK's wrapping unless the tool returns dicts (``returns_dict``, from its annotation) or
+    the value inside is a dict (which ADK never wraps); with neither known it is taken as
+    ADK's, the common case (a tool returning a list or a text)."""
+    if response.keys() != {"result"} or returns_dict:
+        return response
+    inner = response["result"]
+    if returns_dict is None and isinstance(inner, dict):
+        return response
+    return inner

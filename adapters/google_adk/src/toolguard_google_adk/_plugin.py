@@ -5,24 +5,32 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import logging
 import threading
 import weakref
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import toolguard as tg
 from google.adk.agents.invocation_context import InvocationContext
-from google.adk.agents.llm_agent import LlmAgent
-from google.adk.agents.readonly_context import ReadonlyContext
 from google.adk.events.event import Event
 from google.adk.plugins.base_plugin import BasePlugin
+from google.adk.tools.agent_tool import AgentTool
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 
-from . import _calls, _episode
+from . import _calls, _episode, _tree
 
 ToolErrors = Literal["deliver", "raise"]
+
+logger = logging.getLogger("toolguard")
+
+# The invocation whose AgentTool call is running here: the sub-agent's runner (ADK hands it
+# this plugin, with a session and invocation id of its own) counts in that invocation's
+# trajectory. Set while the call runs, in the context ADK runs the tool in.
+_CALLER: ContextVar[str | None] = ContextVar("toolguard_adk_caller", default=None)
 
 
 @dataclass(slots=True)
@@ -33,6 +41,8 @@ class _Run:
     traj: tg.Trajectory
     owned: bool
     pending: dict[str, tg.PendingCall] = field(default_factory=dict)
+    # The AgentTool calls running, by call id: how to undo their mark on the context.
+    callers: dict[str, Token[str | None]] = field(default_factory=dict)
 
 
 class ToolGuardPlugin(BasePlugin):
@@ -40,10 +50,12 @@ class ToolGuardPlugin(BasePlugin):
     invocation (one ``run_async`` / ``run`` with a new message).
 
     ``InMemoryRunner(agent=agent, plugins=[ToolGuardPlugin(guard)])`` (or ``App(plugins=...)``).
-    Each tool is declared to the guard on its first call, by the JSON Schema ADK shows the
-    model plus its contract from ``contracts`` (tool name -> ``guard.declare`` options:
-    ``refs``, ``produces``, ``invalidates``, ``preconditions``, ...), unless the guard already
-    knows a tool of that name.
+    The tools of the whole agent tree are declared to the guard at the first invocation (one
+    a toolset lists later at its first call), by the JSON Schema ADK shows the model plus its
+    contract from ``contracts`` (tool name -> ``guard.declare`` options: ``refs``,
+    ``produces``, ``invalidates``, ``preconditions``, ...), unless the guard already knows a
+    tool of that name. A contract naming no tool there fails that invocation (``ValueError``;
+    a warning when a toolset may list it later).
 
     A blocked call is answered ``{"error": message}`` (ADK's own shape for a failed call,
     as for an unknown tool) and the tool does not run. ``tool_errors``: a tool that raises is
@@ -89,6 +101,10 @@ class ToolGuardPlugin(BasePlugin):
         self.observe_prompt = observe_prompt
         self.history = history
         self._declared: set[str] = set()
+        # ADK's tools by name (how ADK recorded their results), from every agent tree seen.
+        self._tools: dict[str, BaseTool] = {}
+        self._returns_dict: dict[str, bool | None] = {}
+        self._trees: set[int] = set()  # root agents whose whole tree was declared
         self._runs: dict[str, _Run] = {}  # the invocations in progress, by invocation id
         self._watched = False
         # Calls outside any invocation this plugin saw start (its before_run_callback did not
@@ -104,6 +120,14 @@ class ToolGuardPlugin(BasePlugin):
         if not self._watched:
             _watch(self)
             self._watched = True
+        caller = self._runs.get(_CALLER.get() or "")
+        if caller is not None:
+            # A sub-agent called as a tool: its calls are steps of the caller's trajectory,
+            # which already holds what it found and saw (the request is the caller model's
+            # own text, not something seen).
+            self._runs[ctx.invocation_id] = _Run(caller.traj, False)
+            return
+        await self._know_tree(ctx)  # before the trajectory starts: a bad contract raises
         traj, owned = _episode.choose(
             self.guard, ctx, self.trajectory, self.trajectory_id, self.labels
         )
@@ -111,8 +135,7 @@ class ToolGuardPlugin(BasePlugin):
         if self.observe_prompt:
             for text in _episode.texts(ctx.user_content):
                 traj.observe(text)
-        if self.history and ctx.session.events:
-            await self._bind_history(ctx, traj)
+        await self._bind_results(ctx, traj)
 
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
         run = self._runs.pop(invocation_context.invocation_id, None)
@@ -172,9 +195,7 @@ class ToolGuardPlugin(BasePlugin):
                 trajectory=traj,
             )
             return None
-        if tool.name not in self._declared:
-            _calls.declare(guard, tool, self.contracts)
-            self._declared.add(tool.name)
+        self._know(tool)
         pending = guard.check(
             tool.name,
             tool_args,
@@ -186,6 +207,8 @@ class ToolGuardPlugin(BasePlugin):
             return {"error": str(pending.rejection)}
         if run is not None and call_id is not None:
             run.pending[call_id] = pending
+            if isinstance(tool, AgentTool):
+                run.callers[call_id] = _CALLER.set(tool_context.invocation_id)
         else:
             self._orphans[id(tool_context)] = pending
         return None
@@ -236,41 +259,76 @@ class ToolGuardPlugin(BasePlugin):
         run = self._runs.get(tool_context.invocation_id)
         call_id = tool_context.function_call_id
         if run is not None and call_id is not None:
+            token = run.callers.pop(call_id, None)
+            if token is not None:
+                _unmark(token)
             return run.pending.pop(call_id, None)
         return self._orphans.pop(id(tool_context), None)
 
-    async def _bind_history(self, ctx: InvocationContext, traj: tg.Trajectory) -> None:
-        results = list(_episode.earlier_results(ctx))
-        if not results:
+    def _know(self, tool: BaseTool) -> None:
+        if tool.name not in self._declared:
+            _calls.declare(self.guard, tool, self.contracts)
+            self._declared.add(tool.name)
+            self._tools.setdefault(tool.name, tool)
+
+    async def _know_tree(self, ctx: InvocationContext, *, again: bool = False) -> None:
+        """Declare the tools of the whole agent tree at its first run (the agent that runs may
+        be a sub-agent a transfer reached, whose history holds the root's results), and say
+        which contracts name none of them: such a contract is never applied, so its tool's
+        calls run unchecked."""
+        top = _tree.root(ctx)
+        if top is None or (id(top) in self._trees and not again):
+            return  # a workflow node: its tools are declared at their first call
+        tools = await _tree.tree_tools(ctx, top)
+        for tool in tools.found.values():
+            self._know(tool)
+        if id(top) not in self._trees:
+            self._check_contract_names(tools.complete)
+            self._trees.add(id(top))
+
+    def _check_contract_names(self, complete: bool) -> None:
+        names = {*self._tools, *(n for n in self.contracts if self.guard.has_tool(n))}
+        why = _tree.unknown_contracts(self.contracts, names)
+        if why is None:
+            return
+        if complete:
+            raise ValueError(why)
+        # A toolset may list that tool later (its list can depend on the session): said once.
+        logger.warning("toolguard: %s, unless a toolset lists it later", why)
+
+    def _returned_dict(self, name: str) -> bool | None:
+        if name not in self._returns_dict:
+            tool = self._tools.get(name)
+            self._returns_dict[name] = _calls.returns_dict(tool) if tool is not None else None
+        return self._returns_dict[name]
+
+    async def _bind_results(self, ctx: InvocationContext, traj: tg.Trajectory) -> None:
+        """Bind what the tool results the model has before this run's first call produce: the
+        session's (``history``), and always those the new message carries (a long-running
+        tool's final result, sent by the client as the next message)."""
+        results = list(_episode.sent(ctx))
+        if self.history:
+            results += _episode.results_before(ctx)  # the message again: binding is idempotent
             if self.observe_prompt:
                 for text in _episode.earlier_texts(ctx):
                     traj.observe(text)
-            return
         if any(not self.guard.has_tool(name) for name, _ in results):
-            await self._declare_agent_tools(ctx)
+            await self._know_tree(ctx, again=True)  # a tool its toolset lists only now
         error_result = self.guard.error_result
-        for name, result in results:
+        for name, response in results:
             if not self.guard.has_tool(name):
                 continue  # a tool this agent no longer has
+            result = _episode.unwrap(response, self._returned_dict(name))
             if error_result and error_result(result):
                 continue  # a refused call's answer binds nothing
             traj.bind_result(self.guard.get_tool(name), result)
-        if self.observe_prompt:
-            for text in _episode.earlier_texts(ctx):
-                traj.observe(text)
 
-    async def _declare_agent_tools(self, ctx: InvocationContext) -> None:
-        agent = ctx.agent
-        if not isinstance(agent, LlmAgent):
-            return
-        try:
-            tools = await agent.canonical_tools(ReadonlyContext(ctx))
-        except Exception:  # a toolset that cannot list its tools now: bind what is known
-            return
-        for tool in tools:
-            if tool.name not in self._declared:
-                _calls.declare(self.guard, tool, self.contracts)
-                self._declared.add(tool.name)
+
+def _unmark(token: Token[str | None]) -> None:
+    try:
+        _CALLER.reset(token)
+    except ValueError:  # closed in another context than it opened in
+        _CALLER.set(None)
 
 
 def _settle(run: _Run, error: BaseException | None) -> None:
@@ -279,6 +337,9 @@ def _settle(run: _Run, error: BaseException | None) -> None:
         if not pending.done:
             pending.cancel()
     run.pending.clear()
+    for token in run.callers.values():
+        _unmark(token)
+    run.callers.clear()
 
 
 # Every plugin alive, to end its open trajectories at interpreter exit (a run cancelled or
