@@ -230,7 +230,7 @@ class ToolGuard(AbstractCapability[Any]):
             run.settled.add(call_id)
         pending = guard.check(
             name,
-            args,
+            _calls.guarded_arguments(guard, name, args),
             call_id=call_id,
             trajectory=run.traj if run is not None else None,
             span=_calls.framework_span(guard, ctx, call_id),
