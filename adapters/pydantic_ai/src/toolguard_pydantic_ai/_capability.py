@@ -114,11 +114,12 @@ class ToolGuard(AbstractCapability[Any]):
         # Per-run state by run id rather than on a for_run() copy: a copy makes Pydantic AI
         # rebuild the agent's capability chain for every run, which costs more than the guard.
         # The conversation's earlier turns (message_history) are bound at the first turn with
-        # tool calls, where the tools are known; a trajectory the user keeps across runs has
-        # them already.
+        # tool calls, where the tools are known: also into a trajectory of the user's, which
+        # may be one per run; one spanning the conversation has them already, and binding
+        # them again changes nothing there (bind_result keeps what it binds, stale ids too).
         if owned:
             tg.end_at_exit(traj)  # a run that dies where wrap_run never returns still ends at exit
-        run = _Run(traj, history=owned and bool(ctx.messages))
+        run = _Run(traj, history=bool(ctx.messages))
         key = ctx.run_id
         if key is not None:
             self._runs[key] = run
