@@ -184,3 +184,40 @@ def test_a_trajectory_spanning_the_chat_keeps_an_id_removed_in_an_earlier_turn_s
 
     assert removed == ["id_8923"]
     assert [v.cause for v in chat_traj.verdicts] == [None, None, "dependency"]
+
+
+# -- what the user said in earlier turns (grounded) --------------------------------------------
+@pytest.mark.parametrize("stored", [False, True], ids=["objects", "json"])
+@pytest.mark.parametrize(
+    ("address", "observe", "sent"),
+    [
+        ("al@example.org", True, True),  # the user gave it in turn 1
+        ("bo@example.org", True, False),  # nobody did: still a guess
+        ("al@example.org", False, False),  # observe_prompt=False: no prompt is seen
+    ],
+)
+def test_a_value_the_user_gave_in_an_earlier_turn_is_grounded(
+    otel: Telemetry, stored: bool, address: str, observe: bool, sent: bool
+) -> None:
+    outbox: list[str] = []
+
+    def send_email(to: str, body: str) -> str:
+        """Send an email."""
+        outbox.append(to)
+        return "sent"
+
+    model = scripted(
+        [TextPart("Noted.")],
+        [ToolCallPart("send_email", {"to": address, "body": "hello"}, tool_call_id="c1")],
+    )
+    capability = ToolGuard(
+        otel.guard(), contracts={"send_email": {"grounded": ["to"]}}, observe_prompt=observe
+    )
+    agent = Agent(model, tools=[send_email], capabilities=[capability])
+    first = agent.run_sync("My address is al@example.org")
+    history: Any = first.all_messages()
+    if stored:
+        history = ModelMessagesTypeAdapter.validate_json(first.all_messages_json())
+    agent.run_sync("Now send me a hello email", message_history=history)
+
+    assert outbox == ([address] if sent else [])

@@ -60,7 +60,8 @@ class ToolGuard(AbstractCapability[Any]):
     is used as given, started and ended by the adapter only if it was not started; else the
     trajectory current where the run starts; else a new one per run, with id
     ``trajectory_id(ctx)`` (default the run id), ``labels`` (a mapping or ``ctx -> mapping``),
-    the prompt observed for the information check, and ``success(result)`` as its outcome.
+    the prompt (and the earlier turns' user prompts) observed for the information check, and
+    ``success(result)`` as its outcome.
     """
 
     def __init__(
