@@ -23,7 +23,7 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import ToolDefinition
 
-from . import _calls, _episode, _history, _turns
+from . import _calls, _contracts, _episode, _history, _turns
 from ._calls import Delivery, ToolErrors
 
 _DELIVERIES = ("failed", "return", "retry")
@@ -38,6 +38,7 @@ class _Run:
     settled: set[str] = field(default_factory=set)
     turn: list[ToolCallPart] = field(default_factory=list)  # the calls of the running turn
     history: bool = False  # the earlier turns' tool returns are still to be bound
+    tools_checked: bool = False  # the contracts were checked against the agent's tools
 
 
 class ToolGuard(AbstractCapability[Any]):
@@ -84,7 +85,7 @@ class ToolGuard(AbstractCapability[Any]):
         if tool_errors not in ("deliver", "raise"):
             raise ValueError(f"tool_errors must be 'deliver' or 'raise', not {tool_errors!r}")
         self.guard = guard
-        self.contracts: Mapping[str, tg.ToolOptions] = dict(contracts or {})
+        self.contracts: Mapping[str, tg.ToolOptions] = _contracts.checked(contracts)
         self.rejection: Delivery = rejection
         self.tool_errors: ToolErrors = tool_errors
         self.trajectory = trajectory
@@ -138,6 +139,26 @@ class ToolGuard(AbstractCapability[Any]):
         finally:
             if key is not None:
                 self._runs.pop(key, None)
+
+    # -- the agent's tools ---------------------------------------------------------------------
+    async def prepare_tools(
+        self, ctx: RunContext[Any], tool_defs: list[ToolDefinition]
+    ) -> list[ToolDefinition]:
+        # The first place a run knows its tools (decorators run after the Agent was built,
+        # toolsets may be given per run): the contracts are checked here, before any call.
+        run = self._run(ctx)
+        if self.contracts and run is not None and not run.tools_checked:
+            run.tools_checked = True
+            self._check_contracts(ctx, tool_defs)
+        return tool_defs
+
+    def _check_contracts(self, ctx: RunContext[Any], tool_defs: list[ToolDefinition]) -> None:
+        shown = {d.name for d in tool_defs}
+        _contracts.check_names(self.contracts, shown | _contracts.agent_tool_names(ctx))
+        for tool_def in tool_defs:
+            if tool_def.name in self.contracts and tool_def.name not in self._declared:
+                # Declared now, so a contract naming an argument the tool lacks fails here.
+                self._declare(tool_def.name, tool_def)
 
     # -- a model turn --------------------------------------------------------------------------
     # before/after_node_run rather than wrap_node_run: Pydantic AI calls these for every
