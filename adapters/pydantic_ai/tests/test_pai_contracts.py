@@ -4,12 +4,13 @@ known. A misspelt tool name would otherwise leave the tool it was meant for ungu
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pytest
 import toolguard as tg
 from conftest import Telemetry, scripted
-from pydantic_ai import Agent, RunContext
+from pydantic_ai import Agent, RunContext, Tool
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import FunctionToolset
@@ -121,3 +122,33 @@ def test_a_malformed_contract_fails_when_the_capability_is_built(
 def test_contracts_must_be_a_mapping() -> None:
     with pytest.raises(TypeError, match=r"mapping of tool name -> guard\.declare options"):
         ToolGuard(tg.Guard(), contracts=[("remove_contact", {})])  # type: ignore[arg-type]
+
+
+# -- one guard, two agents, one tool name ------------------------------------------------------
+def search_agent(guard: tg.Guard, parameter: str) -> Agent[None, str]:
+    def search(**kwargs: str) -> str:
+        return "hit"
+
+    tool = Tool.from_schema(
+        search,
+        name="search",
+        description="Search.",
+        json_schema={"type": "object", "properties": {parameter: {"type": "string"}}},
+    )
+    model = scripted([ToolCallPart("search", {parameter: "x"}, tool_call_id="c1")])
+    return Agent(model, tools=[tool], capabilities=[ToolGuard(guard)])
+
+
+def test_a_second_agent_with_another_tool_of_that_name_is_warned(otel: Telemetry) -> None:
+    guard = otel.guard()
+    search_agent(guard, "query").run_sync("go")
+    with pytest.warns(UserWarning, match=r"tool 'search' with arguments \(query\).*\(phone\)"):
+        search_agent(guard, "phone").run_sync("go")
+
+
+def test_agents_sharing_a_guard_and_the_same_tool_are_not_warned(otel: Telemetry) -> None:
+    guard = otel.guard()
+    search_agent(guard, "query").run_sync("go")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        search_agent(guard, "query").run_sync("go")
