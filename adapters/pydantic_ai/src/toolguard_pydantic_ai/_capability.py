@@ -47,7 +47,8 @@ class ToolGuard(AbstractCapability[Any]):
     ``Agent(model, tools=[...], capabilities=[ToolGuard(guard)])``. The agent's tools are
     declared to the guard on their first call, with their contract from ``contracts``
     (tool name -> ``guard.declare`` options: ``refs``, ``produces``, ``invalidates``,
-    ``preconditions``, ...), unless the guard already knows a tool of that name.
+    ``preconditions``, ...), unless the guard already knows a tool of that name. Their shape
+    is checked here, their tool and argument names at each run's first model request.
 
     ``rejection``: how a blocked call answers the model. ``"failed"`` (default): a failed
     tool return (``ToolFailed``: the provider's error channel; no retry budget used);
