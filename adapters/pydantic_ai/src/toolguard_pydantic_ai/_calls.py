@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
@@ -54,8 +57,10 @@ def declare(
     contracts: Mapping[str, tg.ToolOptions],
 ) -> None:
     """Make the tool known to the guard: the user's own declaration of that name if there is
-    one, else its contract from ``contracts`` over the tool's argument names."""
+    one, else its contract from ``contracts`` over the argument names the model is shown."""
+    shown = shown_names(tool_def.parameters_json_schema)
     if guard.has_tool(name):
+        _warn_if_other_arguments(guard, name, shown)
         return
     contract: dict[str, Any] = dict(contracts.get(name, {}))
     if "json_schema" not in contract and "args_model" not in contract:
@@ -65,12 +70,88 @@ def declare(
         contract.update(_names_only(name, tool_def.parameters_json_schema))
     contract.setdefault("description", tool_def.description)
     try:
-        guard.declare(name, **contract)
+        tool = guard.declare(name, **contract)
     except tg.ToolDefinitionError:
         # Another agent sharing this guard declared it in the meantime; otherwise the
         # contract itself is wrong, and the error says how.
         if not guard.has_tool(name):
             raise
+        _warn_if_other_arguments(guard, name, shown)
+        return
+    _SHOWN[tool] = shown
+
+
+# The argument names the model was shown, of each tool this adapter declared (None: a schema
+# without properties). Held by the guard's own Tool object: a tool the user declares again
+# under that name is theirs, and agents sharing a guard share what it knows.
+_SHOWN: weakref.WeakKeyDictionary[tg.Tool, frozenset[str] | None] = weakref.WeakKeyDictionary()
+
+
+def shown_names(schema: Mapping[str, Any]) -> frozenset[str] | None:
+    props = schema.get("properties")
+    return frozenset(props) if isinstance(props, Mapping) else None
+
+
+def _warn_if_other_arguments(guard: tg.Guard, name: str, shown: frozenset[str] | None) -> None:
+    # One guard holds one tool per name: a second agent's tool of that name with other
+    # parameters would have its calls judged by the first one's (schema failures).
+    held = _SHOWN.get(guard.get_tool(name), shown)
+    if held != shown:
+        warnings.warn(
+            f"toolguard: the guard already holds a tool {name!r} with arguments "
+            f"({_listed(held)}), declared from another agent's tool; this agent's {name!r} "
+            f"takes ({_listed(shown)}), so its calls are judged against the first. Give each "
+            "agent its own Guard, or its tool another name.",
+            UserWarning,
+            stacklevel=2,
+        )
+
+
+def _listed(names: frozenset[str] | None) -> str:
+    return "unknown" if names is None else ", ".join(sorted(names)) or "none"
+
+
+def guarded_arguments(guard: tg.Guard, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """The arguments as the model sent them, for the guard to judge.
+
+    For a tool whose only parameter is model-like (a pydantic model, a dataclass, a
+    TypedDict), Pydantic AI shows the model that type's fields and hands the hooks
+    ``{parameter: instance}``: the guard gets the instance's fields (validated values), the
+    names the model was shown and the tool was declared with. A tool the user declared
+    themselves keeps the arguments as Pydantic AI validated them."""
+    if len(args) != 1:
+        return args
+    shown = _SHOWN.get(guard.get_tool(name)) if guard.has_tool(name) else None
+    if shown is None or shown == args.keys():
+        return args
+    (value,) = args.values()
+    fields = _fields(value, shown)
+    return args if fields is None else fields
+
+
+def _fields(value: Any, shown: frozenset[str]) -> dict[str, Any] | None:
+    if isinstance(value, Mapping):  # a TypedDict
+        return dict(value)
+    if isinstance(value, pydantic.BaseModel):
+        infos: Mapping[str, Any] = type(value).model_fields
+        extra = value.model_extra or {}
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        pydantic_infos = getattr(type(value), "__pydantic_fields__", {})  # a pydantic dataclass
+        infos = {f.name: pydantic_infos.get(f.name) for f in dataclasses.fields(value)}
+        extra = {}
+    else:
+        return None
+    out = {_shown_name(key, info, shown): getattr(value, key) for key, info in infos.items()}
+    out.update(extra)
+    return out
+
+
+def _shown_name(key: str, info: Any, shown: frozenset[str]) -> str:
+    # The schema names a field by its alias when it has one: the name the model sends.
+    for alias in (getattr(info, "validation_alias", None), getattr(info, "alias", None)):
+        if isinstance(alias, str) and alias in shown:
+            return alias
+    return key
 
 
 def _names_only(name: str, schema: Mapping[str, Any]) -> dict[str, Any]:

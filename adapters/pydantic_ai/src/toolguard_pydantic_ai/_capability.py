@@ -23,7 +23,7 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import ToolDefinition
 
-from . import _calls, _episode, _history, _turns
+from . import _calls, _contracts, _episode, _history, _turns
 from ._calls import Delivery, ToolErrors
 
 _DELIVERIES = ("failed", "return", "retry")
@@ -38,6 +38,7 @@ class _Run:
     settled: set[str] = field(default_factory=set)
     turn: list[ToolCallPart] = field(default_factory=list)  # the calls of the running turn
     history: bool = False  # the earlier turns' tool returns are still to be bound
+    tools_checked: bool = False  # the contracts were checked against the agent's tools
 
 
 class ToolGuard(AbstractCapability[Any]):
@@ -46,7 +47,8 @@ class ToolGuard(AbstractCapability[Any]):
     ``Agent(model, tools=[...], capabilities=[ToolGuard(guard)])``. The agent's tools are
     declared to the guard on their first call, with their contract from ``contracts``
     (tool name -> ``guard.declare`` options: ``refs``, ``produces``, ``invalidates``,
-    ``preconditions``, ...), unless the guard already knows a tool of that name.
+    ``preconditions``, ...), unless the guard already knows a tool of that name. Their shape
+    is checked here, their tool and argument names at each run's first model request.
 
     ``rejection``: how a blocked call answers the model. ``"failed"`` (default): a failed
     tool return (``ToolFailed``: the provider's error channel; no retry budget used);
@@ -60,7 +62,8 @@ class ToolGuard(AbstractCapability[Any]):
     is used as given, started and ended by the adapter only if it was not started; else the
     trajectory current where the run starts; else a new one per run, with id
     ``trajectory_id(ctx)`` (default the run id), ``labels`` (a mapping or ``ctx -> mapping``),
-    the prompt observed for the information check, and ``success(result)`` as its outcome.
+    the prompt (and the earlier turns' user prompts) observed for the information check, and
+    ``success(result)`` as its outcome.
     """
 
     def __init__(
@@ -83,7 +86,7 @@ class ToolGuard(AbstractCapability[Any]):
         if tool_errors not in ("deliver", "raise"):
             raise ValueError(f"tool_errors must be 'deliver' or 'raise', not {tool_errors!r}")
         self.guard = guard
-        self.contracts: Mapping[str, tg.ToolOptions] = dict(contracts or {})
+        self.contracts: Mapping[str, tg.ToolOptions] = _contracts.checked(contracts)
         self.rejection: Delivery = rejection
         self.tool_errors: ToolErrors = tool_errors
         self.trajectory = trajectory
@@ -114,11 +117,12 @@ class ToolGuard(AbstractCapability[Any]):
         # Per-run state by run id rather than on a for_run() copy: a copy makes Pydantic AI
         # rebuild the agent's capability chain for every run, which costs more than the guard.
         # The conversation's earlier turns (message_history) are bound at the first turn with
-        # tool calls, where the tools are known; a trajectory the user keeps across runs has
-        # them already.
+        # tool calls, where the tools are known: also into a trajectory of the user's, which
+        # may be one per run; one spanning the conversation has them already, and binding
+        # them again changes nothing there (bind_result keeps what it binds, stale ids too).
         if owned:
             tg.end_at_exit(traj)  # a run that dies where wrap_run never returns still ends at exit
-        run = _Run(traj, history=owned and bool(ctx.messages))
+        run = _Run(traj, history=bool(ctx.messages))
         key = ctx.run_id
         if key is not None:
             self._runs[key] = run
@@ -136,6 +140,26 @@ class ToolGuard(AbstractCapability[Any]):
         finally:
             if key is not None:
                 self._runs.pop(key, None)
+
+    # -- the agent's tools ---------------------------------------------------------------------
+    async def prepare_tools(
+        self, ctx: RunContext[Any], tool_defs: list[ToolDefinition]
+    ) -> list[ToolDefinition]:
+        # The first place a run knows its tools (decorators run after the Agent was built,
+        # toolsets may be given per run): the contracts are checked here, before any call.
+        run = self._run(ctx)
+        if self.contracts and run is not None and not run.tools_checked:
+            run.tools_checked = True
+            self._check_contracts(ctx, tool_defs)
+        return tool_defs
+
+    def _check_contracts(self, ctx: RunContext[Any], tool_defs: list[ToolDefinition]) -> None:
+        shown = {d.name for d in tool_defs}
+        _contracts.check_names(self.contracts, shown | _contracts.agent_tool_names(ctx))
+        for tool_def in tool_defs:
+            if tool_def.name in self.contracts and tool_def.name not in self._declared:
+                # Declared now, so a contract naming an argument the tool lacks fails here.
+                self._declare(tool_def.name, tool_def)
 
     # -- a model turn --------------------------------------------------------------------------
     # before/after_node_run rather than wrap_node_run: Pydantic AI calls these for every
@@ -230,7 +254,7 @@ class ToolGuard(AbstractCapability[Any]):
             run.settled.add(call_id)
         pending = guard.check(
             name,
-            args,
+            _calls.guarded_arguments(guard, name, args),
             call_id=call_id,
             trajectory=run.traj if run is not None else None,
             span=_calls.framework_span(guard, ctx, call_id),

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeAlias
 
 import toolguard as tg
 from pydantic_ai import RunContext
+from pydantic_ai.messages import ModelRequest, UserPromptPart
 
 TrajectorySource: TypeAlias = (
     "tg.Trajectory | Callable[[RunContext[Any]], tg.Trajectory | None] | None"
@@ -28,13 +29,26 @@ def begin(
     In order: the one ``source`` gives (owned only if it was not started yet); the one
     current where the run started (``with guard.trajectory(...):`` around it); a new one,
     with the run's id and conversation id, whose summary goes to the guard's provider.
-    The run's prompt is what the agent has seen (the information check), in any of them.
+    The run's prompt, and the user's prompts of the earlier turns (``message_history``),
+    are what the agent has seen (the information check), in any of them.
     """
     traj, owned = _choose(guard, ctx, source, trajectory_id, labels)
     if observe_prompt:
-        for text in _texts(ctx.prompt):
+        for text in _user_texts(ctx):
             traj.observe(text)
     return traj, owned
+
+
+def _user_texts(ctx: RunContext[Any]) -> Iterator[str]:
+    yield from _texts(ctx.prompt)
+    # What the user said in earlier turns is as much the agent's to use as this prompt: an
+    # address given in turn 1 is not a guess when the model sends it in turn 2. (The tool
+    # returns of those turns are seen too, bound with the history.)
+    for message in ctx.messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart):
+                    yield from _texts(part.content)
 
 
 def _choose(

@@ -1,6 +1,7 @@
 """Earlier turns of a conversation (``message_history``): their tool returns bound again.
 
-Each ``agent.run`` is its own trajectory. Before its first call, each successful tool
+Each ``agent.run`` is its own trajectory (the adapter's, or one the app opens around the
+run), or the app keeps one across the conversation. Before its first call, each successful tool
 return in the history, of a tool the guard knows, is bound as context
 (``Trajectory.bind_result``: its ``produces``, and seen by the information check), so an id
 the agent was shown in an earlier turn is a bound value, not a ``dependency`` failure. The
