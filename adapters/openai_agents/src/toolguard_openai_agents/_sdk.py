@@ -14,6 +14,9 @@ from agents import (
     Runner,
     RunResult,
     Tool,
+    ToolGuardrailFunctionOutput,
+    ToolOutputGuardrail,
+    ToolOutputGuardrailData,
 )
 from agents.lifecycle import AgentHooksBase
 from agents.tool_context import ToolContext
@@ -32,4 +35,7 @@ __all__ = [
     "Runner",
     "Tool",
     "ToolContext",
+    "ToolGuardrailFunctionOutput",
+    "ToolOutputGuardrail",
+    "ToolOutputGuardrailData",
 ]
