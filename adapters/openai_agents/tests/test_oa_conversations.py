@@ -9,12 +9,12 @@ import asyncio
 from typing import Any
 
 import pytest
-from agents import SQLiteSession
-from agents.testing import assistant_message, function_call
+from agents import Agent, SQLiteSession, function_tool
+from agents.testing import ScriptedModel, assistant_message, function_call
 from oa_contacts import CONTACT_ID, PHONE, address_book, contacts_agent
 from oa_support import NO_SDK_TRACING, Telemetry
 
-from toolguard_openai_agents import run, run_sync
+from toolguard_openai_agents import guard_agent, run, run_sync
 
 SCRIPT = [
     [function_call("search_contact", {"phone": PHONE}, call_id="c1")],
@@ -89,3 +89,74 @@ def test_a_model_in_a_new_process_reads_the_history_as_text(otel: Telemetry) -> 
     ]  # fmt: skip
     run_sync(guard, agent, history, run_config=NO_SDK_TRACING)
     assert contacts == {}
+
+
+def _orders(orders: dict[int, str], script: list[Any]) -> tuple[Any, Any]:
+    @function_tool
+    def create_order(item: str) -> int:
+        """Create an order; returns its number."""
+        orders[8923] = item
+        return 8923
+
+    @function_tool
+    def cancel_order(order_id: int) -> str:
+        """Cancel an order by its number."""
+        del orders[order_id]
+        return "cancelled"
+
+    model = ScriptedModel(script)
+    agent = Agent(name="shop", model=model, tools=[create_order, cancel_order])
+    contracts = {
+        "create_order": {"produces": {"$": "order_id"}},
+        "cancel_order": {"refs": {"order_id": "order_id"}},
+    }
+    return agent, contracts
+
+
+@pytest.mark.parametrize("how", ["to_input_list", "session"])
+def test_an_int_id_from_an_earlier_run_keeps_its_type(otel: Telemetry, how: str) -> None:
+    orders: dict[int, str] = {}
+    agent, contracts = _orders(
+        orders,
+        [
+            [function_call("create_order", {"item": "book"}, call_id="c1")],
+            [assistant_message("Order 8923 created.")],
+            [function_call("cancel_order", {"order_id": 8923}, call_id="c2")],
+            [assistant_message("Cancelled.")],
+        ],
+    )
+    guard = otel.guard()
+    agent = guard_agent(agent, guard, contracts=contracts)
+    options: dict[str, Any] = {"run_config": NO_SDK_TRACING}
+    if how == "session":
+        options["session"] = SQLiteSession("orders-1")
+    first = run_sync(guard, agent, "Order a book", **options)
+    follow_up = "Cancel it."
+    if how == "to_input_list":
+        follow_up = [*first.to_input_list(), {"role": "user", "content": follow_up}]
+    run_sync(guard, agent, follow_up, **options)
+
+    assert orders == {}
+
+
+def test_a_number_in_a_new_process_binds_as_text_and_as_number(otel: Telemetry) -> None:
+    """The raw result is gone (another process): "8923" may have been an int or a str."""
+    orders = {8923: "book"}
+    agent, contracts = _orders(
+        orders,
+        [
+            [function_call("cancel_order", {"order_id": 8923}, call_id="c2")],
+            [assistant_message("Cancelled.")],
+        ],
+    )
+    guard = otel.guard()
+    agent = guard_agent(agent, guard, contracts=contracts)
+    history = [
+        {"role": "user", "content": "Order a book"},
+        {"type": "function_call", "call_id": "old1", "name": "create_order",
+         "arguments": '{"item": "book"}'},
+        {"type": "function_call_output", "call_id": "old1", "output": "8923"},
+        {"role": "user", "content": "Cancel it."},
+    ]  # fmt: skip
+    run_sync(guard, agent, history, run_config=NO_SDK_TRACING)
+    assert orders == {}

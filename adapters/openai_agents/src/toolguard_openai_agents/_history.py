@@ -8,11 +8,13 @@ context (``Trajectory.bind_result``: its ``produces``, and seen by the informati
 an id the agent was shown in an earlier turn is a bound value, not a ``dependency`` failure.
 
 The value read: the tool's own return value when this process ran the call (kept by call
-id, bounded, and only while the output is still ``str()`` of it, which is what the SDK sent);
-else the output text, JSON parsed back. A ``str()`` of a list or dict is Python, not JSON,
-and is never evaluated: after a restart such an output is seen (information check) but binds
-nothing. What earlier turns invalidated is not replayed: a missed ``dependency`` failure at
-worst, never a blocked legal call.
+id, bounded, and only while the output is still ``str()`` of it, which is what the SDK sent),
+so an ``int`` id is bound as the ``int`` a later call passes; else the output text, JSON
+parsed back. A ``str()`` of a list or dict is Python, not JSON, and is never evaluated: after
+a restart such an output is seen (information check) but binds nothing. Text that reads as a
+number or a bool (``8923``, ``True``) is bound both as the text and as that value, since
+which one the tool returned is no longer known. What earlier turns invalidated is not
+replayed: a missed ``dependency`` failure at worst, never a blocked legal call.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 import toolguard as tg
 
 _KEPT = 1024  # the raw results of the last this many guarded calls, in this process
-_SCALARS = (str, int, float, bool, type(None))
+_BOOLS = {"True": True, "False": False, "true": True, "false": False}
 
 
 class RawResults:
@@ -36,7 +38,8 @@ class RawResults:
         self._lock = threading.Lock()
 
     def keep(self, call_id: str | None, name: str, raw: Any) -> None:
-        if not call_id or isinstance(raw, _SCALARS):  # a scalar's text is itself
+        # A str's text is itself; None binds nothing. An int's text is not the int.
+        if not call_id or raw is None or isinstance(raw, str):
             return
         with self._lock:
             self._kept[call_id] = (name, raw)
@@ -77,13 +80,23 @@ def bind_history(guard: tg.Guard, traj: tg.Trajectory, items: Sequence[Any]) -> 
         if not isinstance(output, str):  # structured output (images, files): no values
             continue
         found, value = RAW.get(call_id, name, output)
-        traj.bind_result(guard.get_tool(name), value if found else _parsed(output))
+        tool = guard.get_tool(name)
+        for candidate in [value] if found else _parsed(output):
+            traj.bind_result(tool, candidate)
 
 
-def _parsed(text: str) -> Any:
+def _parsed(text: str) -> list[Any]:
+    """What an output text may have been: JSON parsed back, and a number or a bool (whose
+    ``str()`` the SDK sent) as itself besides the text."""
     if text[:1] in ("{", "["):
         try:
-            return json.loads(text)
+            return [json.loads(text)]
         except ValueError:
-            return text
-    return text
+            return [text]
+    if text in _BOOLS:
+        return [text, _BOOLS[text]]
+    try:
+        number = json.loads(text)
+    except ValueError:
+        return [text]
+    return [text, number] if isinstance(number, int | float) else [text]
