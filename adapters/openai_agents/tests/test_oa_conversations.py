@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 from agents import Agent, SQLiteSession, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
-from oa_contacts import CONTACT_ID, PHONE, address_book, contacts_agent
+from oa_contacts import CONTACT_ID, CONTRACTS, PHONE, address_book, contact_tools, contacts_agent
 from oa_support import NO_SDK_TRACING, Telemetry
 
 from toolguard_openai_agents import guard_agent, run, run_sync
+from toolguard_openai_agents._history import state_items
 
 SCRIPT = [
     [function_call("search_contact", {"phone": PHONE}, call_id="c1")],
@@ -160,3 +161,63 @@ def test_a_number_in_a_new_process_binds_as_text_and_as_number(otel: Telemetry) 
     ]  # fmt: skip
     run_sync(guard, agent, history, run_config=NO_SDK_TRACING)
     assert orders == {}
+
+
+def _paused(otel: Telemetry, contact_id: str) -> tuple[Any, Any, Any, Any]:
+    """A run paused for the approval of remove_contact(contact_id), after a search."""
+    contacts = address_book()
+    guard = otel.guard(state=contacts)
+    search, remove = contact_tools(contacts)
+    remove.needs_approval = True
+    model = ScriptedModel(
+        [
+            [function_call("search_contact", {"phone": PHONE}, call_id="c1")],
+            [function_call("remove_contact", {"contact_id": contact_id}, call_id="c2")],
+            [assistant_message("Done.")],
+        ]
+    )
+    agent = guard_agent(
+        Agent(name="a", model=model, tools=[search, remove]), guard, contracts=CONTRACTS
+    )
+    first = run_sync(guard, agent, f"Remove {PHONE}", run_config=NO_SDK_TRACING)
+    state = first.to_state()
+    for item in first.interruptions:
+        state.approve(item)
+    return guard, agent, state, contacts
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_approved_call_resumed_in_a_new_run_sees_the_earlier_results(
+    otel: Telemetry, mode: str
+) -> None:
+    guard, agent, state, contacts = _paused(otel, CONTACT_ID)
+    if mode == "sync":
+        run_sync(guard, agent, state, run_config=NO_SDK_TRACING)
+    else:
+        asyncio.run(run(guard, agent, state, run_config=NO_SDK_TRACING))
+
+    assert contacts == {}
+    second = [s for s in otel.spans() if s.name == "toolguard.trajectory"][1]
+    assert (second.attributes or {})["toolguard.trajectory.first_error_depth"] == 2  # none
+
+
+def test_an_approved_call_with_an_id_never_shown_is_still_blocked(otel: Telemetry) -> None:
+    guard, agent, state, contacts = _paused(otel, "id_0001")
+    run_sync(guard, agent, state, run_config=NO_SDK_TRACING)
+
+    assert contacts
+    second = [s for s in otel.spans() if s.name == "toolguard.trajectory"][1]
+    assert (second.attributes or {})["toolguard.trajectory.first_error.cause"] == "dependency"
+
+
+def test_the_run_state_fields_a_resume_reads(otel: Telemetry) -> None:
+    # Pins the RunState fields of openai-agents 0.24 that state_items reads: if a new SDK
+    # renames them, this fails instead of approved calls being blocked after a resume.
+    _, _, state, _ = _paused(otel, CONTACT_ID)
+    items = state_items(state)
+    assert items[0] == {"role": "user", "content": f"Remove {PHONE}"}
+    assert [(i.get("type"), i.get("call_id")) for i in items[1:]] == [
+        ("function_call", "c1"),
+        ("function_call_output", "c1"),
+        ("function_call", "c2"),
+    ]

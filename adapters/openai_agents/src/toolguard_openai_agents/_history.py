@@ -20,12 +20,17 @@ replayed: a missed ``dependency`` failure at worst, never a blocked legal call.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import toolguard as tg
+
+from ._sdk import RunState
+
+logger = logging.getLogger("toolguard")
 
 _KEPT = 1024  # the raw results of the last this many guarded calls, in this process
 _BOOLS = {"True": True, "False": False, "true": True, "false": False}
@@ -100,3 +105,30 @@ def _parsed(text: str) -> list[Any]:
     except ValueError:
         return [text]
     return [text, number] if isinstance(number, int | float) else [text]
+
+
+def state_items(state: RunState[Any, Any]) -> list[Any]:
+    """The input items of a run paused in ``state``: its original input and the items the
+    run generated (an approval request is no input item, and is left out).
+
+    RunState has no public accessor for them (``to_json`` also serialises the user's context
+    and may raise): its fields of openai-agents 0.24, pinned by
+    tests/test_oa_conversations.py::test_the_run_state_fields_a_resume_reads."""
+    if not (hasattr(state, "_original_input") and hasattr(state, "_generated_items")):
+        logger.warning(
+            "toolguard: this openai-agents RunState lacks the fields the adapter reads; what "
+            "the run showed before it paused is not bound (its approved calls may be blocked)"
+        )
+        return []
+    original = state._original_input
+    items: list[Any] = []
+    if isinstance(original, str):
+        items.append({"role": "user", "content": original})
+    else:
+        items.extend(original)
+    for item in state._generated_items:
+        try:
+            items.append(item.to_input_item())
+        except Exception:  # what cannot be model input (the approval request) showed nothing
+            continue
+    return items
