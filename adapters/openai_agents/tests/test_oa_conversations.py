@@ -221,3 +221,63 @@ def test_the_run_state_fields_a_resume_reads(otel: Telemetry) -> None:
         ("function_call_output", "c1"),
         ("function_call", "c2"),
     ]
+
+
+ADDRESS = "al@example.org"
+
+
+def _mailer(otel: Telemetry, script: list[Any]) -> tuple[Any, Any, list[str]]:
+    sent: list[str] = []
+
+    @function_tool
+    def send_email(to: str, body: str) -> str:
+        """Send an email."""
+        sent.append(to)
+        return "sent"
+
+    guard = otel.guard()
+    agent = Agent(name="mail", model=ScriptedModel(script), tools=[send_email])
+    return guard, guard_agent(agent, guard, contracts={"send_email": {"grounded": ["to"]}}), sent
+
+
+SEND = [function_call("send_email", {"to": ADDRESS, "body": "hi"}, call_id="m1")]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [f"Email {ADDRESS} to say hi", [{"type": "input_text", "text": f"Email {ADDRESS}"}]],
+    ids=["text", "parts"],
+)
+def test_a_value_the_user_typed_in_a_message_list_is_seen(otel: Telemetry, content: Any) -> None:
+    guard, agent, sent = _mailer(otel, [SEND, [assistant_message("Sent.")]])
+    run_sync(guard, agent, [{"role": "user", "content": content}], run_config=NO_SDK_TRACING)
+    assert sent == [ADDRESS]
+
+
+@pytest.mark.parametrize("how", ["to_input_list", "session"])
+def test_a_value_the_user_typed_in_an_earlier_turn_is_seen(otel: Telemetry, how: str) -> None:
+    script = [[assistant_message("Noted.")], SEND, [assistant_message("Sent.")]]
+    guard, agent, sent = _mailer(otel, script)
+    options: dict[str, Any] = {"run_config": NO_SDK_TRACING}
+    if how == "session":
+        options["session"] = SQLiteSession("mail-1")
+    first = run_sync(guard, agent, f"My address is {ADDRESS}", **options)
+    follow_up: Any = "Now send me a hello email."
+    if how == "to_input_list":
+        follow_up = [*first.to_input_list(), {"role": "user", "content": follow_up}]
+    run_sync(guard, agent, follow_up, **options)
+    assert sent == [ADDRESS]
+
+
+def test_a_value_only_the_assistant_or_developer_wrote_is_not_seen(otel: Telemetry) -> None:
+    guard, agent, sent = _mailer(otel, [SEND, [assistant_message("Could not.")]])
+    history = [
+        {"role": "developer", "content": f"Never write to {ADDRESS}."},
+        {"role": "user", "content": "Send a hello email."},
+        {"role": "assistant", "content": f"To {ADDRESS}?"},
+        {"role": "user", "content": "Yes."},
+    ]
+    run_sync(guard, agent, history, run_config=NO_SDK_TRACING)
+    assert sent == []
+    [summary] = [s for s in otel.spans() if s.name == "toolguard.trajectory"]
+    assert (summary.attributes or {})["toolguard.trajectory.first_error.cause"] == "information"

@@ -6,6 +6,8 @@ Each ``Runner.run`` is its own trajectory. The model's input holds the earlier t
 (``on_llm_start``, before any tool runs), each output of a tool the guard knows is bound as
 context (``Trajectory.bind_result``: its ``produces``, and seen by the information check), so
 an id the agent was shown in an earlier turn is a bound value, not a ``dependency`` failure.
+The user's messages there (a message list as input, or a Session's earlier turns) are what
+the agent was told: seen by the information check, as a text input is.
 
 The value read: the tool's own return value when this process ran the call (kept by call
 id, bounded, and only while the output is still ``str()`` of it, which is what the SDK sent),
@@ -69,14 +71,19 @@ RAW = RawResults()
 
 
 def bind_history(guard: tg.Guard, traj: tg.Trajectory, items: Sequence[Any]) -> None:
-    """Bind what the function call outputs among ``items`` (earlier turns) produce."""
+    """Bind what the function call outputs among ``items`` (earlier turns) produce, and
+    observe the user's messages among them."""
     names = {
         item.get("call_id"): item.get("name")
         for item in items
         if isinstance(item, Mapping) and item.get("type") == "function_call"
     }
     for item in items:
-        if not isinstance(item, Mapping) or item.get("type") != "function_call_output":
+        if not isinstance(item, Mapping):
+            continue
+        for text in _user_texts(item):
+            traj.observe(text)
+        if item.get("type") != "function_call_output":
             continue
         call_id, output = item.get("call_id"), item.get("output")
         name = names.get(call_id)
@@ -88,6 +95,26 @@ def bind_history(guard: tg.Guard, traj: tg.Trajectory, items: Sequence[Any]) -> 
         tool = guard.get_tool(name)
         for candidate in [value] if found else _parsed(output):
             traj.bind_result(tool, candidate)
+
+
+def _user_texts(item: Mapping[str, Any]) -> list[str]:
+    """The text of a user message item: ``content`` as a string or its ``input_text`` parts.
+    Only the user's role: what the model or the developer wrote is no information the user
+    gave (the protocol counts the user's input and tool outputs as seen)."""
+    if item.get("role") != "user" or item.get("type", "message") != "message":
+        return []
+    content = item.get("content")
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    return [
+        part["text"]
+        for part in content
+        if isinstance(part, Mapping)
+        and part.get("type") == "input_text"
+        and isinstance(part.get("text"), str)
+    ]
 
 
 def _parsed(text: str) -> list[Any]:
