@@ -13,13 +13,13 @@ validate against that schema).
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
 import toolguard as tg
 
+from ._declare import Contract, declare
 from ._history import RAW
 from ._sdk import (
     FunctionTool,
@@ -31,7 +31,6 @@ from ._sdk import (
     ToolOutputGuardrailData,
 )
 
-Contract = tg.ToolSpec | tg.ToolOptions
 Body = Callable[[ToolContext[Any], str], Awaitable[Any]]
 
 # True while a guarded tool's body runs. An agent used as a tool runs a whole nested agent
@@ -84,11 +83,11 @@ def guard_tool(
     current = guarded_by(tool)
     if current is guard:
         if contract is not None:
-            _declare(guard, tool, contract)
+            declare(guard, tool, contract)
         return tool
     if current is not None:
         raise ValueError(f"tool {tool.name!r} is already guarded by another Guard")
-    _declare(guard, tool, contract)
+    declare(guard, tool, contract)
     # The SDK's own copy re-binds the failure handler to the copy, so the original tool (which
     # other agents may share) is left exactly as it was.
     guarded = copy.copy(tool)
@@ -177,35 +176,6 @@ def _sdk_validation_failure(name: str) -> tg.Failure:
     # No argument value in any text: the SDK's own message (with them) goes to the model.
     text = f"the SDK's argument validation rejected the call to {name!r}; the tool did not run"
     return tg.Failure("schema", "schema.args", text, text, telemetry_message=text)
-
-
-def _declare(guard: tg.Guard, tool: FunctionTool, contract: Contract | None) -> None:
-    if contract is None:
-        try:
-            guard.get_tool(tool.name)
-            return  # declared or registered by the user under this name: theirs holds
-        except KeyError:
-            pass
-        guard.declare(
-            tool.name, json_schema=tool.params_json_schema, description=tool.description or None
-        )
-        return
-    if isinstance(contract, tg.ToolSpec):
-        has_schema = contract.json_schema is not None or contract.args_model is not None
-        # A fresh spec: the user's object is not renamed, and may serve several tools.
-        spec = dataclasses.replace(
-            contract,
-            name=tool.name,
-            json_schema=contract.json_schema if has_schema else tool.params_json_schema,
-            description=contract.description or tool.description or None,
-        )
-        guard.declare(tool.name, spec, replace=True)
-        return
-    options: dict[str, Any] = dict(contract)
-    if "json_schema" not in options and "args_model" not in options:
-        options["json_schema"] = tool.params_json_schema
-    options.setdefault("description", tool.description or None)
-    guard.declare(tool.name, replace=True, **options)
 
 
 def _check_contract_names(contracts: Mapping[str, Any], names: set[str]) -> None:
