@@ -7,9 +7,10 @@ from typing import Any, TypeVar
 
 import toolguard as tg
 
+from ._declare import Contract
 from ._hooks import GuardHooks
 from ._sdk import Agent, FunctionTool
-from ._tools import Contract, _check_contract_names, guard_tool_list
+from ._tools import _check_contract_names, guard_tool_list
 
 A = TypeVar("A", bound=Agent[Any])
 

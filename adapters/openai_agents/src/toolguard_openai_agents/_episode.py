@@ -16,7 +16,8 @@ from typing import Any
 
 import toolguard as tg
 
-from ._sdk import Agent, Runner, RunResult
+from ._history import bind_history, state_items
+from ._sdk import Agent, Runner, RunResult, RunState
 
 
 # Lower case: it reads like a function call, `with guarded_run(guard) as traj:`.
@@ -104,9 +105,11 @@ async def run(
 
     ``agent`` should come from :func:`guard_agent`. ``success(result)`` sets the outcome Y;
     a run that raises ends the trajectory with Y unknown. A text ``input`` is what the agent
-    has seen (the information check).
+    has seen (the information check). A ``RunState`` (resuming after an approval): what the
+    paused run showed is bound before the approved calls run.
     """
     with _episode(guard, input, trajectory_id, labels, trajectory, runner_options) as traj:
+        _resume(guard, traj, input)
         result = await Runner.run(agent, input, **runner_options)
         if success is not None:
             traj.success = success(result)
@@ -126,10 +129,18 @@ def run_sync(
 ) -> RunResult:
     """:func:`run` for ``Runner.run_sync``."""
     with _episode(guard, input, trajectory_id, labels, trajectory, runner_options) as traj:
+        _resume(guard, traj, input)
         result = Runner.run_sync(agent, input, **runner_options)
         if success is not None:
             traj.success = success(result)
     return result
+
+
+def _resume(guard: tg.Guard, traj: tg.Trajectory, input: Any) -> None:
+    # A run resumed after an approval runs the approved calls before any model call, where
+    # the earlier turns are otherwise bound: the new trajectory learns them from the state.
+    if isinstance(input, RunState):
+        bind_history(guard, traj, state_items(input))
 
 
 def _episode(

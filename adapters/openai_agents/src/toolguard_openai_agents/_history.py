@@ -6,18 +6,23 @@ Each ``Runner.run`` is its own trajectory. The model's input holds the earlier t
 (``on_llm_start``, before any tool runs), each output of a tool the guard knows is bound as
 context (``Trajectory.bind_result``: its ``produces``, and seen by the information check), so
 an id the agent was shown in an earlier turn is a bound value, not a ``dependency`` failure.
+The user's messages there (a message list as input, or a Session's earlier turns) are what
+the agent was told: seen by the information check, as a text input is.
 
 The value read: the tool's own return value when this process ran the call (kept by call
-id, bounded, and only while the output is still ``str()`` of it, which is what the SDK sent);
-else the output text, JSON parsed back. A ``str()`` of a list or dict is Python, not JSON,
-and is never evaluated: after a restart such an output is seen (information check) but binds
-nothing. What earlier turns invalidated is not replayed: a missed ``dependency`` failure at
-worst, never a blocked legal call.
+id, bounded, and only while the output is still ``str()`` of it, which is what the SDK sent),
+so an ``int`` id is bound as the ``int`` a later call passes; else the output text, JSON
+parsed back. A ``str()`` of a list or dict is Python, not JSON, and is never evaluated: after
+a restart such an output is seen (information check) but binds nothing. Text that reads as a
+number or a bool (``8923``, ``True``) is bound both as the text and as that value, since
+which one the tool returned is no longer known. What earlier turns invalidated is not
+replayed: a missed ``dependency`` failure at worst, never a blocked legal call.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -25,8 +30,12 @@ from typing import Any
 
 import toolguard as tg
 
+from ._sdk import RunState
+
+logger = logging.getLogger("toolguard")
+
 _KEPT = 1024  # the raw results of the last this many guarded calls, in this process
-_SCALARS = (str, int, float, bool, type(None))
+_BOOLS = {"True": True, "False": False, "true": True, "false": False}
 
 
 class RawResults:
@@ -36,7 +45,8 @@ class RawResults:
         self._lock = threading.Lock()
 
     def keep(self, call_id: str | None, name: str, raw: Any) -> None:
-        if not call_id or isinstance(raw, _SCALARS):  # a scalar's text is itself
+        # A str's text is itself; None binds nothing. An int's text is not the int.
+        if not call_id or raw is None or isinstance(raw, str):
             return
         with self._lock:
             self._kept[call_id] = (name, raw)
@@ -61,14 +71,19 @@ RAW = RawResults()
 
 
 def bind_history(guard: tg.Guard, traj: tg.Trajectory, items: Sequence[Any]) -> None:
-    """Bind what the function call outputs among ``items`` (earlier turns) produce."""
+    """Bind what the function call outputs among ``items`` (earlier turns) produce, and
+    observe the user's messages among them."""
     names = {
         item.get("call_id"): item.get("name")
         for item in items
         if isinstance(item, Mapping) and item.get("type") == "function_call"
     }
     for item in items:
-        if not isinstance(item, Mapping) or item.get("type") != "function_call_output":
+        if not isinstance(item, Mapping):
+            continue
+        for text in _user_texts(item):
+            traj.observe(text)
+        if item.get("type") != "function_call_output":
             continue
         call_id, output = item.get("call_id"), item.get("output")
         name = names.get(call_id)
@@ -77,13 +92,70 @@ def bind_history(guard: tg.Guard, traj: tg.Trajectory, items: Sequence[Any]) -> 
         if not isinstance(output, str):  # structured output (images, files): no values
             continue
         found, value = RAW.get(call_id, name, output)
-        traj.bind_result(guard.get_tool(name), value if found else _parsed(output))
+        tool = guard.get_tool(name)
+        for candidate in [value] if found else _parsed(output):
+            traj.bind_result(tool, candidate)
 
 
-def _parsed(text: str) -> Any:
+def _user_texts(item: Mapping[str, Any]) -> list[str]:
+    """The text of a user message item: ``content`` as a string or its ``input_text`` parts.
+    Only the user's role: what the model or the developer wrote is no information the user
+    gave (the protocol counts the user's input and tool outputs as seen)."""
+    if item.get("role") != "user" or item.get("type", "message") != "message":
+        return []
+    content = item.get("content")
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    return [
+        part["text"]
+        for part in content
+        if isinstance(part, Mapping)
+        and part.get("type") == "input_text"
+        and isinstance(part.get("text"), str)
+    ]
+
+
+def _parsed(text: str) -> list[Any]:
+    """What an output text may have been: JSON parsed back, and a number or a bool (whose
+    ``str()`` the SDK sent) as itself besides the text."""
     if text[:1] in ("{", "["):
         try:
-            return json.loads(text)
+            return [json.loads(text)]
         except ValueError:
-            return text
-    return text
+            return [text]
+    if text in _BOOLS:
+        return [text, _BOOLS[text]]
+    try:
+        number = json.loads(text)
+    except ValueError:
+        return [text]
+    return [text, number] if isinstance(number, int | float) else [text]
+
+
+def state_items(state: RunState[Any, Any]) -> list[Any]:
+    """The input items of a run paused in ``state``: its original input and the items the
+    run generated (an approval request is no input item, and is left out).
+
+    RunState has no public accessor for them (``to_json`` also serialises the user's context
+    and may raise): its fields of openai-agents 0.24, pinned by
+    tests/test_oa_conversations.py::test_the_run_state_fields_a_resume_reads."""
+    if not (hasattr(state, "_original_input") and hasattr(state, "_generated_items")):
+        logger.warning(
+            "toolguard: this openai-agents RunState lacks the fields the adapter reads; what "
+            "the run showed before it paused is not bound (its approved calls may be blocked)"
+        )
+        return []
+    original = state._original_input
+    items: list[Any] = []
+    if isinstance(original, str):
+        items.append({"role": "user", "content": original})
+    else:
+        items.extend(original)
+    for item in state._generated_items:
+        try:
+            items.append(item.to_input_item())
+        except Exception:  # what cannot be model input (the approval request) showed nothing
+            continue
+    return items

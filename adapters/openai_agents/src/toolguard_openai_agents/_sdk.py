@@ -13,7 +13,11 @@ from agents import (
     ModelResponse,
     Runner,
     RunResult,
+    RunState,
     Tool,
+    ToolGuardrailFunctionOutput,
+    ToolOutputGuardrail,
+    ToolOutputGuardrailData,
 )
 from agents.lifecycle import AgentHooksBase
 from agents.tool_context import ToolContext
@@ -29,7 +33,11 @@ __all__ = [
     "ModelResponse",
     "ResponseFunctionToolCall",
     "RunResult",
+    "RunState",
     "Runner",
     "Tool",
     "ToolContext",
+    "ToolGuardrailFunctionOutput",
+    "ToolOutputGuardrail",
+    "ToolOutputGuardrailData",
 ]

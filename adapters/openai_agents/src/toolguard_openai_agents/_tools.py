@@ -5,23 +5,32 @@ handler, which turns an exception into the message the model reads (``failure_er
 by default one that hides the error). The guard goes *inside* that handler, around the body:
 it sees the exception itself (``state_consistency``) and the SDK still answers the model the
 way the user configured, cancellation and timeouts included. A rejected call never reaches the
-body: its answer is the guard's message, returned as the tool's output.
+body: its answer is the guard's message, returned as the tool's output (for a tool with an
+output schema, turned into a tool output guardrail's rejection, which the SDK does not
+validate against that schema).
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
 import toolguard as tg
 
+from ._declare import Contract, declare
 from ._history import RAW
-from ._sdk import FunctionTool, ModelBehaviorError, Tool, ToolContext
+from ._sdk import (
+    FunctionTool,
+    ModelBehaviorError,
+    Tool,
+    ToolContext,
+    ToolGuardrailFunctionOutput,
+    ToolOutputGuardrail,
+    ToolOutputGuardrailData,
+)
 
-Contract = tg.ToolSpec | tg.ToolOptions
 Body = Callable[[ToolContext[Any], str], Awaitable[Any]]
 
 # True while a guarded tool's body runs. An agent used as a tool runs a whole nested agent
@@ -74,28 +83,57 @@ def guard_tool(
     current = guarded_by(tool)
     if current is guard:
         if contract is not None:
-            _declare(guard, tool, contract)
+            declare(guard, tool, contract)
         return tool
     if current is not None:
         raise ValueError(f"tool {tool.name!r} is already guarded by another Guard")
-    _declare(guard, tool, contract)
+    declare(guard, tool, contract)
     # The SDK's own copy re-binds the failure handler to the copy, so the original tool (which
     # other agents may share) is left exactly as it was.
     guarded = copy.copy(tool)
+    # The SDK validates a tool's result against its declared output schema, which the guard's
+    # message never matches (the run failed with a UserError). A tool output guardrail's
+    # rejection is the SDK's supported way to answer the model instead of the result, and it
+    # skips that validation: first in the list, it turns the guard's answer into one.
+    answer: Callable[[str], str] = str
+    if guarded.output_json_schema is not None:
+        answer = _Rejected
+        guarded.tool_output_guardrails = [_ANSWER_REJECTION, *(tool.tool_output_guardrails or [])]
     invoker: Any = guarded.on_invoke_tool
     body = getattr(invoker, "_invoke_tool_impl", None)
     if callable(body):
         # openai-agents' internal seam between failure handler and body (0.24). Pinned by
         # tests/test_oa_tools.py::test_guard_sits_between_failure_handler_and_body.
-        invoker._invoke_tool_impl = _guarded_body(guard, tool.name, body, keep_markers=True)
+        invoker._invoke_tool_impl = _guarded_body(guard, tool.name, body, answer, keep_markers=True)
     else:
         # A hand-made FunctionTool: its invoker is the body, and what it raises propagates.
-        guarded.on_invoke_tool = _guarded_body(guard, tool.name, invoker, keep_markers=False)
+        guarded.on_invoke_tool = _guarded_body(
+            guard, tool.name, invoker, answer, keep_markers=False
+        )
     setattr(guarded, _GUARD_ATTR, guard)
     return guarded
 
 
-def _guarded_body(guard: tg.Guard, name: str, body: Body, *, keep_markers: bool) -> Body:
+class _Rejected(str):
+    """The guard's message as a blocked call's result, marked for ``_ANSWER_REJECTION``; a
+    str, so a path of the SDK that runs no output guardrails still hands the model the
+    message, as for any tool result."""
+
+
+def _answer_rejection(data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
+    if isinstance(data.output, _Rejected):
+        return ToolGuardrailFunctionOutput.reject_content(str(data.output))
+    return ToolGuardrailFunctionOutput.allow()
+
+
+_ANSWER_REJECTION: ToolOutputGuardrail[Any] = ToolOutputGuardrail(
+    guardrail_function=_answer_rejection, name="toolguard"
+)
+
+
+def _guarded_body(
+    guard: tg.Guard, name: str, body: Body, answer: Callable[[str], str], *, keep_markers: bool
+) -> Body:
     # Annotated with ToolContext on purpose: the SDK reads the invoker's first annotation to
     # decide whether it receives the full ToolContext (with tool_call_id) or a narrower one.
     async def guarded(ctx: ToolContext[Any], input: str) -> Any:
@@ -104,7 +142,7 @@ def _guarded_body(guard: tg.Guard, name: str, body: Body, *, keep_markers: bool)
         if pending.rejection is not None:
             # The model reads a tool's return value: the guard's message is the answer. It is
             # no exception, so no failure handler, retry or run error is involved.
-            return str(pending.rejection)
+            return answer(str(pending.rejection))
         token = inside_tool.set(True)
         try:
             with pending:  # span current while the body runs; an exception is fail()
@@ -138,35 +176,6 @@ def _sdk_validation_failure(name: str) -> tg.Failure:
     # No argument value in any text: the SDK's own message (with them) goes to the model.
     text = f"the SDK's argument validation rejected the call to {name!r}; the tool did not run"
     return tg.Failure("schema", "schema.args", text, text, telemetry_message=text)
-
-
-def _declare(guard: tg.Guard, tool: FunctionTool, contract: Contract | None) -> None:
-    if contract is None:
-        try:
-            guard.get_tool(tool.name)
-            return  # declared or registered by the user under this name: theirs holds
-        except KeyError:
-            pass
-        guard.declare(
-            tool.name, json_schema=tool.params_json_schema, description=tool.description or None
-        )
-        return
-    if isinstance(contract, tg.ToolSpec):
-        has_schema = contract.json_schema is not None or contract.args_model is not None
-        # A fresh spec: the user's object is not renamed, and may serve several tools.
-        spec = dataclasses.replace(
-            contract,
-            name=tool.name,
-            json_schema=contract.json_schema if has_schema else tool.params_json_schema,
-            description=contract.description or tool.description or None,
-        )
-        guard.declare(tool.name, spec, replace=True)
-        return
-    options: dict[str, Any] = dict(contract)
-    if "json_schema" not in options and "args_model" not in options:
-        options["json_schema"] = tool.params_json_schema
-    options.setdefault("description", tool.description or None)
-    guard.declare(tool.name, replace=True, **options)
 
 
 def _check_contract_names(contracts: Mapping[str, Any], names: set[str]) -> None:
