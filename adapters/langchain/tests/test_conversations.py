@@ -5,15 +5,17 @@ from a checkpointer (thread id) or is sent back by the caller."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Annotated, Any
 
 import pytest
 import toolguard as tg
 from conftest import PHONE, AddressBook, Spans, call, scripted, turn
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 from pydantic import BaseModel
 
 from toolguard_langchain import ToolGuardMiddleware, declare_tool
@@ -124,3 +126,44 @@ def test_objects_in_an_earlier_turn_bind_too(checkpointed: bool, spans: Spans) -
     out = agent.invoke(again, config)
 
     assert removed == ["id_8923"], statuses(out)
+
+
+@pytest.mark.parametrize("answer", ["command", "message"])
+def test_a_tool_answering_with_its_own_message_binds_in_later_turns(
+    answer: str, spans: Spans
+) -> None:
+    """A tool that builds its answer (a ``Command`` updating the messages, or a
+    ``ToolMessage``): the later turn reads the message it holds, as the call itself did,
+    not the object (whose uuid ``id`` is no contact id)."""
+    removed: list[str] = []
+
+    @tool
+    def search_contacts(
+        phone: str, tool_call_id: Annotated[str, InjectedToolCallId]
+    ) -> Command[Any] | ToolMessage:
+        """Contacts with this phone number."""
+        content = json.dumps({"id": "id_8923", "phone": phone})
+        message = ToolMessage(content=content, tool_call_id=tool_call_id)
+        return Command(update={"messages": [message]}) if answer == "command" else message
+
+    @tool
+    def remove_contact(contact_id: str) -> str:
+        """Remove a contact by its id."""
+        removed.append(contact_id)
+        return "removed"
+
+    guard = tg.Guard(tracer_provider=spans.provider)
+    declare_tool(guard, search_contacts, produces={"id": "contact_id"})
+    declare_tool(guard, remove_contact, refs={"contact_id": "contact_id"})
+    agent = create_agent(
+        scripted(*SCRIPT),
+        [search_contacts, remove_contact],
+        middleware=[ToolGuardMiddleware(guard)],
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": f"chat-{answer}"}}
+    agent.invoke(FIRST, config)
+    out = agent.invoke({"messages": [("user", SECOND)]}, config)
+
+    assert statuses(out) == ["success", "success"]
+    assert removed == ["id_8923"]

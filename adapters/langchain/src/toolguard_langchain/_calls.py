@@ -23,7 +23,7 @@ from ._contracts import KnownTools
 from ._framework import BaseTool, Command, GraphBubbleUp, GraphInterrupt, ToolCallRequest
 from ._history import RawResults
 from ._raw import capture, capturing_copy, release
-from ._results import is_error, message_content, outcome, rejection_message
+from ._results import is_error, message_content, outcome, own_result, rejection_message
 from ._turns import TurnLedger
 
 logger = logging.getLogger("toolguard")
@@ -145,14 +145,15 @@ class GuardedCalls:
     def _finish(
         self, pending: tg.PendingCall, request: ToolCallRequest, answer: Any, raw: list[Any]
     ) -> None:
-        """The framework's answer judged; with ``keep_raw``, the tool's raw value kept for
-        the conversation's next runs (``_history.py``)."""
+        """The framework's answer judged; with ``keep_raw``, the tool's own result kept for
+        the conversation's next runs (``_history.py``): the value this judgement read."""
         call_id = request.tool_call.get("id")
-        result, error = outcome(answer, call_id, raw, request.tool)
+        own = own_result(raw, request.tool)
+        result, error = outcome(answer, call_id, own)
         pending.finish(result, error=error)
-        if self.keep_raw and raw and call_id:
+        if self.keep_raw and own[0] and not error and call_id:
             content = message_content(answer, call_id)
-            self.raw.keep(call_id, request.tool_call["name"], raw[-1], content)
+            self.raw.keep(call_id, request.tool_call["name"], own[1], content)
 
     def _span(self, name: str) -> CallSpan:
         """The call's span, bound when the tool runs (``_call_span.py``); made only while

@@ -6,9 +6,10 @@ call, each result of a tool the guard knows is bound as context (``Trajectory.bi
 its ``produces``, and seen by the information check), so an id the agent was shown in an
 earlier turn is a bound value, not a ``dependency`` failure.
 
-The value read: the tool's own return value when this process ran the call (kept by call
-id, bounded, and only while the message text is still the one LangChain made of it); else
-the message's artifact; else its content, JSON text parsed back. What earlier turns
+The value read is the one the call's own judgement read (``_results.message_result``): the
+message's artifact; else the tool's own return value when this process ran the call (kept by
+call id, bounded, and only while the message text is still the one LangChain made of it);
+else its content, JSON text parsed back. What earlier turns
 invalidated is not replayed: an id removed in an earlier run is bound again if a result in
 the history shows it (a missed ``dependency`` failure, never a blocked legal call).
 """
@@ -23,7 +24,7 @@ from typing import Any
 import toolguard as tg
 
 from ._framework import AIMessage, ToolMessage
-from ._results import parsed
+from ._results import message_result
 
 _KEPT = 1024  # raw results kept: the last this many calls whose text LangChain made with str()
 _SCALARS = (str, int, float, bool, type(None))
@@ -70,9 +71,7 @@ def bind_history(
             name = names.get(message.tool_call_id)
         if not name or not guard.has_tool(name):
             continue
-        found, value = raw.get(message, name)
-        if not found:
-            value = message.artifact if message.artifact is not None else parsed(message.content)
+        value = message_result(message, raw.get(message, name))  # as the call read it
         traj.bind_result(guard.get_tool(name), value)
 
 
