@@ -167,3 +167,50 @@ def test_a_tool_answering_with_its_own_message_binds_in_later_turns(
 
     assert statuses(out) == ["success", "success"]
     assert removed == ["id_8923"]
+
+
+def test_a_produces_callable_failing_on_an_earlier_error_result_breaks_no_later_turn(
+    caplog: pytest.LogCaptureFixture, spans: Spans
+) -> None:
+    """Turn 1's search finds nothing (``{"error": ...}``: no ``id`` for the callable to
+    read); every later run replays it with the history. It is logged, and the id turn 2's
+    search found still binds for turn 3."""
+    book = {"id_8923": {"id": "id_8923", "phone": PHONE}}
+
+    @tool
+    def search_contacts(phone: str) -> dict[str, str]:
+        """The contact with this phone number."""
+        found = [c for c in book.values() if c["phone"] == phone]
+        return found[0] if found else {"error": f"no contact with phone {phone}"}
+
+    @tool
+    def remove_contact(contact_id: str) -> str:
+        """Remove a contact by its id."""
+        del book[contact_id]
+        return "removed"
+
+    guard = tg.Guard(tracer_provider=spans.provider)
+    declare_tool(guard, search_contacts, produces={(lambda r: [r["id"]]): "contact_id"})
+    declare_tool(guard, remove_contact, refs={"contact_id": "contact_id"})
+    script = (
+        turn(call("search_contacts", {"phone": "+1-555-0000"}, "c1")),
+        "No such contact.",
+        turn(call("search_contacts", {"phone": PHONE}, "c2")),
+        "Found her.",
+        turn(call("remove_contact", {"contact_id": "id_8923"}, "c3")),
+        "Removed.",
+    )
+    agent = create_agent(
+        scripted(*script),
+        [search_contacts, remove_contact],
+        middleware=[ToolGuardMiddleware(guard)],
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": "chat-error-result"}}
+    agent.invoke({"messages": [("user", "Find +1-555-0000")]}, config)
+    agent.invoke({"messages": [("user", f"Find {PHONE} then")]}, config)
+    out = agent.invoke({"messages": [("user", SECOND)]}, config)
+
+    assert statuses(out) == ["success", "success", "success"]
+    assert book == {}
+    assert "reading an earlier result of search_contacts failed" in caplog.text
