@@ -214,3 +214,44 @@ def test_a_produces_callable_failing_on_an_earlier_error_result_breaks_no_later_
     assert statuses(out) == ["success", "success", "success"]
     assert book == {}
     assert "reading an earlier result of search_contacts failed" in caplog.text
+
+
+@pytest.mark.parametrize(("order", "status"), [("ORD-456", "success"), ("ORD-789", "error")])
+def test_a_grounded_value_an_undeclared_tool_showed_in_an_earlier_request(
+    order: str, status: str, spans: Spans
+) -> None:
+    """A stateless server: each request a fresh guard and agent, the client sending the
+    history back. ``list_orders`` is declared by the middleware on its first call, so the
+    second request's guard does not know it yet when it reads the history; what it showed
+    is seen all the same (and a value it never showed is still refused)."""
+
+    @tool
+    def list_orders(customer: str) -> str:
+        """Orders of a customer."""
+        return "Orders: ORD-123 (shipped), ORD-456 (pending)"
+
+    @tool
+    def cancel_order(order_id: str) -> str:
+        """Cancel an order."""
+        return f"cancelled {order_id}"
+
+    def request(history: list[Any], *script: Any) -> list[Any]:
+        guard = tg.Guard(tracer_provider=spans.provider)
+        declare_tool(guard, cancel_order, grounded=["order_id"])
+        agent = create_agent(
+            scripted(*script), [list_orders, cancel_order], middleware=[ToolGuardMiddleware(guard)]
+        )
+        return list(agent.invoke({"messages": history})["messages"])
+
+    history = request(
+        [HumanMessage("What are my orders?")],
+        turn(call("list_orders", {"customer": "me"}, "c1")),
+        "You have ORD-123 and ORD-456.",
+    )
+    history = request(
+        [*history, HumanMessage("Cancel the pending one.")],
+        turn(call("cancel_order", {"order_id": order}, "c2")),
+        "Done.",
+    )
+
+    assert statuses({"messages": history}) == ["success", status]
