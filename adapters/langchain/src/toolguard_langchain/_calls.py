@@ -19,7 +19,7 @@ import toolguard as tg
 from opentelemetry import trace
 
 from ._call_span import CallSpan
-from ._contracts import KnownTools
+from ._contracts import KnownTools, undeclarable
 from ._framework import BaseTool, Command, GraphBubbleUp, GraphInterrupt, ToolCallRequest
 from ._history import RawResults
 from ._raw import capture, capturing_copy, release
@@ -63,6 +63,8 @@ class GuardedCalls:
                 answer = handler(request)
                 self._framework_answered(request, answer, traj)
                 return answer
+            if isinstance(started, tg.Rejection):  # a tool the guard cannot judge
+                return rejection_message(started, request.tool_call)
             span, pending = started
             if pending.rejection is not None:
                 return rejection_message(pending.rejection, request.tool_call)
@@ -95,6 +97,8 @@ class GuardedCalls:
                 answer = await handler(request)
                 self._framework_answered(request, answer, traj)
                 return answer
+            if isinstance(started, tg.Rejection):  # a tool the guard cannot judge
+                return rejection_message(started, request.tool_call)
             span, pending = started
             if pending.rejection is not None:
                 return rejection_message(pending.rejection, request.tool_call)
@@ -120,11 +124,12 @@ class GuardedCalls:
     # -- the halves run and arun share: before the handler, and after it -----------------
     def _start(
         self, request: ToolCallRequest, traj: tg.Trajectory | None, traced: bool
-    ) -> tuple[CallSpan | None, tg.PendingCall] | None:
+    ) -> tuple[CallSpan | None, tg.PendingCall] | tg.Rejection | None:
         """Fix the call's step (its turn's) and check it: its span (made only while the
         guard's spans record) and the pending call, whose span is closed already when the
         guard rejected it. None for a tool neither the tool node nor the guard knows: the
-        framework answers that call itself."""
+        framework answers that call itself. A rejection, recorded, for a tool the guard
+        cannot judge (``KnownTools.ensure``)."""
         call = request.tool_call
         name, call_id = call["name"], call.get("id")
         if traj is not None and call_id:
@@ -133,7 +138,9 @@ class GuardedCalls:
         if tool is None and not self.known.knows(name):
             return None
         if tool is not None:
-            self.known.ensure(tool)
+            problem = self.known.ensure(tool)
+            if problem is not None:
+                return _undeclarable(self.guard, name, problem, call_id, traj)
         span = self._span(name) if traced else None
         pending = self.guard.check(
             name, call.get("args"), call_id=call_id, trajectory=traj, span=span
@@ -193,6 +200,24 @@ class GuardedCalls:
             self._unwrapped[id(tool)] = entry
         plain = entry[1]
         return request if plain is None else request.override(tool=plain)
+
+
+def _undeclarable(
+    guard: tg.Guard, name: str, problem: str, call_id: str | None, traj: tg.Trajectory | None
+) -> tg.Rejection:
+    """A call of a tool whose schema the guard cannot compile: not run (fail closed), a
+    step of cause ``schema``, and an answer that tells the model not to retry it."""
+    return guard.record_rejection(
+        name,
+        f"{undeclarable(name, problem)}; refused",
+        check="schema.undeclarable",
+        model_message=(
+            f"The tool `{name}` cannot be used: its argument schema is invalid, so its calls "
+            f"cannot be checked ({problem}). The call did not run; do not call it again."
+        ),
+        call_id=call_id,
+        trajectory=traj,
+    )
 
 
 def _unwrapped(tool: BaseTool | None) -> BaseTool | None:
