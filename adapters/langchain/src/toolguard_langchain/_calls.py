@@ -22,7 +22,7 @@ from ._call_span import CallSpan
 from ._contracts import KnownTools, undeclarable
 from ._framework import BaseTool, Command, GraphBubbleUp, GraphInterrupt, ToolCallRequest
 from ._history import RawResults
-from ._raw import capture, capturing_copy, release
+from ._raw import RunningCopies, capture, capturing_copy, release
 from ._results import is_error, message_content, outcome, own_result, rejection_message
 from ._turns import TurnLedger
 
@@ -53,7 +53,7 @@ class GuardedCalls:
         self.raw = RawResults()  # for the next runs of a conversation (_history.py)
         self.keep_raw = False  # set where those runs bind their history (the middleware)
         self._warned: set[str] = set()
-        self._unwrapped: dict[int, tuple[BaseTool | None, BaseTool | None]] = {}
+        self.copies = RunningCopies()  # the tools' running copies, while the tools live
 
     def run(self, request: ToolCallRequest, handler: Handler, traj: tg.Trajectory | None) -> Any:
         traced = _traced(self.guard)
@@ -194,11 +194,7 @@ class GuardedCalls:
         and a tool made from a ``@guard.tool`` function, which its own wrapper would check a
         second time, runs the plain function instead (the check is here)."""
         tool = request.tool
-        entry = self._unwrapped.get(id(tool))
-        if entry is None or entry[0] is not tool:
-            entry = (tool, _unwrapped(tool))  # the original pins the id
-            self._unwrapped[id(tool)] = entry
-        plain = entry[1]
+        plain = None if tool is None else self.copies.get(tool, _unwrapped)
         return request if plain is None else request.override(tool=plain)
 
 
@@ -220,9 +216,7 @@ def _undeclarable(
     )
 
 
-def _unwrapped(tool: BaseTool | None) -> BaseTool | None:
-    if tool is None:
-        return None
+def _unwrapped(tool: BaseTool) -> BaseTool | None:
     update: dict[str, Any] = {}
     for attr in ("func", "coroutine"):
         fn = getattr(tool, attr, None)
