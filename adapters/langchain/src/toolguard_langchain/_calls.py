@@ -19,11 +19,11 @@ import toolguard as tg
 from opentelemetry import trace
 
 from ._call_span import CallSpan
-from ._contracts import KnownTools
+from ._contracts import KnownTools, undeclarable
 from ._framework import BaseTool, Command, GraphBubbleUp, GraphInterrupt, ToolCallRequest
 from ._history import RawResults
-from ._raw import capture, capturing_copy, release
-from ._results import is_error, message_content, outcome, rejection_message
+from ._raw import RunningCopies, capture, capturing_copy, release
+from ._results import is_error, message_content, outcome, own_result, rejection_message
 from ._turns import TurnLedger
 
 logger = logging.getLogger("toolguard")
@@ -53,7 +53,7 @@ class GuardedCalls:
         self.raw = RawResults()  # for the next runs of a conversation (_history.py)
         self.keep_raw = False  # set where those runs bind their history (the middleware)
         self._warned: set[str] = set()
-        self._unwrapped: dict[int, tuple[BaseTool | None, BaseTool | None]] = {}
+        self.copies = RunningCopies()  # the tools' running copies, while the tools live
 
     def run(self, request: ToolCallRequest, handler: Handler, traj: tg.Trajectory | None) -> Any:
         traced = _traced(self.guard)
@@ -63,6 +63,8 @@ class GuardedCalls:
                 answer = handler(request)
                 self._framework_answered(request, answer, traj)
                 return answer
+            if isinstance(started, tg.Rejection):  # a tool the guard cannot judge
+                return rejection_message(started, request.tool_call)
             span, pending = started
             if pending.rejection is not None:
                 return rejection_message(pending.rejection, request.tool_call)
@@ -95,6 +97,8 @@ class GuardedCalls:
                 answer = await handler(request)
                 self._framework_answered(request, answer, traj)
                 return answer
+            if isinstance(started, tg.Rejection):  # a tool the guard cannot judge
+                return rejection_message(started, request.tool_call)
             span, pending = started
             if pending.rejection is not None:
                 return rejection_message(pending.rejection, request.tool_call)
@@ -120,11 +124,12 @@ class GuardedCalls:
     # -- the halves run and arun share: before the handler, and after it -----------------
     def _start(
         self, request: ToolCallRequest, traj: tg.Trajectory | None, traced: bool
-    ) -> tuple[CallSpan | None, tg.PendingCall] | None:
+    ) -> tuple[CallSpan | None, tg.PendingCall] | tg.Rejection | None:
         """Fix the call's step (its turn's) and check it: its span (made only while the
         guard's spans record) and the pending call, whose span is closed already when the
         guard rejected it. None for a tool neither the tool node nor the guard knows: the
-        framework answers that call itself."""
+        framework answers that call itself. A rejection, recorded, for a tool the guard
+        cannot judge (``KnownTools.ensure``)."""
         call = request.tool_call
         name, call_id = call["name"], call.get("id")
         if traj is not None and call_id:
@@ -133,7 +138,9 @@ class GuardedCalls:
         if tool is None and not self.known.knows(name):
             return None
         if tool is not None:
-            self.known.ensure(tool)
+            problem = self.known.ensure(tool)
+            if problem is not None:
+                return _undeclarable(self.guard, name, problem, call_id, traj)
         span = self._span(name) if traced else None
         pending = self.guard.check(
             name, call.get("args"), call_id=call_id, trajectory=traj, span=span
@@ -145,14 +152,15 @@ class GuardedCalls:
     def _finish(
         self, pending: tg.PendingCall, request: ToolCallRequest, answer: Any, raw: list[Any]
     ) -> None:
-        """The framework's answer judged; with ``keep_raw``, the tool's raw value kept for
-        the conversation's next runs (``_history.py``)."""
+        """The framework's answer judged; with ``keep_raw``, the tool's own result kept for
+        the conversation's next runs (``_history.py``): the value this judgement read."""
         call_id = request.tool_call.get("id")
-        result, error = outcome(answer, call_id, raw, request.tool)
+        own = own_result(raw, request.tool)
+        result, error = outcome(answer, call_id, own)
         pending.finish(result, error=error)
-        if self.keep_raw and raw and call_id:
+        if self.keep_raw and own[0] and not error and call_id:
             content = message_content(answer, call_id)
-            self.raw.keep(call_id, request.tool_call["name"], raw[-1], content)
+            self.raw.keep(call_id, request.tool_call["name"], own[1], content)
 
     def _span(self, name: str) -> CallSpan:
         """The call's span, bound when the tool runs (``_call_span.py``); made only while
@@ -186,17 +194,29 @@ class GuardedCalls:
         and a tool made from a ``@guard.tool`` function, which its own wrapper would check a
         second time, runs the plain function instead (the check is here)."""
         tool = request.tool
-        entry = self._unwrapped.get(id(tool))
-        if entry is None or entry[0] is not tool:
-            entry = (tool, _unwrapped(tool))  # the original pins the id
-            self._unwrapped[id(tool)] = entry
-        plain = entry[1]
+        plain = None if tool is None else self.copies.get(tool, _unwrapped)
         return request if plain is None else request.override(tool=plain)
 
 
-def _unwrapped(tool: BaseTool | None) -> BaseTool | None:
-    if tool is None:
-        return None
+def _undeclarable(
+    guard: tg.Guard, name: str, problem: str, call_id: str | None, traj: tg.Trajectory | None
+) -> tg.Rejection:
+    """A call of a tool whose schema the guard cannot compile: not run (fail closed), a
+    step of cause ``schema``, and an answer that tells the model not to retry it."""
+    return guard.record_rejection(
+        name,
+        f"{undeclarable(name, problem)}; refused",
+        check="schema.undeclarable",
+        model_message=(
+            f"The tool `{name}` cannot be used: its argument schema is invalid, so its calls "
+            f"cannot be checked ({problem}). The call did not run; do not call it again."
+        ),
+        call_id=call_id,
+        trajectory=traj,
+    )
+
+
+def _unwrapped(tool: BaseTool) -> BaseTool | None:
     update: dict[str, Any] = {}
     for attr in ("func", "coroutine"):
         fn = getattr(tool, attr, None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
 import threading
 import typing
 from collections.abc import Callable
@@ -15,6 +16,8 @@ from ._framework import BaseTool, RunnableConfig, Tool
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
+
+logger = logging.getLogger("toolguard")
 
 
 def declare_tool(
@@ -132,6 +135,7 @@ class KnownTools:
         self.guard = guard
         self.declare = declare
         self._names: set[str] = set()
+        self._undeclarable: dict[str, str] = {}  # tool name -> why the guard cannot judge it
         self._lock = threading.Lock()
 
     def knows(self, name: str) -> bool:
@@ -144,14 +148,76 @@ class KnownTools:
         self._names.add(name)
         return True
 
-    def ensure(self, tool: BaseTool) -> None:
+    def ensure(self, tool: BaseTool) -> str | None:
         """Make sure the guard judges ``tool``: the user's declaration by the same name wins;
-        otherwise (when declaring is on) its schema with no dependencies."""
+        otherwise (when declaring is on) its schema with no dependencies. Returns what is
+        wrong with its schema when its calls must be refused, or None.
+
+        A schema LangChain runs with but the guard cannot compile (a JSON Schema dict with
+        ``"required": true`` on a property, as some MCP servers send) is a guard error found
+        mid-run, where raising would crash the agent: failing closed (the default), the
+        tool's calls are refused, each with the reason; failing open
+        (``on_guard_error="fail_open"``), the tool is declared to take any arguments, so its
+        calls run, with everything but their arguments judged. Logged once per tool."""
         name = tool.name
         if name in self._names or not self.declare:
-            return
+            return None
         with self._lock:
             if self.knows(name):
-                return
-            declare_tool(self.guard, tool)
+                return None
+            if name in self._undeclarable:
+                return self._undeclarable[name]
+            try:
+                declare_tool(self.guard, tool)
+            except Exception as exc:
+                return self._cannot_declare(tool, exc)
             self._names.add(name)
+        return None
+
+    def _cannot_declare(self, tool: BaseTool, exc: Exception) -> str | None:
+        # Under the lock.
+        name = tool.name
+        if self.knows(name):  # the user declared it meanwhile: theirs is judged
+            return None
+        problem = _schema_problem(name, exc)
+        # An unforeseen exception is a bug to report: its traceback says where.
+        trace = None if isinstance(exc, tg.ToolDefinitionError) else exc
+        fix = (
+            "declare it with a schema the guard accepts: declare_tool(guard, tool, json_schema=...)"
+        )
+        if self.guard.fail_open and self._declare_open(tool):
+            logger.warning(
+                "toolguard: %s; failing open, its calls run with their arguments unchecked (%s)",
+                undeclarable(name, problem),
+                fix,
+                exc_info=trace,
+            )
+            return None
+        logger.error(
+            "toolguard: %s; its calls are refused (%s)",
+            undeclarable(name, problem),
+            fix,
+            exc_info=trace,
+        )
+        self._undeclarable[name] = problem
+        return problem
+
+    def _declare_open(self, tool: BaseTool) -> bool:
+        # Under the lock: the tool taking any arguments (the MCP proxy's on_undeclarable).
+        try:
+            declare_tool(self.guard, tool, json_schema={})
+        except Exception:
+            return False
+        self._names.add(tool.name)
+        return True
+
+
+def undeclarable(name: str, problem: str) -> str:
+    """The developer's text for a tool ``ensure`` refused: which tool, and what is wrong."""
+    return f"tool {name!r}: the guard cannot judge its calls by its argument schema: {problem}"
+
+
+def _schema_problem(name: str, exc: Exception) -> str:
+    # What is wrong, without the tool's name (a ToolDefinitionError starts with it).
+    text = str(exc).removeprefix(f"tool {name!r}: ")
+    return text if isinstance(exc, tg.ToolDefinitionError) else f"{type(exc).__name__}: {text}"

@@ -4,17 +4,21 @@ Each ``invoke`` is its own trajectory; the message history (from a checkpointer'
 sent back by the caller) holds the earlier turns' ``ToolMessage``s. Before the run's first
 call, each result of a tool the guard knows is bound as context (``Trajectory.bind_result``:
 its ``produces``, and seen by the information check), so an id the agent was shown in an
-earlier turn is a bound value, not a ``dependency`` failure.
+earlier turn is a bound value, not a ``dependency`` failure. The result of a tool the guard
+does not know (yet: one the middleware declares on its first call) is seen all the same, so
+a ``grounded`` argument may take a value it showed.
 
-The value read: the tool's own return value when this process ran the call (kept by call
-id, bounded, and only while the message text is still the one LangChain made of it); else
-the message's artifact; else its content, JSON text parsed back. What earlier turns
-invalidated is not replayed: an id removed in an earlier run is bound again if a result in
-the history shows it (a missed ``dependency`` failure, never a blocked legal call).
+The value read is the one the call's own judgement read (``_results.message_result``): the
+message's artifact; else the tool's own return value when this process ran the call (kept by
+call id, bounded, and only while the message text is still the one LangChain made of it);
+else its content, JSON text parsed back. What earlier turns invalidated is not replayed: an
+id removed in an earlier run is bound again if a result in the history shows it (a missed
+``dependency`` failure, never a blocked legal call).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -23,7 +27,9 @@ from typing import Any
 import toolguard as tg
 
 from ._framework import AIMessage, ToolMessage
-from ._results import parsed
+from ._results import message_result
+
+logger = logging.getLogger("toolguard")
 
 _KEPT = 1024  # raw results kept: the last this many calls whose text LangChain made with str()
 _SCALARS = (str, int, float, bool, type(None))
@@ -67,13 +73,22 @@ def bind_history(
         if not name:
             if names is None:
                 names = _call_names(messages)
-            name = names.get(message.tool_call_id)
-        if not name or not guard.has_tool(name):
-            continue
-        found, value = raw.get(message, name)
-        if not found:
-            value = message.artifact if message.artifact is not None else parsed(message.content)
-        traj.bind_result(guard.get_tool(name), value)
+            name = names.get(message.tool_call_id, "")
+        value = message_result(message, raw.get(message, name))  # as the call read it
+        if guard.has_tool(name):
+            traj.bind_result(guard.get_tool(name), value)  # never raises
+        else:
+            # A tool declared on its first call in this process (after a restart, on a
+            # stateless server, not yet) or no longer the agent's: it produces nothing the
+            # guard knows of, but the agent saw its output, as a call of it in this run is.
+            _observe(traj, name, value)
+
+
+def _observe(traj: tg.Trajectory, name: str, value: Any) -> None:
+    try:
+        traj.observe(value)
+    except Exception:  # an odd value must not stop the run; the agent's answer is unaffected
+        logger.exception("toolguard: reading an earlier result of %r failed", name)
 
 
 def _call_names(messages: Sequence[Any]) -> dict[str, str]:

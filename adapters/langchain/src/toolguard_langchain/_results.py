@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import toolguard as tg
@@ -22,26 +22,49 @@ def rejection_message(rejection: tg.Rejection, tool_call: Mapping[str, Any]) -> 
 
 
 def outcome(
-    answer: Any, call_id: str | None, raw: list[Any] | None = None, tool: Any = None
+    answer: Any, call_id: str | None, own: tuple[bool, Any] = (False, None)
 ) -> tuple[Any, bool | None]:
     """``(result, error)`` for ``pending.finish``: the value the contract reads and ``True``
     when the framework answered with ``status="error"`` (``None`` lets the guard's
-    ``error_result`` decide). The value: the artifact; else the tool's own return value
-    (``raw``: what the running copy of the tool kept, ``_raw.py``); else the message content,
-    JSON text parsed back."""
+    ``error_result`` decide). ``own``: the tool's own return value, as :func:`own_result`
+    found it; the value is read as :func:`message_result` reads it."""
     message = _tool_message(answer, call_id)
     if message is None:
         if isinstance(answer, Command):
             return answer.update, None
         return answer, None
-    error = True if message.status == "error" else None
+    if message.status == "error":  # the framework's failure text, not the tool's value
+        return message_result(message, (False, None)), True
+    return message_result(message, own), None
+
+
+def own_result(raw: Sequence[Any] | None, tool: Any) -> tuple[bool, Any]:
+    """``(found, value)``: which of the values the running copy of the tool kept
+    (``_raw.py``, one per attempt) is the tool's result. The one place that decides it: the
+    call's judgement reads it, and so does a later run of the conversation (the value is
+    kept for ``_history.py``), so both bind the same ids.
+
+    The last attempt's (a retry middleware may run the tool again), unless the tool's
+    return value is not its result: a ``ToolMessage`` or ``Command`` the tool built is the
+    framework's answer (its message is read, not the object's own attributes, such as the
+    message's uuid ``id``), and a content-and-artifact tool returns a pair whose artifact
+    the message holds."""
+    if not raw or getattr(tool, "response_format", None) == "content_and_artifact":
+        return False, None
+    value = raw[-1]
+    if isinstance(value, ToolMessage | Command):
+        return False, None
+    return True, value
+
+
+def message_result(message: ToolMessage, own: tuple[bool, Any]) -> Any:
+    """The value the contract reads from a call answered with ``message``: its artifact;
+    else the tool's own return value (``own``, when found); else the message content, JSON
+    text parsed back."""
     if message.artifact is not None:
-        return message.artifact, error
-    if raw and error is None and getattr(tool, "response_format", None) != "content_and_artifact":
-        value = raw[-1]  # the last attempt's, when a retry middleware ran the tool again
-        if not isinstance(value, ToolMessage | Command):
-            return value, error
-    return parsed(message.content), error
+        return message.artifact
+    found, value = own
+    return value if found else parsed(message.content)
 
 
 def message_content(answer: Any, call_id: str | None) -> Any:
