@@ -460,7 +460,7 @@ def test_bind_result_never_raises_and_binds_what_it_found_first(otel, caplog) ->
         return order_id
 
     with otel.trajectory("broken-produces") as traj:
-        traj.bind_result(guard.get_tool("list_orders"), {"error": "no such user"})
+        traj.bind_result(guard.get_tool("list_orders"), {"errors": "no such user"})
         traj.bind_result(guard.get_tool("list_orders"), [{"id": "o-1"}, {"code": 7}])
         assert cancel(order_id="o-1") == "o-1"
         assert guard.call("cancel", {"order_id": "o-9"}).cause == "dependency"
@@ -558,3 +558,31 @@ def test_grounded_reads_the_value_as_the_model_sent_it(otel) -> None:
         assert placeholder.cause == "information" and "placeholder" in str(placeholder)
         assert guard.call("set_thermostat", '{"degrees": 73}').cause == "information"
     assert traj.first_error_depth == 7
+
+
+def test_bind_result_binds_nothing_from_an_error_result(otel, caplog) -> None:
+    guard = otel.guard()
+
+    @guard.tool(produces={"id": "order_id"})
+    def find_order(user: str) -> dict:
+        return {}
+
+    @guard.tool(produces={"id": "order_id"}, error_result=lambda r: r.get("status") == "failed")
+    def find_own(user: str) -> dict:
+        return {}
+
+    @guard.tool(refs={"order_id": "order_id"})
+    def cancel(order_id: str) -> str:
+        return order_id
+
+    with otel.trajectory("earlier-errors") as traj:
+        # judged errors when the calls ran, they bound nothing then: nor in a later turn
+        traj.bind_result(guard.get_tool("find_order"), {"error": "timeout", "id": "o-1"})
+        traj.bind_result(guard.get_tool("find_own"), {"status": "failed", "id": "o-2"})
+        traj.bind_result(
+            guard.get_tool("find_own"), {"error": "by its own rule no error", "id": "o-3"}
+        )
+        assert guard.call("cancel", {"order_id": "o-1"}).cause == "dependency"
+        assert guard.call("cancel", {"order_id": "o-2"}).cause == "dependency"
+        assert cancel(order_id="o-3") == "o-3"
+    assert "failed" not in caplog.text  # skipped quietly, not a logged failure

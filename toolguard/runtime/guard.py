@@ -16,13 +16,13 @@ from .calls import batch as _batch
 from .calls.pending import PendingCall
 from .calls.pipeline import Arguments, Pipeline
 from .calls.wrappers import GuardedFunction, GuardedTool
-from .checks.outcome import default_error_result
 from .checks.schema import unknown_tool_failure
 from .forks import strategies as _fork
 from .inherit import INHERIT, Inherit
 from .plans import run as plan_run
 from .plans.plan import PlanStep, PlanVerdict
 from .telemetry import spans as tel
+from .tools.error_result import default_error_result
 from .tools.markers import DryRun, ErrorResult, Mode
 from .tools.spec import ToolOptions, ToolSpec
 from .tools.suggest import ToolNames

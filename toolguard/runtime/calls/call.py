@@ -20,9 +20,10 @@ from opentelemetry.util.types import AnyValue
 
 from ... import _contract as contract
 from ..._errors import UsageError
-from ..checks.outcome import default_error_result, exception_failure
+from ..checks.outcome import exception_failure
 from ..forks.strategies import DRY_RUN_CHECK
 from ..telemetry import spans as tel
+from ..tools.error_result import default_error_result
 from ..trajectories.nesting import _inside_tool, shown
 from ..trajectories.trajectory import Trajectory
 from ..verdict import Failure, Rejection, Verdict, in_precedence_order

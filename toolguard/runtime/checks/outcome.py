@@ -3,11 +3,12 @@ result says so: ``error_result``), and do the postconditions hold (``state_consi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ... import _contract as contract
 from ..tools.conditions import shorten
+from ..tools.error_result import default_error_result
 from ..tools.tool import Tool
 from ..verdict import NAME_LIMIT, Failure, shorten_text
 from .conditions import condition_stage
@@ -19,17 +20,6 @@ if TYPE_CHECKING:
 # (call, result, error: what the caller said, None to read it from the result)
 # -> (the environment rejected the call, the failures found)
 Judge = Callable[["_Call", Any, "bool | None"], "tuple[bool, list[Failure]]"]
-
-
-def default_error_result(result: Any) -> bool:
-    """A mapping with a non-empty ``"error"`` value is the environment's rejection.
-
-    ``{"error": None}`` / ``{"error": ""}`` / ``{"error": False}`` say there was none.
-    """
-    if not isinstance(result, Mapping) or "error" not in result:
-        return False
-    value = result["error"]
-    return value is not None and value is not False and value != "" and value != {}
 
 
 def plain_judge(tool: Tool) -> bool:

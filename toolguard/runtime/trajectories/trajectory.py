@@ -20,6 +20,7 @@ from opentelemetry.trace import Span, Tracer
 from ... import _contract as contract
 from ..._errors import UsageError
 from ..telemetry import spans as tel
+from ..tools.error_result import default_error_result
 from ..verdict import NAME_LIMIT, Failure, Verdict, shorten_text
 from . import at_exit
 from .bindings import Binding, Bindings
@@ -205,12 +206,17 @@ class Trajectory:
         of another shape) must not stop the agent; what it found before failing is bound, as
         for a call's own result, and the failure is logged.
 
-        A value this trajectory already binds as that kind keeps its binding: a conversation
+        A result its tool's ``error_result`` (or, where the tool leaves it to the guard, the
+        default rule: a mapping with a non-empty ``"error"``) calls an error binds nothing,
+        as when the call ran. A value this trajectory already binds as that kind keeps its
+        binding: a conversation
         kept in one trajectory replays its earlier turns' results at each new turn, and an id
         a call invalidated there stays stale (the trajectory knows more than the history)."""
         source = f"{tool.name} (context)"
         bindings = self._bindings
         try:
+            if _is_error(tool, result):  # it bound nothing when the call ran: nor now
+                return
             for kind, value in tool.extract(result):
                 if bindings.lookup(kind, value) is None:
                     self.bind(kind, value, source=source)
@@ -406,3 +412,12 @@ def trajectory(
         tracer=tracer,
         tracer_provider=tracer_provider,
     )
+
+
+def _is_error(tool: Any, result: Any) -> bool:
+    """Whether ``tool``'s own ``error_result`` (the call view: None is the guard's, read here
+    as the default rule; False, none) says ``result`` is the environment's rejection."""
+    detect = getattr(getattr(tool, "spec", None), "error_result", None)
+    if detect is None:
+        detect = default_error_result
+    return bool(detect(result)) if detect else False
