@@ -172,16 +172,17 @@ def test_a_tool_answering_with_its_own_message_binds_in_later_turns(
 def test_a_produces_callable_failing_on_an_earlier_error_result_breaks_no_later_turn(
     caplog: pytest.LogCaptureFixture, spans: Spans
 ) -> None:
-    """Turn 1's search finds nothing (``{"error": ...}``: no ``id`` for the callable to
-    read); every later run replays it with the history. It is logged, and the id turn 2's
-    search found still binds for turn 3."""
+    """Turn 1's search finds nothing (``{"found": ...}``, no error but no ``id`` for the
+    callable to read); every later run replays it with the history. It is logged, and the id
+    turn 2's search found still binds for turn 3. (An error result binds nothing, when the
+    call runs and in later turns: the callable never reads it.)"""
     book = {"id_8923": {"id": "id_8923", "phone": PHONE}}
 
     @tool
     def search_contacts(phone: str) -> dict[str, str]:
         """The contact with this phone number."""
         found = [c for c in book.values() if c["phone"] == phone]
-        return found[0] if found else {"error": f"no contact with phone {phone}"}
+        return found[0] if found else {"found": f"no contact with phone {phone}"}
 
     @tool
     def remove_contact(contact_id: str) -> str:
