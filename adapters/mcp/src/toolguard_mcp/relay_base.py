@@ -10,7 +10,7 @@ import itertools
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import toolguard as tg
@@ -27,6 +27,9 @@ _STOP_GRACE = 2.0  # the MCP shutdown sequence: close stdin, wait, SIGTERM, wait
 _MAX_EXPIRED = 10_000
 _LIST_TIMEOUT = 60.0
 PROBE_VERSION = "2025-06-18"
+# The protocol era of a connection: the handshake (initialize), or 2026-07-28 (an envelope in
+# every request's _meta).
+Era = Literal["handshake", "2026-07-28"]
 
 
 class ServerError(Exception):
@@ -107,6 +110,9 @@ class RelayBase:
         self._sweep: asyncio.TimerHandle | None = None
         self.tools_complete = False  # a whole tool list has been declared
         self.probing = False
+        # The probe the host's next request runs first (stdio: :meth:`StdioRelay.run`): its
+        # first request, or ("initialize") an initialize after the 2026-07-28 probe failed.
+        self.probe_due: Literal["first", "initialize"] | None = None
         self.probe_exited = False  # the server exited during the proxy's own handshake
         self._started = False  # the server was started before the session (start_session)
         self.server_lines = wire.LineSplitter(limit)
