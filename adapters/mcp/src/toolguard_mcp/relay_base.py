@@ -54,6 +54,8 @@ class _Inflight:
     pending: tg.PendingCall
     name: str
     deadline: float | None  # the loop's time when the call times out (--timeout)
+    params: dict[str, Any]  # the call's tools/call params
+    session: str | None  # the session it came in (a replica serves many)
 
 
 @dataclass(slots=True)
@@ -318,7 +320,13 @@ class RelayBase:
                     ServerError(error.get("code"), str(error.get("message", ""))),
                 )
             else:
-                _safely(CallGuard.finish, entry.pending, msg.get("result") or {})
+                _safely(
+                    self.calls.answered,
+                    entry.pending,
+                    msg.get("result") or {},
+                    entry.params,
+                    entry.session,
+                )
         elif rid in self.listing:
             self.listing.discard(rid)
             result = msg.get("result")

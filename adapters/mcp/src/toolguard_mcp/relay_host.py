@@ -31,6 +31,7 @@ from .relay_base import (
     _safely,
 )
 from .results import error_result
+from .rounds import is_retry
 
 logger = logging.getLogger("toolguard.mcp")
 
@@ -222,14 +223,20 @@ class HostSide(RelayBase):
         """Check the call; forward it (the message as parsed) or answer the refusal."""
         name = params["name"]
         meta = params.get("_meta")
+        retry = is_retry(params)
         if isinstance(meta, Mapping) and "traceparent" in meta:
             with _trace_parent(meta):
                 pending = self.calls.admit(
-                    name, params.get("arguments"), meta, self.session, client=self.client
+                    name,
+                    params.get("arguments"),
+                    meta,
+                    self.session,
+                    client=self.client,
+                    retry=retry,
                 )
         else:
             pending = self.calls.admit(
-                name, params.get("arguments"), meta, self.session, client=self.client
+                name, params.get("arguments"), meta, self.session, client=self.client, retry=retry
             )
         rejection = pending if isinstance(pending, tg.Rejection) else pending.rejection
         if rejection is not None:
@@ -245,7 +252,7 @@ class HostSide(RelayBase):
         if old is not None:  # the host reused an id still in flight
             _safely(old.pending.cancel)
         assert isinstance(pending, tg.PendingCall)
-        self.inflight[rid] = _Inflight(pending, name, deadline)
+        self.inflight[rid] = _Inflight(pending, name, deadline, params, self.session)
         self._to_server(orjson.dumps(msg) + b"\n")
 
     def _expire_due(self) -> None:
