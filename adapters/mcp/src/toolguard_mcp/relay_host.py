@@ -104,7 +104,8 @@ class HostSide(RelayBase):
             if method == "tools/call":
                 return self._tools_call(rid, params, msg)
             if method == "tools/list":
-                self.listing.add(rid)
+                cursor = params.get("cursor") if isinstance(params, dict) else None
+                self.listing[rid] = (cursor is None, self.session)
             elif method == "initialize":
                 self._note_client(params)
         elif method == "notifications/cancelled" and isinstance(params, dict):
