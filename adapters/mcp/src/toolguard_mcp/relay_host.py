@@ -103,6 +103,8 @@ class HostSide(RelayBase):
                 self.progress[token] = rid
             if method == "tools/call":
                 return self._tools_call(rid, params, msg)
+            if self.expired:
+                self._reused(rid)
             if method == "tools/list":
                 cursor = params.get("cursor") if isinstance(params, dict) else None
                 self.listing[rid] = (cursor is None, self.session)
@@ -252,6 +254,8 @@ class HostSide(RelayBase):
         old = self.inflight.pop(rid, None)
         if old is not None:  # the host reused an id still in flight
             _safely(old.pending.cancel)
+        if self.expired:
+            self._reused(rid)
         assert isinstance(pending, tg.PendingCall)
         self.inflight[rid] = _Inflight(pending, name, deadline, params, self.session)
         self._to_server(orjson.dumps(msg) + b"\n")
@@ -270,6 +274,12 @@ class HostSide(RelayBase):
                 self._sweep = loop.call_at(entry.deadline, self._expire_due)
                 return
             self._expire(rid)
+
+    def _reused(self, rid: Any) -> None:
+        """A request going to the server under the id of a call that timed out: an answer
+        with that id is now this request's (MCP forbids reusing an id; a host that does would
+        otherwise never get its answer, dropped as the late answer of the expired call)."""
+        self.expired.discard(rid)
 
     def _expire(self, rid: Any) -> None:
         entry = self.inflight.pop(rid, None)
