@@ -117,6 +117,7 @@ async def proxied(
     *options: str,
     env: dict[str, str] | None = None,
     mode: str = "auto",
+    elicitation_callback: Any = None,
 ) -> AsyncIterator[tuple[Any, ProxyRun]]:
     """An ``mcp`` client session with ``toolguard-mcp-proxy [options] -- server`` over stdio.
     The proxy's stderr goes to a file; its spans to ``spans.jsonl``. Leaving the block closes
@@ -134,7 +135,12 @@ async def proxied(
         cwd=str(tmp_path),
     )
     with run.log.open("w") as log:
-        async with Client(stdio_client(params, errlog=log), mode=mode, cache=None) as client:
+        async with Client(
+            stdio_client(params, errlog=log),
+            mode=mode,
+            cache=None,
+            elicitation_callback=elicitation_callback,
+        ) as client:
             yield client, run
 
 

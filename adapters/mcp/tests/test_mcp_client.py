@@ -103,3 +103,36 @@ async def test_meta_carries_the_hosts_trajectory_to_a_guarded_server(otel: Telem
         (s.attributes["toolguard.trajectory.id"], s.attributes["toolguard.step"],
          s.attributes["gen_ai.tool.call.id"], s.attributes["toolguard.valid"]) for s in calls
     ] == [("episode-7", 1, "a", True), ("episode-7", 2, "b", True)]  # fmt: skip
+
+
+async def test_a_tool_the_server_adds_later_is_checked_not_refused(otel: Telemetry) -> None:
+    """The tool list read at the first call is not the last word: a tool the server offers
+    later is looked up when a call names it, and the host's own list_tools declares what it
+    returns (before, such a tool was refused as one the server does not list, for good)."""
+    from mcp import Client
+
+    def add_note(text: str) -> str:
+        """Write a note."""
+        return f"noted {text}"
+
+    def add_tag(tag: str) -> str:
+        """Tag the address book."""
+        return f"tagged {tag}"
+
+    server = contacts_server()
+    contract = {**CONTRACT, "add_tag": {"refs": {"tag": "contact_id"}}}
+    async with tgmcp.GuardedClient(Client(server), otel.guard(), contract) as client:
+        found = await client.call_tool("search_contacts", {"phone": PHONE})
+        assert not found.is_error
+        server.add_tool(add_note)
+        noted = await client.call_tool("add_note", {"text": "hi"})
+        assert not noted.is_error and text(noted) == "noted hi"
+        server.add_tool(add_tag)
+        listed = await client.list_tools()
+        assert "add_tag" in {t.name for t in listed.tools}
+        assert client.calls.knows("add_tag")  # declared from the host's own list
+        tagged = await client.call_tool("add_tag", {"tag": "nobody"})
+        assert tagged.is_error and "rejected (dependency)" in text(tagged)  # its contract holds
+    decisions = [(v.tool, v.decision) for v in client.trajectory.verdicts]
+    assert decisions == [("search_contacts", "allowed"), ("add_note", "allowed"),
+                         ("add_tag", "blocked")]  # fmt: skip

@@ -158,3 +158,25 @@ async def test_a_server_that_never_answers_times_out(tmp_path: Path) -> None:
     (record,) = report_of(run.spans)[0]
     # Cancelled is not invalid; the unknown tool is the first error.
     assert (record.length, record.fed, record.first_error_cause) == (3, 3, "schema")
+
+
+def test_an_id_reused_after_a_timeout_gets_its_answer(tmp_path: Path) -> None:
+    """MCP forbids reusing a request id, but a host that reuses the id of a call that timed
+    out must still get the new request's answer (a call, or any other request): the id is no
+    longer the expired call's."""
+    from raw_client import RawProxy
+
+    proxy = RawProxy(tmp_path, FAKE, "--timeout", "0.5")
+    proxy.initialize()
+    again = {50: ("tools/call", {"name": "echo", "arguments": {"text": "hi"}}), 51: ("ping", {})}
+    for rid, (method, params) in again.items():
+        hang = {"name": "hang", "arguments": {}}
+        proxy.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": hang})
+        late = proxy.read()
+        assert late["id"] == rid and "did not answer within" in late["result"]["content"][0]["text"]
+        proxy.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        answer = proxy.read()
+        assert answer["id"] == rid and "error" not in answer, answer
+        said = answer["result"].get("content", [{"text": ""}])[0]["text"]
+        assert said == ("hi" if method == "tools/call" else "")
+    assert proxy.close() == 0

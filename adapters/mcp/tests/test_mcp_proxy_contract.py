@@ -1,7 +1,8 @@
-"""A contract that does not fit the server stops the proxy at start (one line, exit 2, over
-stdio and HTTP); a tool the guard cannot declare is refused, or passed unchecked where the
-contract asks; a tool the server does not list never reaches it; the server dies with the
-proxy; a session without a call reports as an empty report (issue 22, section 1)."""
+"""A contract that does not fit the server stops the proxy at start (one line, exit 2: over
+stdio at the host's first request, over HTTP before anything is served); a tool the guard
+cannot declare is refused, or passed unchecked where the contract asks; a tool the server
+does not list never reaches it; the server dies with the proxy; a session without a call
+reports as an empty report (issue 22, section 1)."""
 
 from __future__ import annotations
 
@@ -37,31 +38,70 @@ UNFIT = {
 }
 
 
+# The host's first request, by which the stdio proxy probes the server in that request's era.
+FIRST_REQUEST = {
+    "stdio": {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t"},
+        },
+    },
+    "stdio-2026": {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/list",
+        "params": {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+        },
+    },
+}
+
+
 @pytest.mark.parametrize(
     ("key", "transport"),
-    # Over HTTP the same declaration runs at start: one case shows the path.
-    [*((key, "stdio") for key in sorted(UNFIT)), ("refs", "http")],
+    # Over HTTP the same declaration runs at start, and over stdio in the 2026-07-28 era:
+    # one case each shows the path.
+    [*((key, "stdio") for key in sorted(UNFIT)), ("refs", "stdio-2026"), ("refs", "http")],
 )
 def test_a_contract_that_does_not_fit_stops_the_proxy_at_start(
     tmp_path: Path, time_server: list[str], key: str, transport: str
 ) -> None:
+    """Over stdio at the host's first request, before it goes on (the proxy's own tool list
+    waits for it: the first request fixes the server's protocol era); over HTTP before
+    anything is served."""
     text, rules = UNFIT[key]
     contract = tmp_path / "time.toml"
     contract.write_text(text)
     if rules:
         (tmp_path / "zone_rules.py").write_text(rules)
     http = ["--http", "127.0.0.1:0"] if transport == "http" else []
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         [str(PROXY), "--contract", str(contract), *http, "--no-spans", "--", *time_server],
-        stdin=subprocess.PIPE,  # open: the proxy must stop by itself
-        capture_output=True,
+        stdin=subprocess.PIPE,  # left open: the proxy must stop by itself
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=WAIT,
-        check=False,
     )
-    assert proc.returncode == 2, proc.stderr
-    lines = [ln for ln in proc.stderr.splitlines() if "serving http" not in ln]
-    assert len(lines) == 1, proc.stderr
+    assert proc.stdin is not None and proc.stderr is not None and proc.stdout is not None
+    if transport in FIRST_REQUEST:
+        proc.stdin.write(json.dumps(FIRST_REQUEST[transport]) + "\n")
+        proc.stdin.flush()
+    try:
+        assert proc.wait(timeout=WAIT) == 2
+        err, out = proc.stderr.read(), proc.stdout.read()
+    finally:
+        proc.kill()
+        proc.stdin.close()
+    assert out == ""  # the request was never relayed
+    lines = [ln for ln in err.splitlines() if "serving http" not in ln]
+    assert len(lines) == 1, err
     for name in (str(contract), "'get_current_time'", f"key {key!r}"):
         assert name in lines[0], lines[0]
 

@@ -179,3 +179,45 @@ async def test_http_needs_the_bearer_token_and_spans_name_the_host(
 
 def text(result: dict) -> str:
     return result["content"][0]["text"]
+
+
+PAGED = python_server(str(HERE / "paged_server.py"))
+
+
+def _page_through(proxy: RawProxy) -> list[str]:
+    """The host reads the server's tool list page by page; the names it got."""
+    first = proxy.request("tools/list")["result"]
+    second = proxy.request("tools/list", {"cursor": first["nextCursor"]})["result"]
+    assert "nextCursor" not in second
+    return [t["name"] for t in first["tools"] + second["tools"]]
+
+
+def test_a_paged_tool_list_is_pinned_whole(tmp_path: Path) -> None:
+    """Without the probe the pins come from the host's list: all its pages, not the last one
+    alone (which made the next run refuse the first page's tools as not pinned)."""
+    contract = tmp_path / "paged.toml"
+    contract.write_text('pin = "block"\n')
+    lock = tmp_path / "tools.lock"
+    for run in ("first", "second"):
+        proxy = RawProxy(tmp_path / run, PAGED, "--contract", str(contract), "--pin", str(lock),
+                         "--no-probe")  # fmt: skip
+        proxy.initialize()
+        assert _page_through(proxy) == ["a", "b"]
+        ran = proxy.request("tools/call", {"name": "a", "arguments": {"v": "x"}})["result"]
+        assert not ran.get("isError") and text(ran) == "ran a", (run, ran)
+        assert proxy.close() == 0
+        assert sorted(json.loads(lock.read_text())["tools"]) == ["a", "b"]
+        assert "pinned" not in proxy.stderr(), proxy.stderr()
+
+
+def test_a_paged_tool_list_read_by_the_host_raises_no_false_warning(tmp_path: Path) -> None:
+    """The contract is checked against the whole list: the first page's tool is offered."""
+    contract = tmp_path / "paged.toml"
+    contract.write_text('[tools.a]\nproduces = { "$" = "thing" }\n')
+    proxy = RawProxy(tmp_path, PAGED, "--contract", str(contract))
+    proxy.initialize()
+    assert _page_through(proxy) == ["a", "b"]
+    ran = proxy.request("tools/call", {"name": "a", "arguments": {"v": "x"}})["result"]
+    assert text(ran) == "ran a"
+    assert proxy.close() == 0
+    assert "does not offer" not in proxy.stderr(), proxy.stderr()

@@ -185,3 +185,33 @@ async def test_meta_continues_a_hosts_trajectory_across_sessions(otel: Telemetry
     (summary,) = otel.summaries()
     assert summary.attributes["toolguard.trajectory.length"] == 5  # the host's numbering
     assert summary.attributes["toolguard.trajectory.first_error_depth"] == 5
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+async def test_a_call_that_asks_the_user_first_is_one_step(otel: Telemetry, mode: str) -> None:
+    """MCP 2026-07-28: the first round answers ``input_required`` and the client retries the
+    call with the user's answer. The rounds are one step: the first is cancelled, not
+    finished, so its ``invalidates`` does not make the retry (the call that deletes) stale."""
+    from confirm_server import CONTRACT, build
+    from mcp import Client
+    from mcp.types import ElicitResult
+
+    async def confirm(ctx: Any, params: Any) -> ElicitResult:
+        return ElicitResult(action="accept", content={"ok": True})
+
+    server = build()
+    middleware = tgmcp.guard_server(server, otel.guard(), CONTRACT)
+    async with Client(server, mode=mode, elicitation_callback=confirm) as client:
+        assert (await client.call_tool("list_items", {})).structured_content == {
+            "items": ["it-1", "it-2"]
+        }
+        deleted = await client.call_tool("delete_item", {"item_id": "it-1"})
+        assert not deleted.is_error, text(deleted)
+        assert text(deleted) == "deleted it-1"
+        again = await client.call_tool("delete_item", {"item_id": "it-1"})
+        assert again.is_error and "rejected (dependency)" in text(again)  # invalidated now
+    (traj,) = list(middleware.calls._opened)
+    assert traj.length == 3
+    steps = [(v.step, v.tool, v.decision) for v in traj.verdicts if v.decision != "cancelled"]
+    assert steps == [(1, "list_items", "allowed"), (2, "delete_item", "allowed"),
+                     (3, "delete_item", "blocked")]  # fmt: skip

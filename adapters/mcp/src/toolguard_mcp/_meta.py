@@ -22,6 +22,13 @@ TOOL_CHANGED_ATTRIBUTE = "toolguard.mcp.tool_changed"  # how the tool differs fr
 # Keys the MCP specification reserves for the transport itself (the 2026-07-28 envelope:
 # protocol version, client info and capabilities).
 RESERVED_PREFIX = "io.modelcontextprotocol/"
+PROTOCOL_VERSION = RESERVED_PREFIX + "protocolVersion"  # only a 2026-07-28 envelope has it
+
+
+def enveloped(params: Any) -> bool:
+    """Whether a request carries the 2026-07-28 envelope (its protocol version in ``_meta``)."""
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    return isinstance(meta, Mapping) and PROTOCOL_VERSION in meta
 
 
 def carried(meta: Any) -> tuple[str | None, int | None, str | None]:

@@ -24,6 +24,7 @@ from opentelemetry import context as otel_context
 from . import _meta
 from .policy import ToolPolicy
 from .results import is_error, result_value
+from .rounds import Rounds, input_required
 
 logger = logging.getLogger("toolguard.mcp")
 
@@ -83,6 +84,7 @@ class CallGuard:
         self._declared: set[str] = set()  # declared here, from a server's tool list
         self._warned: set[str] = set()
         self._opened: weakref.WeakSet[tg.Trajectory] = weakref.WeakSet()
+        self.rounds = Rounds()  # calls paused for the user's input (MCP 2026-07-28)
 
     # -- tools ---------------------------------------------------------------------------------
     def knows(self, name: str) -> bool:
@@ -166,11 +168,15 @@ class CallGuard:
             logger.error("toolguard-mcp-proxy: %s; its calls are refused", text)
 
     # -- trajectories --------------------------------------------------------------------------
-    def trajectory_for(self, meta: Any, session: str | None) -> tuple[tg.Trajectory, str | None]:
+    def trajectory_for(
+        self, meta: Any, session: str | None, *, retry_of: tuple[str, Any] | None = None
+    ) -> tuple[tg.Trajectory, str | None]:
         """The call's trajectory and call id (see the module's docstring). A step the host
-        carried is reserved for the call, so the host's numbering is kept."""
+        carried is reserved for the call, so the host's numbering is kept. ``retry_of``:
+        (tool, arguments) of a call retrying a round (:mod:`toolguard_mcp.rounds`), which
+        takes the step of the round it continues."""
         traj_id, step, call_id = _meta.carried(meta)
-        key = traj_id or session or self.process_session
+        key = self._key(meta, session)
         traj = self.guard.find_trajectory(key)
         if traj is None:
             traj = self._open(traj_id or uuid.uuid4().hex, key)
@@ -179,7 +185,15 @@ class CallGuard:
                 # reserve() is by call id: a step sent without one gets a stand-in id.
                 call_id = f"toolguard-step-{step}"
             traj.reserve({call_id: step})
+        elif call_id is None and retry_of is not None:
+            stand_in = Rounds.call_id(key, *retry_of)
+            if stand_in is not None and self.rounds.resume(stand_in):
+                call_id = stand_in  # reserved for it when its round paused
         return traj, call_id
+
+    def _key(self, meta: Any, session: str | None) -> str:
+        """The registry key of a call's trajectory: the id it carries, else its session's."""
+        return _meta.carried(meta)[0] or session or self.process_session
 
     def _open(self, traj_id: str, key: str) -> tg.Trajectory:
         traj = self.guard.trajectory(traj_id, key=key, labels=self.labels)
@@ -211,8 +225,12 @@ class CallGuard:
         session: str | None = None,
         *,
         span: Any = None,
+        retry: bool = False,
     ) -> tg.PendingCall:
-        traj, call_id = self.trajectory_for(meta, session)
+        """``retry``: the call retries an ``input_required`` round (:mod:`.rounds`)."""
+        traj, call_id = self.trajectory_for(
+            meta, session, retry_of=_retry_of(retry, name, arguments)
+        )
         return self.guard.check(name, arguments, call_id=call_id, trajectory=traj, span=span)
 
     def admit(
@@ -224,6 +242,7 @@ class CallGuard:
         *,
         client: str | None = None,
         span: Any = None,
+        retry: bool = False,
     ) -> tg.PendingCall | tg.Rejection:
         """Check a call as a proxy must: a tool denied, changed since pinned (``pin =
         "block"``), undeclarable or not offered is refused without reaching the guard's
@@ -243,9 +262,11 @@ class CallGuard:
         try:
             refused = self._refusal(name)
             if refused is None:
-                return self.check(name, arguments, meta, session, span=span)
+                return self.check(name, arguments, meta, session, span=span, retry=retry)
             check, message, model_message = refused
-            traj, call_id = self.trajectory_for(meta, session)
+            traj, call_id = self.trajectory_for(
+                meta, session, retry_of=_retry_of(retry, name, arguments)
+            )
             return self.guard.record_rejection(
                 name,
                 message,
@@ -313,6 +334,32 @@ class CallGuard:
         """Close an admitted call with the server's result (model or wire form); ``isError``
         is the environment's rejection (``state_consistency``)."""
         return pending.finish(result_value(result), error=is_error(result))
+
+    def answered(
+        self, pending: tg.PendingCall, result: Any, params: Mapping[str, Any], session: str | None
+    ) -> None:
+        """The server answered an admitted call (``params``: its ``tools/call`` params): its
+        final result closes it; an ``input_required`` round pauses it (:mod:`.rounds`)."""
+        if not input_required(result):
+            CallGuard.finish(pending, result)
+            return
+        step = pending.cancel().step
+        meta = params.get("_meta")
+        _, carried_step, call_id = _meta.carried(meta)
+        key = self._key(meta, session)
+        traj = self.guard.find_trajectory(key)
+        if step is None or carried_step is not None or traj is None:
+            return  # a host's own step: its retry carries it again
+        if call_id is None:
+            call_id = Rounds.call_id(key, str(params.get("name")), params.get("arguments"))
+            if call_id is None:
+                return
+            self.rounds.pause(call_id)
+        traj.reserve({call_id: step})
+
+
+def _retry_of(retry: bool, name: str, arguments: Any) -> tuple[str, Any] | None:
+    return (name, arguments) if retry else None
 
 
 def _wire(tool: Any) -> dict[str, Any] | None:

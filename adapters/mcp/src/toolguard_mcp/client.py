@@ -31,7 +31,9 @@ class GuardedClient:
     The trajectory of a call: ``trajectory=`` given to the call, else the one given here,
     else the one current in the context (``with guard.trajectory(...)``), else the wrapper's
     own, one per wrapper (its MCP session), ended by :meth:`end` or leaving ``async with``.
-    Tools are declared from the server's tool list on first use, by ``contract``.
+    Tools are declared by ``contract`` from the server's tool list: read when a call names a
+    tool the guard does not know yet (a tool the server added later too), and from every
+    list the host reads itself with :meth:`list_tools`.
     """
 
     def __init__(
@@ -50,7 +52,6 @@ class GuardedClient:
         self._trajectory = trajectory
         self._session = f"mcp-client:{uuid.uuid4().hex}"
         self._own: tg.Trajectory | None = None
-        self._listed = False
         self._entered_client = False
 
     def __getattr__(self, name: str) -> Any:
@@ -73,7 +74,8 @@ class GuardedClient:
         return self._own
 
     async def declare_tools(self) -> None:
-        """Declare the server's tools on the guard now (otherwise done on first use)."""
+        """Declare the server's tools on the guard now, from its list as it is now (otherwise
+        done when a call names a tool the guard does not know)."""
         from mcp import ClientSession
         from mcp.types import PaginatedRequestParams
 
@@ -83,13 +85,31 @@ class GuardedClient:
             if isinstance(self.client, ClientSession):
                 page = await self.client.list_tools(params=PaginatedRequestParams(cursor=cursor))
             else:
-                page = await self.client.list_tools(cursor=cursor)
+                # Read from the server, not the client's cache: it may predate the tool.
+                page = await self.client.list_tools(cursor=cursor, cache_mode="refresh")
             tools.extend(page.tools)
             cursor = page.next_cursor
             if not cursor:
                 break
         self.calls.declare_tools(tools)
-        self._listed = True
+
+    async def list_tools(
+        self,
+        *,
+        cursor: str | None = None,
+        params: Any = None,
+        meta: Any = None,
+        cache_mode: str | None = None,
+    ) -> Any:
+        """``list_tools`` of the wrapped client (``cursor``, ``meta``, ``cache_mode`` for a
+        ``Client``; ``params`` for a ``ClientSession``): the tools it returns are declared, so
+        a tool the server added since is checked like the others."""
+        given = {"cursor": cursor, "params": params, "meta": meta, "cache_mode": cache_mode}
+        result = await self.client.list_tools(**{k: v for k, v in given.items() if v is not None})
+        first = cursor is None and getattr(params, "cursor", None) is None
+        # One page is the whole list only when it is the first and the last.
+        self.calls.declare_tools(result.tools, complete=first and not result.next_cursor)
+        return result
 
     async def call_tool(
         self,
@@ -105,7 +125,9 @@ class GuardedClient:
     ) -> Any:
         """``call_tool`` of the wrapped client, checked first. ``call_id``: the model's tool
         call id (its step, when reserved with ``traj.reserve``)."""
-        if not self._listed and not self.calls.knows(name):
+        if not self.calls.knows(name):
+            # Looked up in the server's list before the guard refuses it (as the proxy does):
+            # the server may have added it since the list was read.
             await self.declare_tools()
         traj = (
             trajectory or self._trajectory or tg.current_trajectory() or self._session_trajectory()

@@ -12,8 +12,9 @@ a pipe is handled in the event loop's callback that read it (no task woken per m
 answers to one chunk go out in one write, and a call's bookkeeping runs once its answer is out
 (adapters/mcp/bench.py measures what is left).
 
-At start the proxy asks the server for its tool list itself (an ``initialize`` of its own),
-so a contract that does not fit the server's tools stops it before the host is served.
+Before the host's first request goes on, the proxy asks the server for its tool list itself,
+in the protocol era that request opens (:meth:`HostSide._probe_first`), so a contract that
+does not fit the server's tools stops it before the host is served.
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ import signal
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
+import toolguard as tg
+
 from . import _child, _io, wire
 from .relay_base import (
-    _LIST_TIMEOUT,
     _STOP_GRACE,
     CONNECTION_CLOSED,
     LINE_LIMIT,
-    PROBE_VERSION,
     ServerError,
     ServerExited,
     _safely,
@@ -55,7 +56,11 @@ class StdioRelay(HostSide):
         """Relay until the host or the server closes; returns the proxy's exit status. A
         contract that does not fit the server's tools raises :class:`tg.ContractFileError`."""
         self.host_writer = await _io.open_writer(self.host_out)
-        return await self._serve(self._from_host, probe=self.probe, signals=True)
+        # The probe waits for the host's first request: on one stdio connection the first
+        # request fixes the server's protocol era, so a probe of its own before the host
+        # speaks would shut a 2026-07-28 host out.
+        self.probe_due = "first" if self.probe else None
+        return await self._serve(self._from_host, probe=False, signals=True)
 
     async def start_session(self, writer: Any) -> bool:
         """Start the server for one host session of another transport (before the session
@@ -164,10 +169,15 @@ class StdioRelay(HostSide):
         except asyncio.CancelledError:  # the session was ended from outside (HTTP)
             done = set()
         failed = False
+        unfit: tg.ContractFileError | None = None  # found by the probe the host's request ran
         for task in done:
             if task is not stopped and not task.cancelled() and task.exception() is not None:
                 failed = True
-                logger.error("toolguard-mcp-proxy: relay failed", exc_info=task.exception())
+                exc = task.exception()
+                if isinstance(exc, tg.ContractFileError):
+                    unfit = exc
+                else:
+                    logger.error("toolguard-mcp-proxy: relay failed", exc_info=exc)
         if from_server in done and not failed:
             code = await _io.exit_code(self.server, _STOP_GRACE)
             if code is None:  # closed its stdout but lives on
@@ -197,40 +207,9 @@ class StdioRelay(HostSide):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(sig)
         await self.host_writer.close()
+        if unfit is not None:
+            raise unfit
         return status
-
-    async def _probe(self) -> None:
-        """The proxy's own handshake and tool list, before the host is served: every tool is
-        declared (a contract error raises here) and the host's own initialize follows."""
-        self.probing = True
-        try:
-            await self._handshake(PROBE_VERSION)
-        except ServerExited:
-            self.probe_exited = True  # the run that follows says so, with the exit code
-        except (TimeoutError, ServerError) as exc:
-            logger.warning(
-                "toolguard-mcp-proxy: the server did not answer the proxy's own initialize "
-                "(%s); its tools are declared from the host's first tool list instead",
-                exc or type(exc).__name__,
-            )
-        finally:
-            self.probing = False
-
-    async def _handshake(self, version: str) -> Any:
-        """The proxy's own ``initialize`` (answered: its result), ``initialized`` and the
-        first tool list, which declares every tool. The caller sets ``probing``."""
-        result = await self._request(
-            "initialize",
-            timeout=_LIST_TIMEOUT,
-            params={
-                "protocolVersion": version,
-                "capabilities": {},
-                "clientInfo": {"name": "toolguard-mcp-proxy", "version": "0"},
-            },
-        )
-        self._to_server(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-        await self._list_tools(None, at_start=True, timeout=_LIST_TIMEOUT)
-        return result
 
     async def _stop_server(self) -> int | None:
         server = self.server

@@ -10,7 +10,7 @@ import itertools
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import toolguard as tg
@@ -27,6 +27,9 @@ _STOP_GRACE = 2.0  # the MCP shutdown sequence: close stdin, wait, SIGTERM, wait
 _MAX_EXPIRED = 10_000
 _LIST_TIMEOUT = 60.0
 PROBE_VERSION = "2025-06-18"
+# The protocol era of a connection: the handshake (initialize), or 2026-07-28 (an envelope in
+# every request's _meta).
+Era = Literal["handshake", "2026-07-28"]
 
 
 class ServerError(Exception):
@@ -51,6 +54,8 @@ class _Inflight:
     pending: tg.PendingCall
     name: str
     deadline: float | None  # the loop's time when the call times out (--timeout)
+    params: dict[str, Any]  # the call's tools/call params
+    session: str | None  # the session it came in (a replica serves many)
 
 
 @dataclass(slots=True)
@@ -95,7 +100,9 @@ class RelayBase:
         self.session = calls.process_session  # one stdio connection: one MCP session
         self.client: str | None = None  # the host's clientInfo, from its initialize
         self.inflight: dict[Any, _Inflight] = {}
-        self.listing: set[Any] = set()  # ids of the host's tools/list requests
+        # The host's tools/list requests: id -> (a first page: no cursor, the session).
+        self.listing: dict[Any, tuple[bool, str | None]] = {}
+        self.pages: dict[str | None, list[Any]] = {}  # a session's listing, page by page
         self.initializing: set[Any] = set()
         self.expired: set[Any] = set()  # calls answered here after a timeout
         self.batch_of: dict[Any, _Batch] = {}
@@ -107,6 +114,9 @@ class RelayBase:
         self._sweep: asyncio.TimerHandle | None = None
         self.tools_complete = False  # a whole tool list has been declared
         self.probing = False
+        # The probe the host's next request runs first (stdio: :meth:`StdioRelay.run`): its
+        # first request, or ("initialize") an initialize after the 2026-07-28 probe failed.
+        self.probe_due: Literal["first", "initialize"] | None = None
         self.probe_exited = False  # the server exited during the proxy's own handshake
         self._started = False  # the server was started before the session (start_session)
         self.server_lines = wire.LineSplitter(limit)
@@ -273,6 +283,7 @@ class RelayBase:
             return True
         if msg.get("method") == "notifications/tools/list_changed":
             self.tools_complete = False
+            self.pages.clear()  # pages read before and after the change are not one list
         if self.probing:  # before the host's session: nobody to tell; a request is declined
             if "id" in msg:
                 self._reply_server(msg["id"], METHOD_NOT_FOUND, "not during the proxy's start")
@@ -312,15 +323,38 @@ class RelayBase:
                     ServerError(error.get("code"), str(error.get("message", ""))),
                 )
             else:
-                _safely(CallGuard.finish, entry.pending, msg.get("result") or {})
+                _safely(
+                    self.calls.answered,
+                    entry.pending,
+                    msg.get("result") or {},
+                    entry.params,
+                    entry.session,
+                )
         elif rid in self.listing:
-            self.listing.discard(rid)
+            first, session = self.listing.pop(rid)
             result = msg.get("result")
             if isinstance(result, dict) and isinstance(result.get("tools"), list):
-                complete = not result.get("nextCursor")
-                _safely(self.calls.declare_tools, result["tools"], complete=complete)
-                # Only a one-page list is known whole (a later page has a cursor in its request).
-                self.tools_complete = self.tools_complete or complete
+                self._listed_page(result, first, session)
+
+    def _listed_page(self, result: dict[str, Any], first: bool, session: str | None) -> None:
+        """A page of a host's tool list: its tools declared now; the list is whole at its last
+        page when the host read it from the first (each page alone would leave the earlier
+        pages' tools out of the pins and the contract's check)."""
+        tools: list[Any] = result["tools"]
+        if first:
+            self.pages[session] = []
+        pages = self.pages.get(session)
+        if pages is not None:
+            pages.extend(tools)
+        if result.get("nextCursor"):
+            _safely(self.calls.declare_tools, tools, complete=False)
+            return
+        self.pages.pop(session, None)
+        if pages is None:  # a listing the proxy did not see begin: this page alone
+            _safely(self.calls.declare_tools, tools, complete=False)
+            return
+        _safely(self.calls.declare_tools, pages, complete=True)
+        self.tools_complete = True
 
     def _answer(self, rid: Any, msg: dict[str, Any], raw: bytes | None = None) -> None:
         """Send the answer to request ``rid``: alone, or into the array of its batch."""

@@ -1,7 +1,8 @@
 """The stdio relay's handling of what the host sends: each message parsed strictly and checked
 (:mod:`toolguard_mcp.wire`), ``tools/call`` admitted by the guard before it is forwarded (or
 answered here with the refusal), batches answered as one array, and the server's tool list
-read first when a call names a tool the guard does not know yet.
+read first when a call names a tool the guard does not know yet, or by the proxy's own probe
+before the host's first request.
 :class:`toolguard_mcp.relay.StdioRelay` adds the reading, the run and the server's process."""
 
 from __future__ import annotations
@@ -17,14 +18,20 @@ import toolguard as tg
 
 from . import _meta, wire
 from .relay_base import (
+    _LIST_TIMEOUT,
     _MAX_EXPIRED,
+    PROBE_VERSION,
+    Era,
     RelayBase,
+    ServerError,
+    ServerExited,
     _Batch,
     _Inflight,
     _progress_token,
     _safely,
 )
 from .results import error_result
+from .rounds import is_retry
 
 logger = logging.getLogger("toolguard.mcp")
 
@@ -82,6 +89,10 @@ class HostSide(RelayBase):
             return None
         method = msg.get("method")
         params = msg.get("params")
+        if self.probe_due is not None and "id" in msg and method is not None:
+            era = self._probe_era(method, params)
+            if era is not None:
+                return self._probe_first(era, msg, batch)
         if "id" in msg and method is not None:
             rid = msg["id"]
             if batch is not None:
@@ -92,8 +103,11 @@ class HostSide(RelayBase):
                 self.progress[token] = rid
             if method == "tools/call":
                 return self._tools_call(rid, params, msg)
+            if self.expired:
+                self._reused(rid)
             if method == "tools/list":
-                self.listing.add(rid)
+                cursor = params.get("cursor") if isinstance(params, dict) else None
+                self.listing[rid] = (cursor is None, self.session)
             elif method == "initialize":
                 self._note_client(params)
         elif method == "notifications/cancelled" and isinstance(params, dict):
@@ -103,6 +117,74 @@ class HostSide(RelayBase):
                 _safely(entry.pending.cancel)
         self._to_server(orjson.dumps(msg) + b"\n")
         return None
+
+    # -- the proxy's own tool list, before the host's first request ---------------------------
+    def _probe_era(self, method: str, params: Any) -> Era | None:
+        """The era of the probe the host's request calls for, None when it calls for none. As
+        MCP servers choose (mcp.server.runner.serve_dual_era_loop): a request carrying the
+        2026-07-28 envelope opens that era, anything else the handshake."""
+        modern = method != "initialize" and _meta.enveloped(params)
+        if self.probe_due == "first":
+            return "2026-07-28" if modern else "handshake"
+        # The 2026-07-28 probe failed (a server of the handshake era only): a host falling
+        # back to the handshake has its initialize probed.
+        return "handshake" if method == "initialize" else None
+
+    async def _probe_first(self, era: Era, msg: dict[str, Any], batch: _Batch | None) -> None:
+        """Declare the server's tools in the host's era, then relay the host's request."""
+        self.probe_due = None
+        if era == "handshake":
+            await self._probe()
+        else:
+            self.probing = True
+            try:
+                # No handshake to pin in this era: each request carries the envelope, so the
+                # proxy's list reuses the host's.
+                meta = msg["params"].get("_meta")
+                if not await self._list_tools(meta, at_start=True, timeout=_LIST_TIMEOUT):
+                    self.probe_due = "initialize"
+            finally:
+                self.probing = False
+        self._cork()
+        try:
+            later = self._host_message(msg, batch)
+        finally:
+            self._uncork()
+        if later is not None:
+            await later
+
+    async def _probe(self) -> None:
+        """The proxy's own handshake and tool list, before the host's own ``initialize``: every
+        tool is declared (a contract error raises here) and the host's handshake follows."""
+        self.probing = True
+        try:
+            await self._handshake(PROBE_VERSION)
+        except ServerExited:
+            self.probe_exited = True  # the run that follows says so, with the exit code
+        except (TimeoutError, ServerError) as exc:
+            logger.warning(
+                "toolguard-mcp-proxy: the server did not answer the proxy's own initialize "
+                "(%s); its tools are declared from the host's first tool list instead",
+                exc or type(exc).__name__,
+            )
+        finally:
+            self.probing = False
+
+    async def _handshake(self, version: str) -> Any:
+        """The proxy's own ``initialize`` (answered: its result), ``initialized`` and the
+        first tool list, which declares every tool. The caller sets ``probing``."""
+        result = await self._request(
+            "initialize",
+            timeout=_LIST_TIMEOUT,
+            params={
+                "protocolVersion": version,
+                "capabilities": {},
+                "clientInfo": {"name": "toolguard-mcp-proxy", "version": "0"},
+            },
+        )
+        self._to_server(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        await self._list_tools(None, at_start=True, timeout=_LIST_TIMEOUT)
+        return result
 
     def _refuse(self, refusal: wire.Refusal, batch: _Batch | None = None) -> None:
         if refusal.call is not None:
@@ -144,14 +226,20 @@ class HostSide(RelayBase):
         """Check the call; forward it (the message as parsed) or answer the refusal."""
         name = params["name"]
         meta = params.get("_meta")
+        retry = is_retry(params)
         if isinstance(meta, Mapping) and "traceparent" in meta:
             with _trace_parent(meta):
                 pending = self.calls.admit(
-                    name, params.get("arguments"), meta, self.session, client=self.client
+                    name,
+                    params.get("arguments"),
+                    meta,
+                    self.session,
+                    client=self.client,
+                    retry=retry,
                 )
         else:
             pending = self.calls.admit(
-                name, params.get("arguments"), meta, self.session, client=self.client
+                name, params.get("arguments"), meta, self.session, client=self.client, retry=retry
             )
         rejection = pending if isinstance(pending, tg.Rejection) else pending.rejection
         if rejection is not None:
@@ -166,8 +254,10 @@ class HostSide(RelayBase):
         old = self.inflight.pop(rid, None)
         if old is not None:  # the host reused an id still in flight
             _safely(old.pending.cancel)
+        if self.expired:
+            self._reused(rid)
         assert isinstance(pending, tg.PendingCall)
-        self.inflight[rid] = _Inflight(pending, name, deadline)
+        self.inflight[rid] = _Inflight(pending, name, deadline, params, self.session)
         self._to_server(orjson.dumps(msg) + b"\n")
 
     def _expire_due(self) -> None:
@@ -184,6 +274,12 @@ class HostSide(RelayBase):
                 self._sweep = loop.call_at(entry.deadline, self._expire_due)
                 return
             self._expire(rid)
+
+    def _reused(self, rid: Any) -> None:
+        """A request going to the server under the id of a call that timed out: an answer
+        with that id is now this request's (MCP forbids reusing an id; a host that does would
+        otherwise never get its answer, dropped as the late answer of the expired call)."""
+        self.expired.discard(rid)
 
     def _expire(self, rid: Any) -> None:
         entry = self.inflight.pop(rid, None)

@@ -21,7 +21,9 @@ class ReplicaCalls(CallGuard):
     """A :class:`CallGuard` whose session trajectories are named by the session id, so every
     replica opens the same shared record for a session."""
 
-    def trajectory_for(self, meta: Any, session: str | None) -> tuple[Any, str | None]:
+    def trajectory_for(
+        self, meta: Any, session: str | None, *, retry_of: tuple[str, Any] | None = None
+    ) -> tuple[Any, str | None]:
         if (
             session is not None
             and session.startswith(SESSION_PREFIX)
@@ -29,7 +31,7 @@ class ReplicaCalls(CallGuard):
             and self.guard.find_trajectory(session) is None
         ):
             self._open(session.removeprefix(SESSION_PREFIX), session)
-        return super().trajectory_for(meta, session)
+        return super().trajectory_for(meta, session, retry_of=retry_of)
 
     def end_replica_session(self, session: str) -> None:
         """The host ended its session (DELETE), on whichever replica: the trajectory ends here

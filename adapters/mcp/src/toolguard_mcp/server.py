@@ -21,6 +21,7 @@ from opentelemetry import trace
 from . import _sdk  # noqa: F401  (the SDK, or an ImportError naming the extra)
 from .calls import CallGuard, ContractLike
 from .results import error_model
+from .rounds import is_retry
 
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -103,6 +104,7 @@ class GuardMiddleware:
             session,
             client=self.client_of(ctx),
             span=self._framework_span(name),
+            retry=is_retry(params),
         )
         if isinstance(pending, tg.Rejection):
             return error_model(str(pending))
@@ -119,7 +121,7 @@ class GuardMiddleware:
         except BaseException as exc:
             pending.fail(exc)  # a KeyboardInterrupt and the like are recorded as cancelled
             raise
-        CallGuard.finish(pending, result)
+        self.calls.answered(pending, result, params, session)
         return result
 
     def _framework_span(self, name: str) -> Any:
