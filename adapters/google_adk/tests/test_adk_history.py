@@ -115,6 +115,10 @@ def test_a_long_running_tools_final_result_sent_as_the_next_message_is_bound(
         )
     )
     assert [r.response for r in answers(events) if r.name == "reimburse"] == [{"paid": "t-9"}]
+    # The resumed run is a trajectory of its own: the report reads two, not one of two halves.
+    ids = [(s.attributes or {})["toolguard.trajectory.id"] for s in otel.summaries()]
+    invocation = first[0].invocation_id
+    assert ids == [invocation, f"{invocation}#2"]
 
 
 def test_a_result_of_one_key_result_is_read_as_the_tool_returned_it_in_the_next_turn(

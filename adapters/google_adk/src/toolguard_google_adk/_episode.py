@@ -27,17 +27,29 @@ def choose(
 
     In order: the one ``source`` gives (owned only if it was not started yet); the one
     current where the run started (``with guard.trajectory(...):`` around it); a new one, with
-    the invocation's id and the session's id as its conversation id.
+    the invocation's id (:func:`default_id`) and the session's id as its conversation id.
     """
     given = source(ctx) if callable(source) else source
     return tg.run_trajectory(
         given,
         lambda: guard.trajectory(
-            trajectory_id(ctx) if trajectory_id is not None else ctx.invocation_id,
+            trajectory_id(ctx) if trajectory_id is not None else default_id(ctx),
             labels=labels(ctx) if callable(labels) else labels,
             conversation_id=ctx.session.id,
         ),
     )
+
+
+def default_id(ctx: InvocationContext) -> str:
+    """The invocation's id; for a run that resumes it (a message answering a paused
+    long-running call, which ADK gives that call's invocation id), ``<id>#<n>``, n counting
+    the client's messages of that invocation in the session: each run is a trajectory of its
+    own, and two summaries under one id would be read as one trajectory by the report. Read
+    from the session, so every process names a run the same."""
+    sent_here = sum(
+        1 for e in ctx.session.events if e.invocation_id == ctx.invocation_id and e.author == "user"
+    )
+    return ctx.invocation_id if sent_here <= 1 else f"{ctx.invocation_id}#{sent_here}"
 
 
 def texts(content: types.Content | None) -> Iterator[str]:
