@@ -104,7 +104,7 @@ def is_placeholder(text: str) -> bool:
 
 def grounded_failure(arg: str, value: Any, placeholder: bool) -> Failure:
     """A grounded argument holding a placeholder, or a value the trajectory never saw."""
-    what = "a placeholder" if placeholder else "a value that appears nowhere in the conversation"
+    what = "a placeholder" if placeholder else "a value no user message or tool output has shown"
     return Failure(
         contract.INFORMATION,
         f"information.{arg}",
