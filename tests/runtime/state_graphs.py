@@ -2,9 +2,11 @@
 
 A graph is built from a seed: dicts, lists, sets, bytearrays, deques, OrderedDicts, tuples and
 namedtuples holding containers, objects with a ``__dict__``, objects of slots, a dict subclass
-with attributes of its own; references are shared and cycles go through the root. A program
-is a list of small integer tuples that navigate the graph afresh at every step (so the same
-program does the same thing on a deep copy) and mutate, swap, replace and rebuild.
+with attributes of its own, ``types.SimpleNamespace`` (a C type's read-only instance dict),
+``defaultdict`` (whose ``default_factory`` a program changes); references are shared and
+cycles go through the root. A program is a list of small integer tuples that navigate the
+graph afresh at every step (so the same program does the same thing on a deep copy) and
+mutate, swap, replace and rebuild.
 
 :func:`shape` turns a graph into plain data in which every mutable node, and every tuple, is
 numbered at its first visit: two graphs with equal shapes are equal in types, values, dict
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import random
+import types
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -44,8 +47,12 @@ class Pair(NamedTuple):
     right: Any
 
 
-MUTABLE = (dict, list, set, bytearray, collections.deque, Obj, Slots, tuple)
-_KINDS = ["dict", "list", "set", "bytearray", "deque", "odict", "obj", "slots", "tagged"]
+Namespace = types.SimpleNamespace
+MUTABLE = (dict, list, set, bytearray, collections.deque, Obj, Slots, Namespace, tuple)
+_KINDS = [
+    "dict", "list", "set", "bytearray", "deque", "odict", "obj", "slots", "tagged", "ns", "ddict",
+]  # fmt: skip
+_FACTORIES = (None, list, dict, int)
 
 
 def _new(kind: str) -> Any:
@@ -59,6 +66,8 @@ def _new(kind: str) -> Any:
         "obj": Obj,
         "slots": Slots,
         "tagged": Tagged,
+        "ns": Namespace,
+        "ddict": lambda: collections.defaultdict(list),
     }[kind]()
 
 
@@ -92,6 +101,8 @@ def _put(node: Any, value: Any, slot: int) -> None:
         setattr(node, f"a{slot}", value)
     if isinstance(node, Tagged | Obj) and slot % 3 == 0:
         node.extra = value  # type: ignore[union-attr]
+    if isinstance(node, collections.defaultdict):
+        node.default_factory = _FACTORIES[slot % len(_FACTORIES)]
 
 
 def _hashable(value: Any) -> bool:
@@ -173,6 +184,8 @@ def shape(root: Any) -> list[Any]:
         else:
             body = None
         attrs = list(vars(node).items()) if hasattr(node, "__dict__") else []
+        if isinstance(node, collections.defaultdict):
+            attrs.append(("default_factory", node.default_factory))
         if isinstance(node, Slots):
             attrs += [(n, getattr(node, n)) for n in Slots.__slots__ if hasattr(node, n)]
         out.append((kind, body, [(n, ref(v)) for n, v in attrs]))
@@ -215,8 +228,8 @@ def _remove(node: Any, v: int) -> None:
         node.discard(next(iter(node)))
     elif isinstance(node, Slots) and hasattr(node, "a"):
         del node.a
-    elif isinstance(node, Obj) and "name" in vars(node):
-        del node.name
+    elif isinstance(node, Obj | Namespace) and vars(node):
+        delattr(node, next(iter(vars(node))))
 
 
 def _swap(node: Any) -> None:

@@ -11,6 +11,7 @@ metaclass, no ``__init_subclass__`` of its own, no slots, no ``__dict__`` of its
 from __future__ import annotations
 
 import abc
+import collections
 import datetime
 import decimal
 import enum
@@ -23,6 +24,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final, Protocol
 
+from ..._errors import ForkError
 from .undolog_restore import container_ops
 
 
@@ -127,7 +129,7 @@ class ClassInfo:
 
     def __init__(self, cls: type) -> None:
         self.standin: type | None = None
-        self.slots = slot_descriptors(cls)
+        self.slots = slot_descriptors(cls) + c_members(cls)
         # The instance dict's own descriptor, not a __dict__ property a class may define.
         self.dict_slot: Any = next(
             (
@@ -137,8 +139,20 @@ class ClassInfo:
             ),
             None,
         )
+        if self.dict_slot is None and cls.__dictoffset__:
+            # An instance dict with no getset descriptor: a C type's read-only member
+            # (types.SimpleNamespace), recorded and restored in place; any other way in is
+            # unknown, and a dry run that cannot undo what it reaches must not run.
+            member = _first("__dict__", cls)
+            if type(member) is not types.MemberDescriptorType:
+                raise ForkError(
+                    f"an undo-log dry run cannot record instances of {cls.__qualname__}: "
+                    "their attributes are held where it cannot reach them"
+                )
+            self.dict_slot = _FixedDict(member)
         if (
             self.dict_slot is None
+            or isinstance(self.dict_slot, _FixedDict)  # cannot be swapped for a stand-in's
             or self.slots
             or type(cls) not in _PLAIN_METACLASSES
             or _runs_code_on_subclassing(cls)
@@ -183,6 +197,35 @@ def slot_descriptors(cls: type) -> tuple[Any, ...]:
         for value in k.__dict__.values()
         if type(value) is types.MemberDescriptorType
     )
+
+
+# C types whose instances hold state in members outside any __dict__ or __slots__, which a
+# rollback must put back: what a defaultdict makes of a missing key.
+_C_MEMBERS: Final = ((collections.defaultdict, ("default_factory",)),)
+
+
+def c_members(cls: type) -> tuple[Any, ...]:
+    """The descriptors of the C-level members of ``cls``'s builtin bases that hold state."""
+    return tuple(
+        base.__dict__[name] for base, names in _C_MEMBERS if issubclass(cls, base) for name in names
+    )
+
+
+class _FixedDict:
+    """The descriptor of an instance dict that cannot be replaced (a read-only member): read
+    as the member, and "set" back to the same dict, the one rollback restores in place."""
+
+    __slots__ = ("member",)
+
+    def __init__(self, member: Any) -> None:
+        self.member = member
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        return self.member.__get__(obj, owner)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        if self.member.__get__(obj) is not value:  # read-only: nobody could have replaced it
+            raise ForkError("an instance dict that cannot be replaced was replaced")
 
 
 def _first(name: str, cls: type) -> Any:
