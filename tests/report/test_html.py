@@ -124,6 +124,23 @@ def test_figures_and_tables_count_what_the_report_counts(cohort_file: Path) -> N
         assert total == pytest.approx(g["final_success"])  # every Y known: the identity
 
 
+def test_the_decomposition_adds_up_when_some_outcomes_are_unknown() -> None:
+    records = [
+        TrajectoryRecord("a", 1, 2, success=True),  # executable
+        TrajectoryRecord("b", 0, 1, success=None),  # executable, outcome unknown
+        TrajectoryRecord("c", 1, 1, success=True),  # recovered
+        TrajectoryRecord("d", 1, 1, success=False),
+    ]
+    report = tg.build_report(records)
+    (group,) = report["groups"]
+    assert (group["ter"], group["s"], group["rr"]) == (0.5, 1.0, 0.5)
+    figure = page_json(report.to_html())["figures"]["decomposition"]
+    executable, recovered = figure["data"][0]["y"][0], figure["data"][1]["y"][0]
+    # TER over the three with a known outcome (1 of 3): 1/3 x 1 + 2/3 x 1/2 = 2/3
+    assert executable + recovered == pytest.approx(group["final_success"]) == pytest.approx(2 / 3)
+    assert figure["layout"]["title"]["text"].endswith("over the trajectories with a known outcome")
+
+
 def test_a_large_cohort_lists_its_first_rows_and_says_so() -> None:
     records = [TrajectoryRecord(f"t{i:05d}", 1, 2, success=True) for i in range(50)]
     data = page_json(tg.build_report(records).to_html(max_rows=20))

@@ -275,6 +275,9 @@ def test_planner_json_form(otel: Telemetry) -> None:
         '[{"tool": "ls", "id": "a"}, {"tool": "ls", "id": "a"}]': (1, "reuses the id 'a'"),
         '[{"tool": "rm", "arguments": {"path": {"$step": 0, "pth": "x"}}}]': (0, "unknown keys"),
         '[{"tool": "rm", "arguments": {"path": {"$step": true}}}]': (0, "malformed reference"),
+        # a path of 0 or false was read as "the whole result"
+        '[{"tool": "rm", "arguments": {"path": {"$step": 0, "path": 0}}}]': (0, "not 0"),
+        '[{"tool": "rm", "arguments": {"path": {"$step": 0, "path": false}}}]': (0, "not False"),
         "[3]": (0, "not a step object"),
     }
     for text, (failed, words) in malformed.items():

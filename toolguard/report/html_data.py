@@ -154,11 +154,16 @@ def _cause_figure(groups: Sequence[tuple[str, GroupMetrics]], causes: Sequence[s
 
 def _decomposition_figure(groups: Sequence[tuple[str, GroupMetrics]]) -> Json:
     """Pr(Y=1) = q*s + (1-q)*r per group: TER x S and (1 - TER) x RR stacked, final success as
-    a marker; RR and RR-eligible in every hover and bar text."""
+    a marker; RR and RR-eligible in every hover and bar text. S, RR and final success count
+    the trajectories whose outcome is known, so q here does too (docs/protocol.md 3.2: the
+    identity holds over them); with every outcome known it is the group's TER."""
     idx = list(range(len(groups)))
     qs, fr, text, notes, finals = [], [], [], [], []
+    unknown = False
     for _, g in groups:
-        q = g["ter"] or 0.0
+        known = g["n_outcome_known"]
+        unknown |= known < g["n"]
+        q = (known - g["rr_eligible"]) / known if known else g["ter"] or 0.0
         s = g["s"] or 0.0
         r = g["rr"] or 0.0
         qs.append(q * s)
@@ -198,7 +203,11 @@ def _decomposition_figure(groups: Sequence[tuple[str, GroupMetrics]]) -> Json:
             },
         ],
         "layout": {
-            "title": {"text": "Pr(Y=1) = TER x S + (1 - TER) x RR", "x": 0.02},
+            "title": {
+                "text": "Pr(Y=1) = TER x S + (1 - TER) x RR"
+                + (", over the trajectories with a known outcome" if unknown else ""),
+                "x": 0.02,
+            },
             "barmode": "stack",
             # RR beside RR-eligible above each bar: a rate with its denominator (in every
             # hover too, and side by side in the groups table; above the bars while they fit).

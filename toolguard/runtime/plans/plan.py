@@ -227,7 +227,8 @@ def read_refs(value: Any, where: str) -> Any:
                 '{"$step": <index or id>, "path": "a.b.0"}.'
             )
         try:
-            return StepRef(node[REF_KEY], node.get(PATH_KEY) or "")
+            path = node.get(PATH_KEY, "")  # a path of 0 or false is a mistake, not "all"
+            return StepRef(node[REF_KEY], "" if path is None else path)
         except UsageError as exc:
             raise PlanError(
                 f"`{at}` holds a malformed reference: {shorten_text(str(exc))}."
