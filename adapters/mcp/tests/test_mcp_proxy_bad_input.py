@@ -77,6 +77,24 @@ def test_the_http_proxy_binds_loopback_only(capsys: pytest.CaptureFixture[str]) 
     assert "loopback" in capsys.readouterr().err
 
 
+def test_a_port_out_of_range_or_in_use_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with pytest.raises(SystemExit) as info:
+        proxy.main(["--http", "127.0.0.1:99999", "--", sys.executable, "-c", "pass"])
+    assert info.value.code == 2 and "a port 0-65535" in capsys.readouterr().err
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        for extra in ([], ["--replica", "--store", "memory"]):
+            argv = ["--http", f"127.0.0.1:{port}", *extra, "--", sys.executable, "-c", "pass"]
+            with pytest.raises(SystemExit) as info:
+                proxy.main(argv)
+            err = capsys.readouterr().err
+            assert info.value.code == 2 and "cannot listen there" in err and "Traceback" not in err
+
+
 @pytest.mark.anyio
 async def test_malformed_arguments_then_a_server_crash(tmp_path: Path) -> None:
     from mcp.shared.exceptions import MCPError
@@ -179,4 +197,28 @@ def test_an_id_reused_after_a_timeout_gets_its_answer(tmp_path: Path) -> None:
         assert answer["id"] == rid and "error" not in answer, answer
         said = answer["result"].get("content", [{"text": ""}])[0]["text"]
         assert said == ("hi" if method == "tools/call" else "")
+    assert proxy.close() == 0
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        {"traceparent": 5},
+        {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tracestate": 5},
+        {"traceparent": ["00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"]},
+    ],
+)
+def test_a_trace_context_that_is_no_text_is_not_read(tmp_path: Path, meta: dict) -> None:
+    """A host's `_meta.traceparent` (or tracestate) that is not a string made the
+    propagator raise out of the relay: the proxy exited and no call was answered. It is
+    left unread now (telemetry never breaks a call), and the connection goes on."""
+    from raw_client import RawProxy
+
+    proxy = RawProxy(tmp_path, FAKE)
+    proxy.initialize()
+    for rid, text, extra in ((1, "x", {"_meta": meta}), (2, "y", {})):
+        params = {"name": "echo", "arguments": {"text": text}, **extra}
+        proxy.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params})
+        answer = proxy.read()
+        assert answer["id"] == rid and answer["result"]["content"][0]["text"] == text, answer
     assert proxy.close() == 0

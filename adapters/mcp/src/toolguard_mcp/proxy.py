@@ -17,6 +17,7 @@ import dataclasses
 import ipaddress
 import logging
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -359,8 +360,10 @@ def call_notes() -> Any:
 
 def _loopback(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"--http takes HOST:PORT, e.g. 127.0.0.1:8765, not {value!r}")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ValueError(
+            f"--http takes HOST:PORT (a port 0-65535), e.g. 127.0.0.1:8765, not {value!r}"
+        )
     host = host.strip("[]") or "127.0.0.1"
     if host != "localhost":
         try:
@@ -369,6 +372,16 @@ def _loopback(value: str) -> tuple[str, int]:
             loopback = False
         if not loopback:
             raise ValueError(f"--http binds loopback addresses only (127.0.0.1, ::1), not {host}")
+    # Tried now, so a port in use is one line here rather than a traceback from the server's
+    # task group (the socket is opened again, the same way, when serving starts).
+    probe = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, int(port)))
+    except OSError as exc:
+        raise ValueError(f"--http {value}: cannot listen there: {exc.strerror or exc}") from None
+    finally:
+        probe.close()
     return host, int(port)
 
 

@@ -351,8 +351,20 @@ def _trace_parent(meta: Any) -> Iterator[None]:
         return
     from opentelemetry import context, propagate
 
-    token = context.attach(propagate.extract(meta))
+    # Only text is a trace context: a host's `"traceparent": 5` (or tracestate, baggage)
+    # made the propagator raise out of the relay, ending every call of the connection.
+    carrier = {k: v for k, v in meta.items() if k in _TRACE_KEYS and isinstance(v, str)}
+    try:
+        parent = propagate.extract(carrier)
+    except Exception:  # telemetry trouble never breaks a call: no parent, then
+        logger.debug("toolguard: the host's trace context could not be read", exc_info=True)
+        yield
+        return
+    token = context.attach(parent)
     try:
         yield
     finally:
         context.detach(token)
+
+
+_TRACE_KEYS = frozenset({"traceparent", "tracestate", "baggage"})
