@@ -88,7 +88,9 @@ def test_fail_open_runs_the_call_and_logs(redis_server: RedisServer, caplog) -> 
     assert guard.call("create", {"name": "f"}, trajectory=traj) == {"id": "f"}
     other = item_guard(redis_server.url).trajectory("open", summary=False)
     other.start()
-    assert set(other.live_values("item")) == {"e", "f"}
+    # The empty server had forgotten the record: started again from what this process knows,
+    # "d" (bound before the outage) included (test_store_forgotten.py).
+    assert set(other.live_values("item")) == {"d", "e", "f"}
 
 
 @pytest.mark.parametrize("url", ["redis://127.0.0.1:1/0"])

@@ -4,8 +4,17 @@ round trip, atomic (``redis_store.py`` says what the keys hold).
 Every script reads the record's hash with one ``HMGET`` and writes it with one ``HSET``, so
 a call's step costs Redis two commands in the common case (the step, nothing new in the
 log, no step pending elsewhere). Common arguments: ``ARGV[1..7]`` = idle timeout (ms), the
-replica's log cursor, now (ms), the seen-value bound (bytes), the replica's floor, its
-token, and how long a waiter may wait (ms); each script's own follow, events last.
+replica's log cursor, now (ms), the seen-value bound (bytes), the replica's floor (the
+largest step it knows), its token, how long a waiter may wait (ms), and the record's
+generation as the replica knows it ('' before its first answer); each script's own follow,
+events last.
+
+Generations: a record that does not exist is (re)started with a generation of its own
+(``g``: now and the token of the replica that starts it). A replica that knew another
+generation holds a record the store forgot (its idle expiry, a server restarted empty):
+the script reads it the new log from its start, and every sync reply carries the
+generation, so the replica sees it and sends what it knows again (``shared_replica.py``);
+the floor has already raised T to the steps it knew, so its steps go on from there.
 
 Pending steps: a call that may write (bind, invalidate, see) registers its step as
 ``p:<step>`` = token .. flags when it begins; its finish (event ``d<step>``, posted: the
@@ -21,16 +30,22 @@ PRELUDE = """
 local ttl, cursor, now, limit, floor, token, waitms = tonumber(ARGV[1]), tonumber(ARGV[2]),
   tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
 local M, L, F = KEYS[1], KEYS[2], KEYS[3]
-local h = redis.call('HMGET', M, 'n', 'fs', 'fc', 's', 'e', 'ln', 'sb', 'w', 'pc')
+local h = redis.call('HMGET', M, 'n', 'fs', 'fc', 's', 'e', 'ln', 'sb', 'w', 'pc', 'g')
 local n, fs, fc = tonumber(h[1]) or 0, tonumber(h[2]), h[3]
 local claimed, deadline, ln = h[4] and 1 or 0, tonumber(h[5]) or 0, tonumber(h[6]) or 0
 local sb, watched, pc = tonumber(h[7]) or 0, tonumber(h[8]) or 0, tonumber(h[9]) or 0
 local set, dropped, notify, fresh = {}, 0, false, false
+-- a record (re)started here gets a generation; a replica that knew another one reads the
+-- new log from its start
+local gen = h[10]
+if not gen then gen = ARGV[3] .. '-' .. token; set['g'] = gen end
+if ARGV[8] ~= '' and ARGV[8] ~= gen then cursor = 0 end
 local function raise(step) if step > n then n = step; set['n'] = n end end
 local function fail(step, cause)
   if not fs or step < fs then fs = step; fc = cause; set['fs'] = step; set['fc'] = cause end
 end
--- the steps the replica took while the store did not answer are never taken again
+-- the steps the replica knows (taken while the store did not answer, or in a record the
+-- store forgot since) are never taken again
 if floor > 0 then raise(floor) end
 local function append(batch)
   if ln == 0 then fresh = true end
@@ -99,36 +114,37 @@ end
 
 BEGIN = """
 local before, step = ln, nil
-if ARGV[9] ~= '' then
-  step = tonumber(ARGV[9]); raise(step)
-  if ARGV[8] ~= '' then redis.call('HDEL', M, 'r:' .. ARGV[8]) end
-elseif ARGV[8] ~= '' then
-  local r = redis.call('HGET', M, 'r:' .. ARGV[8])
-  if r then step = tonumber(r); redis.call('HDEL', M, 'r:' .. ARGV[8]) end
+if ARGV[10] ~= '' then
+  step = tonumber(ARGV[10]); raise(step)
+  if ARGV[9] ~= '' then redis.call('HDEL', M, 'r:' .. ARGV[9]) end
+elseif ARGV[9] ~= '' then
+  local r = redis.call('HGET', M, 'r:' .. ARGV[9])
+  if r then step = tonumber(r); redis.call('HDEL', M, 'r:' .. ARGV[9]) end
 end
 if not step then
   n = n + 1; step = n; set['n'] = n
   if step == 1 then redis.call('HSETNX', M, 'c', ARGV[3]) end
 end
 local pending, mark = others()
-if ARGV[10] ~= '' then set['p:' .. step] = token .. ARGV[10]; pc = pc + 1; set['pc'] = pc end
-push(11)
+if ARGV[11] ~= '' then set['p:' .. step] = token .. ARGV[11]; pc = pc + 1; set['pc'] = pc end
+push(12)
 local entries = since(before)
 close()
-return {cursor, entries, n, fs or false, fc or false, claimed, dropped, ln, pending, mark, step}
+return {cursor, entries, n, fs or false, fc or false, claimed, dropped, ln, pending, mark, gen,
+  step}
 """
 
 SYNC = """
 local before = ln
-push(8)
+push(9)
 local pending, mark = others()
 local entries = since(before)
 close()
-return {cursor, entries, n, fs or false, fc or false, claimed, dropped, ln, pending, mark}
+return {cursor, entries, n, fs or false, fc or false, claimed, dropped, ln, pending, mark, gen}
 """
 
 FINISH = """
-push(8)
+push(9)
 close()
 return dropped
 """
@@ -136,9 +152,9 @@ return dropped
 RESERVE = """
 local before = ln
 redis.call('HSETNX', M, 'c', ARGV[3])
-local k, steps = tonumber(ARGV[8]), {}
+local k, steps = tonumber(ARGV[9]), {}
 for i = 1, k do
-  local id, r = ARGV[8 + i], false
+  local id, r = ARGV[9 + i], false
   if id ~= '' then r = redis.call('HGET', M, 'r:' .. id) end
   if r then steps[i] = tonumber(r)
   else
@@ -146,38 +162,38 @@ for i = 1, k do
     if id ~= '' then set['r:' .. id] = n end
   end
 end
-push(9 + k)
+push(10 + k)
 local entries = since(before)
 close()
-return {cursor, entries, n, fs or false, fc or false, claimed, dropped, ln, {}, '', steps}
+return {cursor, entries, n, fs or false, fc or false, claimed, dropped, ln, {}, '', gen, steps}
 """
 
 JOIN = """
 local before = ln
 redis.call('HSETNX', M, 'c', ARGV[3])
-if ARGV[8] ~= '' then redis.call('HSETNX', M, 'cv', ARGV[8]) end
-local k = tonumber(ARGV[9])
-for i = 0, k - 1 do set['l:' .. ARGV[10 + 2 * i]] = ARGV[11 + 2 * i] end
-push(10 + 2 * k)
+if ARGV[9] ~= '' then redis.call('HSETNX', M, 'cv', ARGV[9]) end
+local k = tonumber(ARGV[10])
+for i = 0, k - 1 do set['l:' .. ARGV[11 + 2 * i]] = ARGV[12 + 2 * i] end
+push(11 + 2 * k)
 local entries = since(before)
 close()
-return {cursor, entries, n, fs or false, fc or false, claimed, dropped, ln, {}, ''}
+return {cursor, entries, n, fs or false, fc or false, claimed, dropped, ln, {}, '', gen}
 """
 
-# ARGV[8] claim ('1'), [9] owner, [10] outcome, [11] hold ('1': not while others' steps are
-# pending: answer {2, pending, mark} instead), [12] label count, labels, events.
+# ARGV[9] claim ('1'), [10] owner, [11] outcome, [12] hold ('1': not while others' steps are
+# pending: answer {2, pending, mark} instead), [13] label count, labels, events.
 END = """
-local k = tonumber(ARGV[12])
-for i = 0, k - 1 do set['l:' .. ARGV[13 + 2 * i]] = ARGV[14 + 2 * i] end
-push(13 + 2 * k)
-if ARGV[10] ~= '' then set['y'] = ARGV[10] end
+local k = tonumber(ARGV[13])
+for i = 0, k - 1 do set['l:' .. ARGV[14 + 2 * i]] = ARGV[15 + 2 * i] end
+push(14 + 2 * k)
+if ARGV[11] ~= '' then set['y'] = ARGV[11] end
 local out = {0}
-if ARGV[8] == '1' then
+if ARGV[9] == '1' then
   local pending, mark = {}, ''
-  if ARGV[11] == '1' then pending, mark = others() end
+  if ARGV[12] == '1' then pending, mark = others() end
   if #pending > 0 then out = {2, pending, mark}
   elseif claimed == 0 then
-    set['s'] = ARGV[9]; claimed = 1
+    set['s'] = ARGV[10]; claimed = 1
     close()
     return {1, redis.call('HGETALL', M)}
   end

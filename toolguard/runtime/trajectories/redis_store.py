@@ -8,8 +8,9 @@ timeout since the last round trip:
   ``y`` the outcome, ``sb`` the bytes of seen values kept, ``ln`` the log's length,
   ``r:<call id>`` the steps reserved by call id, ``p:<step>`` the steps whose finish has
   not landed (``pc`` of them), ``l:<key>`` the labels, ``e`` when the keys' expiry is next
-  renewed, ``w`` until when finishes notify waiters, and ``s`` the summary's claim (the one
-  process that sets it writes the summary);
+  renewed, ``w`` until when finishes notify waiters, ``g`` the record's generation (set when
+  it is started, again after the store forgot it: ``redis_scripts.py``), and ``s`` the
+  summary's claim (the one process that sets it writes the summary);
 - ``{prefix}{id}:l`` the log: every binding, invalidation and value seen, in order
   (``shared.py`` writes and reads it); the seen values are bounded by ``seen_limit`` bytes
   per trajectory (beyond it they are dropped, and the writer says so once), the bindings
@@ -191,12 +192,13 @@ class RedisRecord:
     """One trajectory's record in a :class:`RedisStore` (the ``SharedRecord`` of store.py),
     as the replica ``token`` writes it."""
 
-    __slots__ = ("_keys", "_store", "_token")
+    __slots__ = ("_generation", "_keys", "_store", "_token")
 
     def __init__(self, store: RedisStore, trajectory_id: str, token: str) -> None:
         self._store = store
         self._keys = store.keys(trajectory_id)
         self._token = token
+        self._generation = ""  # the record's generation as the last answer gave it
 
     @property
     def store_name(self) -> str:
@@ -216,6 +218,7 @@ class RedisRecord:
             floor,
             self._token,
             int(store.timeout * 1000),
+            self._generation,
         ]
 
     def join(
@@ -228,7 +231,7 @@ class RedisRecord:
     ) -> Sync:
         flat = [x for item in labels.items() for x in item]
         args = [*self._args(cursor, floor), conversation_id or "", len(labels), *flat, *events]
-        return _sync(self._store.run("join", self._keys, args))
+        return self._sync(self._store.run("join", self._keys, args))
 
     def begin(
         self,
@@ -242,7 +245,7 @@ class RedisRecord:
         given_arg = "" if given is None else given
         args = [*self._args(cursor, floor), call_id or "", given_arg, flags, *events]
         reply = self._store.run("begin", self._keys, args)
-        return int(reply[10]), _sync(reply)
+        return int(reply[11]), self._sync(reply)
 
     def reserve(
         self, cursor: int, floor: int, call_ids: Sequence[str | None], events: Sequence[str]
@@ -250,14 +253,16 @@ class RedisRecord:
         ids = [c or "" for c in call_ids]
         args = [*self._args(cursor, floor), len(ids), *ids, *events]
         reply = self._store.run("reserve", self._keys, args)
-        return [int(s) for s in reply[10]], _sync(reply)
+        return [int(s) for s in reply[11]], self._sync(reply)
 
     def sync(self, cursor: int, floor: int, events: Sequence[str]) -> Sync:
-        return _sync(self._store.run("sync", self._keys, [*self._args(cursor, floor), *events]))
+        args = [*self._args(cursor, floor), *events]
+        return self._sync(self._store.run("sync", self._keys, args))
 
     def wait(self, cursor: int, floor: int, mark: str, seconds: float) -> Sync:
         args = self._args(cursor, floor)
-        return _sync(self._store.wait_then(self._keys[2], mark, seconds, "sync", self._keys, args))
+        reply = self._store.wait_then(self._keys[2], mark, seconds, "sync", self._keys, args)
+        return self._sync(reply)
 
     def post(
         self,
@@ -316,6 +321,13 @@ class RedisRecord:
             created_ns=int(created) * 1_000_000 if created is not None else None,
         )
 
+    def _sync(self, reply: Sequence[Any]) -> Sync:
+        """A sync reply; ``rebuilt`` when its generation is not the one the replica knew (the
+        script then read the log from its start)."""
+        known, generation = self._generation, str(reply[10])
+        self._generation = generation
+        return _sync(reply, bool(known) and generation != known)
+
 
 def _settle_at_exit(lanes: weakref.ref[Lanes]) -> None:
     alive = lanes()
@@ -328,7 +340,7 @@ def _pending(flat: Sequence[Any]) -> tuple[tuple[int, str], ...]:
     return tuple((int(flat[i]), str(flat[i + 1])) for i in range(0, len(flat), 2))
 
 
-def _sync(reply: Sequence[Any]) -> Sync:
+def _sync(reply: Sequence[Any], rebuilt: bool) -> Sync:
     start, entries, length, fs, fc, claimed, dropped, end, pending, mark = reply[:10]
     return Sync(
         start=int(start),
@@ -340,4 +352,5 @@ def _sync(reply: Sequence[Any]) -> Sync:
         end=int(end),
         pending=_pending(pending) if pending else (),
         mark=str(mark),
+        rebuilt=rebuilt,
     )

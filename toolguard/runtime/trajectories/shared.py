@@ -67,6 +67,7 @@ from .store import (
     MemoryStore,
     Posted,
     SharedRecord,
+    Sync,
     TrajectoryStore,
     TrajectoryStoreError,
 )
@@ -148,9 +149,9 @@ class SharedTrajectory(Replica):
             with self._lock:
                 self._length += 1
                 step = given if given is not None else self._length
-                self._floor = self._length
             return step, self._unavailable(exc, fail_open, step)
         self._apply(sync, floor)
+        self._resend(sync)
         if flags:
             self._registered.add(step)
         pending = shared_wait.others(self, sync.pending)
@@ -203,9 +204,9 @@ class SharedTrajectory(Replica):
             with self._lock:
                 first = self._length + 1
                 self._length += len(ids)
-                self._floor = self._length
             return list(range(first, first + len(ids)))
         self._apply(sync, floor)
+        self._resend(sync)
         return steps
 
     # -- finishing a call ----------------------------------------------------------------
@@ -317,6 +318,23 @@ class SharedTrajectory(Replica):
             self._log_store(exc, what)
             return
         self._apply(sync, floor)
+        self._resend(sync)
+
+    def _resend(self, sync: Sync) -> None:
+        """After a round trip that found the record forgotten and started again: what this
+        replica knows (``_apply`` put it in the outbox) is sent at once, with its labels and
+        conversation id, so another process's next call finds it (one more round trip,
+        only then)."""
+        if not sync.rebuilt:
+            return
+        events, floor = self._take_outbox(), self._floor
+        try:
+            again = self._store.join(self._cursor, floor, self.labels, self.conversation_id, events)
+        except TrajectoryStoreError as exc:
+            self._put_back(events)
+            self._log_store(exc, "starting its forgotten record again")
+            return
+        self._apply(again, floor)
 
     def sync(self) -> None:
         """Bring the replica up to date now (one round trip) and send what it holds back."""
@@ -333,6 +351,7 @@ class SharedTrajectory(Replica):
             self._log_store(exc, "opening it")
         else:
             self._apply(sync, floor)
+            self._resend(sync)
         return self
 
     def _write_summary(self, exc: BaseException | None) -> None:

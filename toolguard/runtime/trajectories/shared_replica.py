@@ -27,7 +27,7 @@ from typing import Any
 from ... import _contract as contract
 from ..verdict import NAME_LIMIT, Failure, shorten_text
 from .bindings import Bindings
-from .shared_events import decode
+from .shared_events import _UNSHARABLE, decode, encode
 from .store import SharedRecord, Sync, TrajectoryStoreError
 from .trajectory import Trajectory
 
@@ -51,12 +51,17 @@ class Replica(Trajectory):
         # a production) of the newest binding event applied from that writer for that value
         self._order: dict[tuple[str, str, Any], tuple[int, str | None]] = {}
         self._cursor = 0  # log entries [0, cursor) are applied
-        # The largest step taken while the store did not answer (0: none since the last
-        # round trip that worked): the store raises T to it, so no step is taken twice.
-        self._floor = 0
         self._claimed = False  # the summary was claimed (by any process)
         self._warned: set[str] = set()
         super().__init__(id, **options)
+
+    @property
+    def _floor(self) -> int:
+        """The largest step this replica knows, sent with every round trip: the store raises
+        T to it, so a step taken while the store did not answer, or in a record the store
+        has forgotten since (idle expiry, a restart), is not taken again. (The store's T is
+        never below it otherwise: a no-op then.)"""
+        return self._length
 
     # -- the outbox ----------------------------------------------------------------------
     def _out(self, event: str) -> None:
@@ -78,11 +83,25 @@ class Replica(Trajectory):
     # -- applying what the store sent ----------------------------------------------------
     def _apply(self, sync: Sync, floor: int) -> None:
         """Apply the entries other processes wrote, in the store's order, once each; the
-        store has the steps taken while it did not answer, up to ``floor``."""
+        store has the steps this replica knew, up to ``floor``. A record the store forgot
+        and started again (``sync.rebuilt``) is read from its start, and what this replica
+        knows goes to the front of the outbox (:meth:`_known`)."""
         token = self._token
         with self._sync_lock:
-            if floor and self._floor == floor:
-                self._floor = 0
+            if sync.rebuilt:
+                self._cursor = 0
+                self._put_back(self._known())
+                if "rebuilt" not in self._warned:
+                    self._warned.add("rebuilt")
+                    logger.warning(
+                        "toolguard: trajectory %r: the trajectory store %s had forgotten its "
+                        "record (idle longer than its idle timeout, or restarted empty): "
+                        "started again from what this process knows (steps go on after %s; "
+                        "its bindings and what it has seen are sent again)",
+                        self._shown_id,
+                        self._store.store_name,
+                        floor,
+                    )
             skip = self._cursor - sync.start
             entries = sync.entries[skip:] if skip > 0 else sync.entries
             # past the entries this replica wrote in the same round trip (not sent back)
@@ -102,6 +121,31 @@ class Replica(Trajectory):
             self._claimed = self._claimed or sync.claimed
         if sync.dropped:
             self._warn_dropped()
+
+    def _known(self) -> list[str]:
+        """What this replica knows, as events (its bindings, live or made stale, what it has
+        seen, its first failure): a record the store forgot is started again from them.
+        Sent under this replica's token, with sequence numbers newer than any it sent."""
+        token, events = self._token, []
+        for kind, values in self._bindings.by_kind.items():
+            for value, binding in list(values.items()):
+                encoded = encode(value)
+                if encoded is _UNSHARABLE:
+                    continue
+                source, step, shown = binding.produced_by, binding.step, binding.shown
+                p = [token, kind, [encoded], source, step, shown, next(self._seq)]
+                events.append(f"p{json.dumps(p)}")
+                if not binding.live:
+                    by = binding.invalidated_by or ""
+                    events.append(f"i{json.dumps([token, kind, encoded, by, next(self._seq)])}")
+        texts = list(self._texts)
+        events.extend(f"t{json.dumps([token, text])}" for text in texts)
+        leaves = sorted(self._seen.difference(texts))
+        if leaves:
+            events.append(f"l{json.dumps([token, leaves])}")
+        if self._first_error is not None:
+            events.append(f"f{json.dumps([token, *self._first_error])}")
+        return events
 
     def _apply_one(self, kind: str, data: list[Any]) -> None:
         base = Bindings

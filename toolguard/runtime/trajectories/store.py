@@ -39,7 +39,9 @@ class Sync:
     ``end``: the log's length after the round trip (entries this replica wrote in it are
     not sent back); ``pending``: the steps other replicas took whose finish has not landed
     (step, flags: ``w`` may write, ``i`` may invalidate), and ``mark``, where a wait for
-    the next finish starts."""
+    the next finish starts; ``rebuilt``: the store had forgotten the record the replica
+    knew (its idle expiry, a server restarted empty) and started it again: the entries are
+    the new record's from its start, and the replica sends what it knows again."""
 
     start: int
     entries: Sequence[str]
@@ -50,6 +52,7 @@ class Sync:
     end: int | None = None
     pending: tuple[tuple[int, str], ...] = ()
     mark: str = ""
+    rebuilt: bool = False
 
 
 @dataclass(slots=True, frozen=True)
@@ -88,7 +91,8 @@ class SharedRecord(Protocol):
     and raises :class:`TrajectoryStoreError`, but :meth:`post`, which does not wait for its
     answer (the callback hears it, an error included). ``cursor``: the log entries the
     replica has applied; ``floor``: the largest step it knows (T is raised to it: steps
-    taken while the store did not answer are never taken again). ``flags`` of a step
+    taken while the store did not answer, or in a record the store forgot since, are never
+    taken again). ``flags`` of a step
     (``begin``): empty, or ``w`` (its finish may write) and ``i`` (it may invalidate): such
     a step is pending until its ``d`` event lands."""
 
