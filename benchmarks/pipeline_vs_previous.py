@@ -203,23 +203,20 @@ class _Side:
         )
 
     def time(self, key: str, n: int) -> float:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(f"{key} {n}\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the {self.label} worker died (see its output above)")
-        return float(line) / n
+        return float(self._ask(f"{key} {n}")) / n
 
     def count(self, key: str) -> int:
         """The bytecodes one call of ``key`` executes (the worker's ``count``)."""
+        return int(self._ask(f"{key} count"))
+
+    def _ask(self, request: str) -> str:
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(f"{key} count\n")
+        self.proc.stdin.write(f"{request}\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError(f"the {self.label} worker died (see its output above)")
-        return int(line)
+        return line
 
     def close(self) -> None:
         if self.proc.stdin is not None:
