@@ -269,6 +269,21 @@ def test_a_value_the_user_typed_in_an_earlier_turn_is_seen(otel: Telemetry, how:
     assert sent == [ADDRESS]
 
 
+def test_a_value_a_tool_the_guard_does_not_know_showed_earlier_is_seen(otel: Telemetry) -> None:
+    """An earlier turn's output of a tool this agent's guard does not know (an MCP server's,
+    a hosted tool, another agent's) is something the model saw: it grounds a later value,
+    as the protocol counts every tool output; a value no output showed is still refused."""
+    for shown, expected in ((ADDRESS, [ADDRESS]), ("someone@else.org", [])):
+        guard, agent, sent = _mailer(otel, [SEND, [assistant_message("Done.")]])
+        history = [
+            {"role": "user", "content": "Find my address, then send me a hello email."},
+            {"type": "function_call", "call_id": "m1", "name": "crm_lookup", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "m1", "output": f'{{"email": "{shown}"}}'},
+        ]
+        run_sync(guard, agent, history, run_config=NO_SDK_TRACING)
+        assert sent == expected
+
+
 def test_a_value_only_the_assistant_or_developer_wrote_is_not_seen(otel: Telemetry) -> None:
     guard, agent, sent = _mailer(otel, [SEND, [assistant_message("Could not.")]])
     history = [

@@ -87,9 +87,15 @@ def bind_history(guard: tg.Guard, traj: tg.Trajectory, items: Sequence[Any]) -> 
             continue
         call_id, output = item.get("call_id"), item.get("output")
         name = names.get(call_id)
-        if not isinstance(call_id, str) or not isinstance(name, str) or not guard.has_tool(name):
+        if not isinstance(call_id, str) or not isinstance(name, str):
             continue
         if not isinstance(output, str):  # structured output (images, files): no values
+            continue
+        if not guard.has_tool(name):
+            # A tool the guard does not know (an MCP server's, a hosted one): nothing to bind
+            # by its contract, but the model saw its output, which grounds a later value.
+            for candidate in _parsed(output):
+                traj.observe(candidate)
             continue
         found, value = RAW.get(call_id, name, output)
         tool = guard.get_tool(name)
