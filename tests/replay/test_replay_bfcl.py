@@ -51,6 +51,18 @@ def test_calls_are_parsed_as_literals_never_evaluated() -> None:
     assert [(t, [c.name for c in calls]) for t, calls in steps] == [(0, ["ls", "cd"]), (1, ["pwd"])]
 
 
+def test_a_step_nested_past_the_parser_is_no_call_not_a_crash() -> None:
+    """A model's text the parser cannot take (nested too deep to parse, or to write back) is
+    chatter, as an undecodable step is: the replay goes on."""
+    deep = [
+        "[ls(a=" + "-" * 500 + "1)]",  # parses, but ast.unparse recurses past the limit
+        ["ls(a=" + "1+" * 100_000 + "1)"],  # RecursionError while parsing
+        ["ls(a=" + "-" * 100_000 + "1)"],  # the parser's "too complex" MemoryError
+    ]
+    steps = bfcl.decode_steps([[*deep, "[pwd()]"]])
+    assert [(t, [c.name for c in calls]) for t, calls in steps] == [(0, ["pwd"])]
+
+
 def test_the_harness_reads_through_the_moved_code(tmp_path: Path) -> None:
     results = pytest.importorskip("benchmarks.bfcl.results")
     data = pytest.importorskip("benchmarks.bfcl.data")

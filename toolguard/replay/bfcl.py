@@ -52,8 +52,10 @@ def parse_call(text: str) -> Call:
     """Parse ``f(a, b=1)`` into a Call; arguments must be Python literals."""
     try:
         node = ast.parse(text.strip(), mode="eval").body
-    except SyntaxError as exc:
-        raise CallParseError(f"not a call: {text!r}") from exc
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
+        # Nested past what the parser takes ("1+1+..." 100,000 times): no call, as BFCL's
+        # own checker reads it, never a crash of the whole replay.
+        raise CallParseError(f"not a call: {text[:80]!r}") from exc
     if not isinstance(node, ast.Call):
         raise CallParseError(f"not a call: {text!r}")
     func = node.func
@@ -88,7 +90,11 @@ def decode_step(item: Any) -> list[Call]:
             raise CallParseError(f"not a call list: {item[:80]!r}") from exc
         if not isinstance(node, ast.List):
             raise CallParseError(f"not a call list: {item[:80]!r}")
-        return [parse_call(ast.unparse(element)) for element in node.elts]
+        try:
+            elements = [ast.unparse(element) for element in node.elts]
+        except RecursionError as exc:  # parsed, but too deep to write back ("-" * 500)
+            raise CallParseError(f"not a call list: {item[:80]!r}") from exc
+        return [parse_call(element) for element in elements]
     if isinstance(item, list):
         calls = []
         for element in item:
