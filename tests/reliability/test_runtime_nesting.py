@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from typing import Annotated, Any
 
 from hypothesis import HealthCheck, given, settings
@@ -170,3 +171,60 @@ def test_a_call_handed_its_trajectory_inside_a_dry_run_is_nested_too() -> None:
         if s.name.startswith("execute_tool ")
     ]
     assert sorted(step for step in steps if step is not None) == [1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(how=st.lists(st.sampled_from(["direct", "call", "acall", "batch", "helper"]), max_size=4))
+def test_a_tool_that_opens_a_trajectory_of_its_own_counts_its_calls_there(
+    how: list[str],
+) -> None:
+    """An agent used as a tool (a sub-agent) runs its own episode: its calls are steps of its
+    trajectory and are checked against it; only calls of the running tool's own trajectory
+    are nested."""
+    guard = tg.Guard()
+    ids = (f"id-{n}" for n in itertools.count())
+
+    @guard.tool(produces={"id": "item"})
+    def find() -> dict[str, str]:
+        return {"id": "i-1"}
+
+    @guard.tool(refs={"item": "item"})
+    def use(item: str) -> str:
+        return item
+
+    async def inner_call(entry: str, item: str) -> Any:
+        if entry == "direct":
+            try:
+                return use(item=item)
+            except tg.ToolCallRejected as exc:
+                return exc.rejection
+        if entry == "call":
+            return guard.call("use", {"item": item})
+        if entry == "acall":
+            return await guard.acall("use", {"item": item})
+        if entry == "batch":
+            (answer,) = await guard.acall_batch([("use", {"item": item})])
+            return answer
+        function = {"name": "use", "arguments": json.dumps({"item": item})}
+        message = {"role": "assistant", "tool_calls": [{"id": next(ids), "function": function}]}
+        (reply,) = await tg.arun_openai_tool_calls(guard, message)
+        return reply["content"]
+
+    @guard.tool
+    async def sub_agent() -> list[Any]:
+        answers = []
+        with guard.trajectory("inner") as inner:
+            find()
+            for entry in how:
+                answers.append(await inner_call(entry, "i-1"))
+                answers.append(await inner_call(entry, "made-up"))
+        assert inner.length == 1 + 2 * len(how)
+        assert inner.first_error_depth == (3 if how else 2)  # the first made-up id
+        return answers
+
+    async def main() -> tg.Trajectory:
+        with guard.trajectory("outer") as outer:
+            await sub_agent()
+        return outer
+
+    assert asyncio.run(main()).length == 1

@@ -62,9 +62,10 @@ def start(
     traj = trajectory
     if traj is None:
         traj = current_var.get()
-        if traj is not None and _inside_tool.get():
+        if traj is not None and _inside_tool.get() is traj:
             # A guarded tool calling another: the agent emitted only the outer call, so
             # the inner one is checked and traced (below the outer span) but is no step.
+            # (A tool that opened a trajectory of its own, a sub-agent's, is not nested.)
             traj = None
         elif traj is None and open_count[0]:
             warn_outside(name)

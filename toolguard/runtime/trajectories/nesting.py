@@ -36,11 +36,9 @@ def counted_in(trajectory: Trajectory | None) -> Trajectory | None:
     """The trajectory a call made now takes its step in: ``trajectory``, else the current one;
     None outside any, or when the call is nested in a guarded call of it (PendingCall's rule,
     for entry points that take steps before their calls start)."""
-    inside = _inside_tool.get()
     if trajectory is None:
         trajectory = current_var.get()
-        return None if inside else trajectory
-    return None if inside is trajectory else trajectory
+    return None if trajectory is not None and _inside_tool.get() is trajectory else trajectory
 
 
 def warn_outside(tool: str) -> None:
