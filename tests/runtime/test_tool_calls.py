@@ -591,3 +591,99 @@ def test_misuse_raises_before_any_call_runs(otel: Any) -> None:
     # The async twin runs it.
     replies = asyncio.run(arun_openai_tool_calls(guard, Chat.body([("a3", "slow", {})], 1)))
     assert replies[0]["content"] == "never"
+
+
+def test_a_result_json_cannot_write_still_becomes_a_reply(otel: Any) -> None:
+    """The guard ran these calls fine: their replies must go back to the model too."""
+    guard = otel.guard()
+
+    class Unprintable:
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    deep: Any = "leaf"
+    for _ in range(100_000):
+        deep = [deep]
+    results: dict[str, Any] = {"deep": deep, "unprintable": {"x": Unprintable()}}
+
+    @guard.tool
+    def value(which: str) -> Any:
+        return results[which]
+
+    calls = [(w, "value", {"which": w}) for w in results]
+    with guard.trajectory("unwritable"):
+        replies = run_openai_tool_calls(guard, Chat.body(calls, 1))
+        blocks = run_anthropic_tool_uses(guard, Messages.body(calls, 1))
+    assert [r["tool_call_id"] for r in replies] == ["deep", "unprintable"]
+    assert json.loads(replies[1]["content"]) == {
+        "x": "<a Unprintable result that cannot be written as text>"
+    }
+    assert [b["tool_use_id"] for b in blocks[0]["content"]] == ["deep", "unprintable"]
+
+
+def test_a_turn_cancelled_before_its_calls_start_ends_them_cancelled(otel: Any) -> None:
+    """Every reserved step gets its verdict and span: cancelled, not lost."""
+    guard = otel.guard()
+
+    @guard.tool
+    async def slow(n: int) -> int:
+        await asyncio.sleep(3600)
+        return n
+
+    async def cancel_at_once() -> None:
+        body = Chat.body([("c1", "slow", {"n": 1}), ("c2", "slow", {"n": 2})], 1)
+        task = asyncio.ensure_future(arun_openai_tool_calls(guard, body))
+        await asyncio.sleep(0)  # the turn's steps are reserved; no call has started
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with guard.trajectory("cancelled-turn") as traj:
+        asyncio.run(cancel_at_once())
+    assert [(v.step, v.call_id, v.decision) for v in traj.verdicts] == [
+        (1, "c1", "cancelled"),
+        (2, "c2", "cancelled"),
+    ]
+    assert sorted(s.attributes["toolguard.step"] for s in otel.call_spans()) == [1, 2]
+
+
+def test_a_sync_turn_interrupted_ends_its_later_calls_cancelled(otel: Any) -> None:
+    guard = otel.guard()
+
+    @guard.tool
+    def stop(n: int) -> int:
+        raise KeyboardInterrupt
+
+    @guard.tool
+    def never(n: int) -> int:
+        return n
+
+    body = Chat.body([("s1", "stop", {"n": 1}), ("s2", "never", {"n": 2}), ("s3", "x", {})], 1)
+    with guard.trajectory("interrupted") as traj, pytest.raises(KeyboardInterrupt):
+        run_openai_tool_calls(guard, body)
+    # the unknown tool "x" is blocked (its checks said so), the others cancelled
+    assert [(v.step, v.decision) for v in traj.verdicts] == [
+        (1, "cancelled"),
+        (2, "cancelled"),
+        (3, "blocked"),
+    ]
+    assert traj.length == 3
+
+
+def test_acall_batch_takes_the_steps_reserved_for_its_call_ids(otel: Any) -> None:
+    guard = otel.guard()
+
+    @guard.tool
+    async def echo(n: int) -> int:
+        return n
+
+    with guard.trajectory("reserved-batch") as traj:
+        traj.reserve(["d2", "d1"])  # the model emitted d2 first
+        calls = [("echo", {"n": 1}, "d1"), ("echo", {"n": 2}, "d2"), ("echo", {"n": 3})]
+        assert asyncio.run(guard.acall_batch(calls)) == [1, 2, 3]
+    assert [(v.call_id, v.step) for v in sorted(traj.verdicts, key=lambda v: v.step)] == [
+        ("d2", 1),
+        ("d1", 2),
+        (None, 3),
+    ]
+    assert traj.length == 3

@@ -21,7 +21,6 @@ the guard's message for the model to read; nothing is raised into the loop for i
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -239,18 +238,27 @@ def _error_result(guard: Guard, name: str, result: Any) -> bool:
 # -- running a turn -------------------------------------------------------------------------
 def _run(guard: Guard, calls: list[_Call], trajectory: Trajectory | None) -> list[Any]:
     traj = _prepare(guard, calls, trajectory, sync=True)
-    return [guard.call(c.name, c.arguments, call_id=c.id, trajectory=traj) for c in calls]
+    answers: list[Any] = []
+    try:
+        for c in calls:
+            answers.append(guard.call(c.name, c.arguments, call_id=c.id, trajectory=traj))
+    except BaseException:
+        # Ctrl-C in one call: the turn's later calls, whose steps are reserved, end as
+        # cancelled (checked first: a call the guard would block is recorded so).
+        for c in calls[len(answers) + 1 :]:
+            pending = guard.check(c.name, c.arguments, call_id=c.id, trajectory=traj)
+            if pending.rejection is None:
+                pending.cancel()
+        raise
+    return answers
 
 
 async def _arun(guard: Guard, calls: list[_Call], trajectory: Trajectory | None) -> list[Any]:
     traj = _prepare(guard, calls, trajectory, sync=False)
     # A tool's exception comes back as a Rejection value; only a cancellation (or a misuse)
-    # propagates, and gather then cancels the rest, which the guard records as cancelled.
-    return list(
-        await asyncio.gather(
-            *(guard.acall(c.name, c.arguments, call_id=c.id, trajectory=traj) for c in calls)
-        )
-    )
+    # propagates. acall_batch checks every call before any runs, so a turn cancelled before
+    # its calls started ends them as cancelled: each reserved step has its verdict and span.
+    return await guard.acall_batch([(c.name, c.arguments, c.id) for c in calls], trajectory=traj)
 
 
 def _prepare(
@@ -287,8 +295,16 @@ def _text(result: Any, serialize: Serializer | None) -> str:
         return result
     try:
         return json.dumps(result, default=_jsonable, ensure_ascii=False)
-    except (TypeError, ValueError):  # keys json cannot write, a cycle: the text is enough
-        return str(result)
+    except Exception:  # keys json cannot write, a cycle, nested past the interpreter's depth
+        return _plain_text(result)
+
+
+def _plain_text(value: Any) -> str:
+    """``str(value)``, or what it is when even that fails: the turn's replies go back."""
+    try:
+        return str(value)
+    except Exception:  # a __str__ that raises, or nested past the interpreter's depth
+        return f"<a {type(value).__name__} result that cannot be written as text>"
 
 
 def _jsonable(value: Any) -> Any:
@@ -298,7 +314,7 @@ def _jsonable(value: Any) -> Any:
         return dataclasses.asdict(value)
     if isinstance(value, set | frozenset | tuple):
         return list(value)
-    return str(value)
+    return _plain_text(value)
 
 
 # -- reading SDK objects and their JSON alike -----------------------------------------------

@@ -22,7 +22,11 @@ async def acall_batch(
 ) -> list[Any]:
     """The calls' answers in list order (a rejection comes back as a value)."""
     traj = counted_in(trajectory)  # None when this batch runs inside a guarded call
-    steps = [traj.next_step() if traj is not None else None for _ in calls]
+    # In list order; a call id whose step the turn reserved (traj.reserve, a framework's
+    # emission order) takes that one, as a single call does.
+    steps = [
+        traj._take_step(c[2] if len(c) > 2 else None) if traj is not None else None for c in calls
+    ]
     given = trajectory if traj is None else traj  # nested: each call finds it so itself
     pendings = [
         guard._check(c[0], c[1], c[2] if len(c) > 2 else None, given, None, s)
