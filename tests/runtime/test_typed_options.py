@@ -128,3 +128,21 @@ def test_the_snippets_read_as_written() -> None:
     namespace: dict[str, typing.Any] = {}
     exec(textwrap.dedent(HEADER).replace("tg.Guard()", "tg.Guard(state=1)") + RIGHT, namespace)
     assert namespace["guard"].tool_names == ["f2", "g", "x"]
+
+
+def test_a_generator_tool_whose_result_a_contract_reads_is_refused() -> None:
+    guard = tg.Guard()
+
+    def contacts() -> typing.Iterator[dict[str, str]]:
+        yield {"id": "id_8923"}
+
+    async def acontacts() -> typing.AsyncIterator[dict[str, str]]:
+        yield {"id": "id_8923"}
+
+    for fn in (contacts, acontacts):
+        with pytest.raises(tg.ToolDefinitionError, match="is a generator function"):
+            guard.register(fn, produces={"id": "contact_id"})
+    ok = tg.Postcondition("ok", lambda result: True)
+    with pytest.raises(tg.ToolDefinitionError, match="is a generator function"):
+        guard.register(contacts, name="checked", postconditions=[ok])
+    guard.register(contacts, name="plain")  # nothing reads its result: guarded as it is

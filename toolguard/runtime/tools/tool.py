@@ -53,6 +53,13 @@ class Tool:
             )
         if spec.json_schema is not None and spec.args_model is not None:
             raise ToolDefinitionError(f"tool {name!r}: give args_model or json_schema, not both")
+        if fn is not None and (spec.produces or spec.postconditions) and _yields(fn):
+            # Its call returns a generator the guard cannot read without running it: nothing
+            # would be produced (the next call's legal id blocked) nor checked.
+            raise ToolDefinitionError(
+                f"tool {name!r} is a generator function, whose result produces and "
+                "postconditions cannot read: return the values (a list) instead"
+            )
         # A `tg.State` parameter: the guard's state (or its fork) goes there, never the model's.
         self.state_param = _state_param(name, fn) if fn is not None else None
         if spec.json_schema is not None:
@@ -315,6 +322,11 @@ def _split_path(spec: str) -> tuple[str, tuple[str, ...]]:
 
 def _positional_only(fn: Callable[..., Any]) -> tuple[str, ...]:
     return tuple(p.name for p in _schema.signature_parameters(fn) if p.kind is p.POSITIONAL_ONLY)
+
+
+def _yields(fn: Callable[..., Any]) -> bool:
+    target = inspect.unwrap(fn)
+    return inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target)
 
 
 def _is_async_callable(fn: Callable[..., Any]) -> bool:
