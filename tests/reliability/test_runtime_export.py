@@ -147,6 +147,33 @@ def test_a_full_disk_leaves_a_line_aligned_file_and_counts_the_loss(tmp_path: Pa
     assert {"before0", "before2", "after0", "after2"} <= ids
 
 
+def test_a_span_file_removed_mid_run_is_made_again_or_its_loss_counted(tmp_path: Path) -> None:
+    folder = tmp_path / "out"
+    folder.mkdir()
+    out = folder / "spans.jsonl"
+    done = run(
+        f"""
+        import os, shutil
+        provider = tg.setup_file_export({str(out)!r})
+        trajectories(2, 4, "first")
+        provider.force_flush()
+        os.unlink({str(out)!r})  # log rotation, a cleanup job: a new file at the same path
+        trajectories(2, 4, "second")
+        provider.force_flush()
+        shutil.copy({str(out)!r}, {str(tmp_path / "second.jsonl")!r})
+        shutil.rmtree({str(folder)!r})  # the folder too: nothing can be written there
+        trajectories(2, 4, "third")
+        provider.force_flush()
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert "was removed; writing a new one" in done.stderr
+    assert "was removed and cannot be made again" in done.stderr
+    assert lost(done.stderr) == 10  # the third batch: 2 x (4 calls + a summary)
+    records, _ = tg.read_records([str(tmp_path / "second.jsonl")])  # the file made again
+    assert sorted(r.trajectory_id for r in records) == ["second0", "second1"]
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_dev_full_loses_everything_loudly_and_the_program_still_runs() -> None:
     done = run(

@@ -36,11 +36,35 @@ class SpanFileExporter(SpanExporter):
             return SpanExportResult.SUCCESS
         line = request_line(request)
         with self._lock:
-            if self._closed:
+            if self._closed or not self._still_linked():
                 return SpanExportResult.FAILURE
             if self._partial:
                 line = b"\n" + line
             return self._write(line)
+
+    def _still_linked(self) -> bool:
+        """Whether the open file is still the one at ``path``: a file (or folder) removed
+        under a running process takes every later write with it, unseen. Opened again where
+        the path can be made anew; else the batch is lost, and counted."""
+        try:
+            if os.fstat(self._fd).st_nlink > 0:
+                return True
+        except OSError:
+            return True  # nothing to tell: the write says what is wrong
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            logger.warning(
+                "toolguard: the span file %s was removed and cannot be made again (%s); "
+                "spans are lost and counted until it can",
+                self.path,
+                exc.strerror or type(exc).__name__,
+            )
+            return False
+        os.close(self._fd)
+        self._fd, self._partial = fd, False
+        logger.warning("toolguard: the span file %s was removed; writing a new one", self.path)
+        return True
 
     def _write(self, line: bytes) -> SpanExportResult:
         try:
