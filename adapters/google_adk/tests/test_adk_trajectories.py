@@ -8,11 +8,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import toolguard as tg
-from conftest import Telemetry, answers, chat, scripted
+from conftest import Telemetry, answers, chat, message, scripted
 from google.adk.agents import LlmAgent
+from google.adk.plugins.base_plugin import BasePlugin
+from google.adk.tools.base_tool import BaseTool
 
 from toolguard_google_adk import ToolGuardPlugin
 
@@ -170,6 +173,119 @@ def test_a_cancelled_run_is_ended_when_the_runner_closes(otel: Telemetry) -> Non
     assert "toolguard.trajectory.success" not in summary
     hung = [s for s in otel.call_spans() if s.attributes["gen_ai.tool.name"] == "hang"]
     assert [s.attributes["toolguard.decision"] for s in hung] == ["cancelled"]
+
+
+def decisions(otel: Telemetry) -> list[tuple[int, str]]:
+    """(step, decision) of every call span, by step."""
+    return sorted(
+        (int(s.attributes["toolguard.step"]), str(s.attributes["toolguard.decision"]))
+        for s in otel.call_spans()
+    )
+
+
+def test_a_run_abandoned_at_the_models_turn_ends_its_reserved_calls_cancelled(
+    otel: Telemetry,
+) -> None:
+    # The app stops reading at the event carrying the turn's calls: none of them ever
+    # reaches a tool callback, yet their steps were reserved (they count in T).
+    plugin = ToolGuardPlugin(otel.guard(), trajectory_id=lambda ctx: "abandoned")
+    turn = [("echo", {"text": "a"}), ("echo", {})]  # the second misses its argument
+    session = chat(LlmAgent(name="a", model=scripted(turn, ids=True), tools=[echo]), [plugin])
+
+    async def abandon_then_close() -> None:
+        events = session.runner.run_async(
+            user_id=session.user_id, session_id=session.session_id, new_message=message("go")
+        )
+        async for event in events:
+            if event.get_function_calls():
+                break
+        await events.aclose()
+        await session.runner.close()
+        await session.runner.close()  # closed twice: still one verdict per call
+
+    asyncio.run(abandon_then_close())
+    assert otel.summary("abandoned").attributes["toolguard.trajectory.length"] == 2
+    # Each is checked first: the call the guard would block is recorded blocked.
+    assert decisions(otel) == [(1, "cancelled"), (2, "blocked")]
+
+
+class Gate(BasePlugin):
+    """A plugin whose before-tool callback holds one tool's calls (an approval that never
+    comes): ahead of the guard, they never reach it; after it, they were checked but never
+    run."""
+
+    def __init__(self, name: str, held: str) -> None:
+        super().__init__(name)
+        self.held = held
+        self.parked = asyncio.Event()
+
+    async def before_tool_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: Any
+    ) -> None:
+        if tool.name == self.held:
+            self.parked.set()
+            await asyncio.Event().wait()
+        return None
+
+
+def test_a_run_cancelled_mid_turn_ends_each_call_once(otel: Telemetry) -> None:
+    def other(text: str) -> dict[str, str]:
+        """Held after the guard's check."""
+        return {"text": text}
+
+    ahead, behind = Gate("ahead", held="echo"), Gate("behind", held="other")
+    # The guard's own spans: ADK ends its span of a call cancelled outside the tool
+    # callbacks before the runner closes, so a verdict written there would be lost.
+    guard = otel.guard(reuse_framework_spans=False)
+    plugin = ToolGuardPlugin(guard, trajectory_id=lambda ctx: "cancelled")
+    model = scripted([("other", {"text": "a"}), ("echo", {"text": "b"})])
+    agent = LlmAgent(name="a", model=model, tools=[echo, other])
+    session = chat(agent, [ahead, plugin, behind])
+
+    async def cancel_then_close() -> None:
+        task = asyncio.ensure_future(session.asend("go"))
+        await ahead.parked.wait()
+        await behind.parked.wait()
+        task.cancel()  # raised in the gates' callbacks: ADK runs no tool callback after
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await session.runner.close()
+
+    asyncio.run(cancel_then_close())
+    assert otel.summary("cancelled").attributes["toolguard.trajectory.length"] == 2
+    # other was checked and never answered; echo never reached the guard.
+    assert decisions(otel) == [(1, "cancelled"), (2, "cancelled")]
+
+
+def test_a_run_that_finishes_writes_one_span_per_call(otel: Telemetry) -> None:
+    plugin = ToolGuardPlugin(otel.guard(), trajectory_id=lambda ctx: "finished")
+    session = chat(LlmAgent(name="a", model=scripted(two_calls()), tools=[echo]), [plugin])
+    session.send("go")
+    asyncio.run(session.runner.close())
+    assert otel.summary("finished").attributes["toolguard.trajectory.length"] == 2
+    assert decisions(otel) == [(1, "allowed"), (2, "allowed")]
+
+
+def test_a_call_another_plugin_answers_keeps_its_step_without_a_verdict(
+    otel: Telemetry,
+) -> None:
+    class Answer(BasePlugin):  # ahead of the guard: answers hang's calls itself
+        async def before_tool_callback(
+            self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: Any
+        ) -> dict[str, str] | None:
+            return {"text": "answered"} if tool.name == "hang" else None
+
+    def hang(text: str) -> dict[str, str]:
+        """Answered by the other plugin."""
+        raise AssertionError("never runs")
+
+    plugin = ToolGuardPlugin(otel.guard(), trajectory_id=lambda ctx: "answered")
+    model = scripted([("hang", {"text": "a"}), ("echo", {"text": "b"})])
+    session = chat(LlmAgent(name="a", model=model, tools=[echo, hang]), [Answer("a"), plugin])
+    session.send("go")
+    asyncio.run(session.runner.close())
+    assert otel.summary("answered").attributes["toolguard.trajectory.length"] == 2
+    assert decisions(otel) == [(2, "allowed")]  # the README's limit: not cancelled
 
 
 def test_at_interpreter_exit_open_trajectories_write_their_summary() -> None:

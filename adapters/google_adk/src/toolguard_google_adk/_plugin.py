@@ -41,6 +41,9 @@ class _Run:
     traj: tg.Trajectory
     owned: bool
     pending: dict[str, tg.PendingCall] = field(default_factory=dict)
+    # The calls whose steps a model turn reserved and that no tool callback has reached yet,
+    # by call id: (tool name, arguments), to give each its verdict if the run ends first.
+    unclaimed: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     # The AgentTool calls running, by call id: how to undo their mark on the context.
     callers: dict[str, Token[str | None]] = field(default_factory=dict)
 
@@ -139,7 +142,10 @@ class ToolGuardPlugin(BasePlugin):
 
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
         run = self._runs.pop(invocation_context.invocation_id, None)
-        if run is not None and run.owned:
+        if run is None:
+            return
+        _close_unclaimed(self.guard, run)
+        if run.owned:
             if self.success is not None:
                 run.traj.success = self.success(invocation_context)
             run.traj.end()
@@ -149,7 +155,7 @@ class ToolGuardPlugin(BasePlugin):
     ) -> None:
         run = self._runs.pop(invocation_context.invocation_id, None)
         if run is not None:
-            _settle(run, error)
+            _settle(self.guard, run)
             if run.owned:
                 run.traj.end(error)  # the summary, success unknown, the error's type on it
 
@@ -162,7 +168,7 @@ class ToolGuardPlugin(BasePlugin):
         for key in list(self._runs):
             run = self._runs.pop(key, None)
             if run is not None:
-                _settle(run, None)
+                _settle(self.guard, run)
                 if run.owned:
                     run.traj.end()
 
@@ -175,6 +181,9 @@ class ToolGuardPlugin(BasePlugin):
         calls = event.get_function_calls() if event.content is not None else ()
         if len(calls) > 1 and (run := self._runs.get(invocation_context.invocation_id)):
             run.traj.reserve([c.id for c in calls if c.id])
+            for c in calls:
+                if c.id:
+                    run.unclaimed.setdefault(c.id, (c.name or "", dict(c.args or {})))
         return None
 
     # -- one call ------------------------------------------------------------------------------
@@ -185,6 +194,8 @@ class ToolGuardPlugin(BasePlugin):
         run = self._runs.get(tool_context.invocation_id)
         traj = run.traj if run is not None else None
         call_id = tool_context.function_call_id
+        if run is not None and call_id is not None:
+            run.unclaimed.pop(call_id, None)
         if _calls.is_unknown(tool):
             # ADK answers it itself (the tools the model can call); the step is counted here.
             guard.record_rejection(
@@ -259,6 +270,10 @@ class ToolGuardPlugin(BasePlugin):
         run = self._runs.get(tool_context.invocation_id)
         call_id = tool_context.function_call_id
         if run is not None and call_id is not None:
+            # Claimed here too: a call another plugin answered before this one's check never
+            # reached before_tool_callback, yet ADK answered it; it is not cancelled, and
+            # keeps its reserved step without a verdict (the README's limit).
+            run.unclaimed.pop(call_id, None)
             token = run.callers.pop(call_id, None)
             if token is not None:
                 _unmark(token)
@@ -331,8 +346,9 @@ def _unmark(token: Token[str | None]) -> None:
         _CALLER.set(None)
 
 
-def _settle(run: _Run, error: BaseException | None) -> None:
+def _settle(guard: tg.Guard, run: _Run) -> None:
     # Calls still open when the invocation ends never got an answer: cancelled.
+    _close_unclaimed(guard, run)
     for pending in list(run.pending.values()):
         if not pending.done:
             pending.cancel()
@@ -340,6 +356,24 @@ def _settle(run: _Run, error: BaseException | None) -> None:
     for token in run.callers.values():
         _unmark(token)
     run.callers.clear()
+
+
+def _close_unclaimed(guard: tg.Guard, run: _Run) -> None:
+    """End as cancelled the calls whose steps were reserved but that never reached a tool
+    callback (the app stopped reading the events at the model's turn, the task was
+    cancelled): each counts in T, so each gets its verdict and span. Checked first, as the
+    core's turn helpers do, so a call the guard would have blocked is recorded blocked."""
+    calls = list(run.unclaimed.items())
+    run.unclaimed.clear()
+    if run.traj.ended:
+        return  # a trajectory of the caller's, ended before the run was: its summary is out
+    for call_id, (name, args) in calls:
+        try:
+            pending = guard.check(name, args, call_id=call_id, trajectory=run.traj)
+            if pending.rejection is None:
+                pending.cancel()
+        except Exception:  # a guard failure never fails the run or the runner's close
+            logger.warning("toolguard: could not close the call to %r", name, exc_info=True)
 
 
 # Every plugin alive, to end its open trajectories at interpreter exit (a run cancelled or
