@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from . import _calls, _contracts, _episode, _history, _turns
 from ._calls import Delivery, ToolErrors
 
 _DELIVERIES = ("failed", "return", "retry")
+_log = logging.getLogger("toolguard")
 
 
 @dataclass(slots=True)
@@ -37,6 +39,8 @@ class _Run:
     traj: tg.Trajectory
     settled: set[str] = field(default_factory=set)
     turn: list[ToolCallPart] = field(default_factory=list)  # the calls of the running turn
+    reserved: bool = False  # the running turn's calls have steps reserved
+    turn_ctx: RunContext[Any] | None = None  # the running turn's context: its tools
     history: bool = False  # the earlier turns' tool returns are still to be bound
     tools_checked: bool = False  # the contracts were checked against the agent's tools
 
@@ -131,15 +135,25 @@ class ToolGuard(AbstractCapability[Any]):
                 # The user's trajectory: current for the run (call spans nest below its summary
                 # span), ended by its owner.
                 with traj.activate():
-                    return await handler()
+                    return await self._handle(run, handler)
             with traj:  # an exception or cancellation ends it too, recorded on the summary
-                result = await handler()
+                result = await self._handle(run, handler)
                 if self.success is not None:
                     traj.success = self.success(result)
                 return result
         finally:
             if key is not None:
                 self._runs.pop(key, None)
+
+    async def _handle(self, run: _Run, handler: WrapRunHandler) -> Any:
+        try:
+            return await handler()
+        finally:
+            # However the run ends (a cancelled task, a stream the app stopped reading, an
+            # exception), the turn it was in has steps reserved that no call will take now:
+            # each ends as cancelled, before the trajectory ends, so T has a verdict per step.
+            calls, run.turn = run.turn, []
+            self._cancel_unclaimed(run, [c for c in calls if c.tool_call_id not in run.settled])
 
     # -- the agent's tools ---------------------------------------------------------------------
     async def prepare_tools(
@@ -176,7 +190,9 @@ class ToolGuard(AbstractCapability[Any]):
             # call_0, call_1, ... every turn): what a hook recorded is per turn.
             run.settled = set()
             run.turn = _turns.turn_calls(ctx, node)
-            if len(run.turn) > 1:
+            run.turn_ctx = ctx
+            run.reserved = len(run.turn) > 1
+            if run.reserved:
                 # Steps by call id in emission order, whatever order the tasks run in (a lone
                 # call takes the next step when it is checked, which is the same one).
                 run.traj.reserve([call.tool_call_id for call in run.turn])
@@ -203,10 +219,43 @@ class ToolGuard(AbstractCapability[Any]):
             return
         unseen = [c for c in run.turn if c.tool_call_id not in run.settled]
         run.turn = []
-        for call, check, message in _turns.refused(ctx, result, unseen) if unseen else ():
+        if not unseen:
+            return
+        for call, check, message in _turns.refused(ctx, result, unseen):
+            run.settled.add(call.tool_call_id)
             self.guard.record_rejection(
                 call.tool_name, message, check=check, call_id=call.tool_call_id, trajectory=run.traj
             )
+        # The rest never started: skipped (a final result came first), or left when a call
+        # ended the run. Their reserved steps end as cancelled.
+        self._cancel_unclaimed(run, [c for c in unseen if c.tool_call_id not in run.settled])
+
+    def _cancel_unclaimed(self, run: _Run, calls: Iterable[ToolCallPart]) -> None:
+        """End the reserved steps of ``calls``, which will never run: checked (a call the guard
+        would block is recorded so), then cancelled, as the core's run_* helpers do."""
+        if not run.reserved:
+            return  # a lone call takes its step when checked: an unchecked one took none
+        for call in calls:
+            try:
+                self._cancel_call(run, call)
+            except Exception:  # never mask how the run ended, nor crash the agent
+                _log.exception(
+                    "toolguard: closing the unstarted call to %r (%s) failed",
+                    call.tool_name,
+                    call.tool_call_id,
+                )
+
+    def _cancel_call(self, run: _Run, call: ToolCallPart) -> None:
+        run.settled.add(call.tool_call_id)
+        name = call.tool_name
+        if name not in self._declared and run.turn_ctx is not None:
+            tool_def = _turns.tool_def(run.turn_ctx, name)
+            if tool_def is not None:
+                self._declare(name, tool_def)
+        # The model's arguments as sent: Pydantic AI never validated them (not started).
+        pending = self.guard.check(name, call.args, call_id=call.tool_call_id, trajectory=run.traj)
+        if pending.rejection is None:
+            pending.cancel()
 
     # -- one call ------------------------------------------------------------------------------
     async def on_tool_validate_error(

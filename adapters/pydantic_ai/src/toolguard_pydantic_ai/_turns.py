@@ -49,13 +49,13 @@ def refused(
 ) -> Iterator[tuple[ToolCallPart, str, str]]:
     """(call, check id, message) for each of ``calls`` (ones no hook of the guard saw) that
     Pydantic AI answered without running: an unknown name, a tool not available yet,
-    arguments it refused. A call skipped (a final result came first), deferred or
-    interrupted is none of these: it took its step when the turn was reserved, no verdict."""
+    arguments it refused. A call skipped (a final result came first) or interrupted is none
+    of these: the capability ends its reserved step as cancelled."""
     returns = _tool_returns(ctx, node_result)
     for call in calls:
         part = returns.get(call.tool_call_id)
         if part is None:
-            if _tool_def(ctx, call.tool_name) is None:
+            if tool_def(ctx, call.tool_name) is None:
                 # No answer at all: refused once too often, the run ended there.
                 check, why = _REFUSED["unknown_tool"]
                 yield call, check, _message(call.tool_name, why)
@@ -71,7 +71,7 @@ def _message(name: str, why: str) -> str:
     return f"Pydantic AI refused the call to {shown!r}: {why}"
 
 
-def _tool_def(ctx: RunContext[Any], name: str) -> ToolDefinition | None:
+def tool_def(ctx: RunContext[Any], name: str) -> ToolDefinition | None:
     manager = ctx.tool_manager
     if manager is None:
         return None
