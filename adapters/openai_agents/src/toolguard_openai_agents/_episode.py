@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
+from contextvars import Token
 from types import TracebackType
 from typing import Any
 
@@ -18,6 +19,7 @@ import toolguard as tg
 
 from ._history import bind_history, state_items
 from ._sdk import Agent, Runner, RunResult, RunState
+from ._waiting import CURRENT, Waiting
 
 
 # Lower case: it reads like a function call, `with guarded_run(guard) as traj:`.
@@ -26,7 +28,9 @@ class guarded_run:
 
     Opens ``guard.trajectory(id, labels=..., user_input=..., key=...)`` and ends it (its
     summary span goes to the guard's provider) when the block ends, also by an exception.
-    Yields the :class:`toolguard.Trajectory`: set ``traj.success`` inside the block. With
+    A call of the block's runs whose step was reserved and that never reached its tool (the
+    run cancelled or failed first) ends ``cancelled`` as the block ends. Yields the
+    :class:`toolguard.Trajectory`: set ``traj.success`` inside the block. With
     ``trajectory=`` the given trajectory is made current instead, and its owner ends it.
     """
 
@@ -48,6 +52,7 @@ class guarded_run:
         self._options = options
         self._given = trajectory
         self._active: AbstractContextManager[tg.Trajectory] | None = None
+        self._waiting: tuple[Waiting, Token[Waiting | None]] | None = None
 
     def __enter__(self) -> tg.Trajectory:
         if self._active is not None:
@@ -63,7 +68,10 @@ class guarded_run:
                 key=key,
                 conversation_id=conversation_id,
             )
-        return self._active.__enter__()
+        traj = self._active.__enter__()
+        waiting = Waiting(traj)
+        self._waiting = (waiting, CURRENT.set(waiting))
+        return traj
 
     def __exit__(
         self,
@@ -72,8 +80,15 @@ class guarded_run:
         tb: TracebackType | None,
     ) -> None:
         active, self._active = self._active, None
-        if active is not None:
-            active.__exit__(exc_type, exc, tb)
+        waiting, self._waiting = self._waiting, None
+        try:
+            if waiting is not None:
+                # Before the trajectory ends: the cancelled calls belong in its summary.
+                waiting[0].close()
+                CURRENT.reset(waiting[1])
+        finally:
+            if active is not None:
+                active.__exit__(exc_type, exc, tb)
 
     async def __aenter__(self) -> tg.Trajectory:
         return self.__enter__()

@@ -30,6 +30,7 @@ from ._sdk import (
     ResponseFunctionToolCall,
 )
 from ._tools import guarded_by, inside_tool
+from ._waiting import CURRENT
 
 logger = logging.getLogger("toolguard")
 
@@ -148,18 +149,21 @@ def reserve_turn(
     # agent.tools may be one of theirs, so nothing is called unknown.
     judge_unknown = not agent.mcp_servers
     ids: list[str] = []
+    checked = []  # the calls the guarded tools will check
     unknown = []
     for call in calls:
         if call.call_id in numbered:
             continue
         if call.name in guarded:
             ids.append(call.call_id)
+            checked.append(call)
         elif judge_unknown and call.name not in known:
             ids.append(call.call_id)
             unknown.append(call)
     numbered.update(ids)
     if traj is not None and ids:
         traj.reserve(ids)
+        _wait_for(guard, agent, traj, checked)
     for call in unknown:
         if call.name in disabled:
             why = f"agent {agent.name!r} has tool {call.name!r} disabled (is_enabled)"
@@ -173,6 +177,25 @@ def reserve_turn(
             call_id=call.call_id,
             trajectory=traj,
         )
+
+
+def _wait_for(
+    guard: tg.Guard, agent: Agent[Any], traj: tg.Trajectory, calls: list[ResponseFunctionToolCall]
+) -> None:
+    """Hand the reserved calls to the run's :class:`Waiting`, which ends the ones that never
+    reach their tool. Not the calls of a tool with an approval or input guardrails: the SDK
+    stops some of those on purpose, which is no cancellation (a guardrail's refusal), and a
+    call pending approval is resumed by a later run whose call takes the reserved step."""
+    waiting = CURRENT.get()
+    if waiting is None or waiting.traj is not traj:
+        return
+    held = {
+        t.name
+        for t in agent.tools
+        if isinstance(t, FunctionTool)
+        and (t.needs_approval is not False or t.tool_input_guardrails)
+    }
+    waiting.add(guard, [(c.call_id, c.name, c.arguments) for c in calls if c.name not in held])
 
 
 def _tool_names(guard: tg.Guard, agent: Agent[Any]) -> tuple[set[str], set[str]]:

@@ -30,6 +30,7 @@ from ._sdk import (
     ToolOutputGuardrail,
     ToolOutputGuardrailData,
 )
+from ._waiting import claim
 
 Body = Callable[[ToolContext[Any], str], Awaitable[Any]]
 
@@ -138,6 +139,7 @@ def _guarded_body(
     # decide whether it receives the full ToolContext (with tool_call_id) or a narrower one.
     async def guarded(ctx: ToolContext[Any], input: str) -> Any:
         call_id = getattr(ctx, "tool_call_id", None)
+        claim(call_id)  # this call ends here, whatever happens next
         pending = guard.check(name, input, call_id=call_id)
         if pending.rejection is not None:
             # The model reads a tool's return value: the guard's message is the answer. It is
