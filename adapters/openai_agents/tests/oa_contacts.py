@@ -57,3 +57,27 @@ def contacts_agent(
     model = ScriptedModel(script)
     agent = Agent(name="assistant", model=model, tools=contact_tools(contacts), **options)
     return guard_agent(agent, guard, contracts=CONTRACTS), model
+
+
+def approval_agent(
+    guard: tg.Guard,
+    contacts: dict[str, dict[str, str]],
+    contact_id: str = CONTACT_ID,
+    final: str = "Done.",
+) -> Agent[Any]:
+    """A search, then remove_contact(contact_id), which needs a human's approval (the run
+    pauses there), then ``final``: guarded with the contracts."""
+    from agents.testing import assistant_message, function_call
+
+    search, remove = contact_tools(contacts)
+    remove.needs_approval = True
+    model = ScriptedModel(
+        [
+            [function_call("search_contact", {"phone": PHONE}, call_id="c1")],
+            [function_call("remove_contact", {"contact_id": contact_id}, call_id="c2")],
+            [assistant_message(final)],
+        ]
+    )
+    return guard_agent(
+        Agent(name="a", model=model, tools=[search, remove]), guard, contracts=CONTRACTS
+    )

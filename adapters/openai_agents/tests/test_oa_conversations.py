@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 from agents import Agent, SQLiteSession, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
-from oa_contacts import CONTACT_ID, CONTRACTS, PHONE, address_book, contact_tools, contacts_agent
+from oa_contacts import (
+    CONTACT_ID,
+    PHONE,
+    address_book,
+    approval_agent,
+    contacts_agent,
+)
 from oa_support import NO_SDK_TRACING, Telemetry
 
 from toolguard_openai_agents import guard_agent, run, run_sync
@@ -167,18 +173,7 @@ def _paused(otel: Telemetry, contact_id: str) -> tuple[Any, Any, Any, Any]:
     """A run paused for the approval of remove_contact(contact_id), after a search."""
     contacts = address_book()
     guard = otel.guard(state=contacts)
-    search, remove = contact_tools(contacts)
-    remove.needs_approval = True
-    model = ScriptedModel(
-        [
-            [function_call("search_contact", {"phone": PHONE}, call_id="c1")],
-            [function_call("remove_contact", {"contact_id": contact_id}, call_id="c2")],
-            [assistant_message("Done.")],
-        ]
-    )
-    agent = guard_agent(
-        Agent(name="a", model=model, tools=[search, remove]), guard, contracts=CONTRACTS
-    )
+    agent = approval_agent(guard, contacts, contact_id)
     first = run_sync(guard, agent, f"Remove {PHONE}", run_config=NO_SDK_TRACING)
     state = first.to_state()
     for item in first.interruptions:

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from agents import Agent, FunctionTool, ModelResponse, Runner, Usage, UserError, function_tool
-from agents.testing import ScriptedModel, assistant_message, function_call
+from agents.testing import ScriptedModel, function_call
 from agents.tool import _FailureHandlingFunctionToolInvoker
-from oa_contacts import CONTACT_ID, CONTRACTS, PHONE, address_book, contact_tools
+from oa_contacts import address_book, approval_agent
 from oa_support import NO_SDK_TRACING, Telemetry, tool_outputs
 
 from toolguard_openai_agents import guard_agent, guard_tools, guarded_run, reserve_turn
@@ -80,17 +80,7 @@ def test_a_hand_made_function_tool_is_guarded_around_its_invoker(otel: Telemetry
 def test_approval_then_resume_checks_the_approved_call(otel: Telemetry) -> None:
     contacts = address_book()
     guard = otel.guard(state=contacts)
-    search, remove = contact_tools(contacts)
-    remove.needs_approval = True
-    model = ScriptedModel(
-        [
-            [function_call("search_contact", {"phone": PHONE}, call_id="c1")],
-            [function_call("remove_contact", {"contact_id": CONTACT_ID}, call_id="c2")],
-            [assistant_message("removed")],
-        ]
-    )
-    agent = Agent(name="a", model=model, tools=[search, remove])
-    agent = guard_agent(agent, guard, contracts=CONTRACTS)
+    agent = approval_agent(guard, contacts, final="removed")
 
     with guard.trajectory("approval") as traj:
         first = Runner.run_sync(agent, "remove", run_config=NO_SDK_TRACING)

@@ -18,7 +18,7 @@ from agents import (
     tool_input_guardrail,
 )
 from agents.testing import ScriptedModel, assistant_message, function_call
-from oa_contacts import CONTACT_ID, CONTRACTS, PHONE, address_book, contact_tools
+from oa_contacts import CONTACT_ID, CONTRACTS, PHONE, address_book, approval_agent, contact_tools
 from oa_support import NO_SDK_TRACING, Episode, Telemetry
 
 import toolguard as tg
@@ -136,17 +136,7 @@ def test_a_call_awaiting_approval_keeps_its_step_for_the_resumed_run(
     # the SDK's refusal: a reserved step without a verdict, as the README says.
     contacts = address_book()
     guard = otel.guard(state=contacts)
-    search, remove = contact_tools(contacts)
-    remove.needs_approval = True
-    model = ScriptedModel(
-        [
-            [function_call("search_contact", {"phone": PHONE}, call_id="c1")],
-            [function_call("remove_contact", {"contact_id": CONTACT_ID}, call_id="c2")],
-            [assistant_message("finished")],
-        ]
-    )
-    agent = Agent(name="a", model=model, tools=[search, remove])
-    agent = guard_agent(agent, guard, contracts=CONTRACTS)
+    agent = approval_agent(guard, contacts, final="finished")
 
     with guard.trajectory("approval") as traj:
         with guarded_run(guard, trajectory=traj):
