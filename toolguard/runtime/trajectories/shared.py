@@ -325,16 +325,21 @@ class SharedTrajectory(Replica):
         replica knows (``_apply`` put it in the outbox) is sent at once, with its labels and
         conversation id, so another process's next call finds it (one more round trip,
         only then)."""
-        if not sync.rebuilt:
-            return
+        if sync.rebuilt:
+            self._join_record("starting its forgotten record again")
+
+    def _join_record(self, doing: str) -> Sync | None:
+        """Join the shared record with what the outbox holds (one round trip) and apply its
+        answer; None when the store did not answer (the events go back to the outbox)."""
         events, floor = self._take_outbox(), self._floor
         try:
-            again = self._store.join(self._cursor, floor, self.labels, self.conversation_id, events)
+            sync = self._store.join(self._cursor, floor, self.labels, self.conversation_id, events)
         except TrajectoryStoreError as exc:
             self._put_back(events)
-            self._log_store(exc, "starting its forgotten record again")
-            return
-        self._apply(again, floor)
+            self._log_store(exc, doing)
+            return None
+        self._apply(sync, floor)
+        return sync
 
     def sync(self) -> None:
         """Bring the replica up to date now (one round trip) and send what it holds back."""
@@ -343,14 +348,8 @@ class SharedTrajectory(Replica):
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> Trajectory:
         Trajectory.start(self)
-        events, floor = self._take_outbox(), self._floor
-        try:
-            sync = self._store.join(self._cursor, floor, self.labels, self.conversation_id, events)
-        except TrajectoryStoreError as exc:
-            self._put_back(events)
-            self._log_store(exc, "opening it")
-        else:
-            self._apply(sync, floor)
+        sync = self._join_record("opening it")
+        if sync is not None:
             self._resend(sync)
         return self
 
