@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
+import pydantic
 import pytest
 
 import toolguard as tg
@@ -165,3 +167,40 @@ preconditions = [{ id = "never", predicate = "beside_rules:never" }]
     # Not strict: the schema as written, which lets an undeclared argument through.
     rejection = guard.check("t", {"x": 3, "extra": 1}).rejection
     assert rejection is not None and rejection.check == "precondition.never"
+
+
+def test_a_code_contract_keeps_every_option_it_gives(otel) -> None:
+    """A contract made in code (the MCP adapter's options per tool) may give any option of
+    ToolSpec: spec_for keeps them all, the schema settled from the server's where the
+    contract gives none; an args_model is kept without a schema."""
+
+    def failed(result: Any) -> bool:
+        return result.get("status") == "failed"
+
+    class Args(pydantic.BaseModel):
+        x: int
+
+    contract = tg.Contract(
+        "<code>",
+        tools={
+            "t": tg.ToolSpec(error_result=failed, external_effects=True, refs={"x": "k"}),
+            "m": tg.ToolSpec(args_model=Args),
+        },
+    )
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    spec = contract.spec_for("t", schema)
+    assert (spec.error_result, spec.external_effects, spec.refs) == (failed, True, {"x": "k"})
+    assert spec.json_schema == schema and spec.name == "t"
+    model_spec = contract.spec_for("m", schema)
+    assert model_spec.args_model is Args and model_spec.json_schema is None
+    guard = otel.guard()
+    guard.declare("t", contract.spec_for("t", schema))
+    with otel.trajectory("own-error-result") as traj:
+        traj.bind("k", 1)
+        pending = guard.check("t", {"x": 1})
+        assert pending.rejection is None
+        assert pending.finish({"status": "failed"}).cause == "state_consistency"  # its own rule
+    # a declaration the contract cannot have (a dry run for a tool its owner runs) is refused
+    dry = tg.Contract("<code>", tools={"d": tg.ToolSpec(dry_run=True)})
+    with pytest.raises(tg.ToolDefinitionError, match="dry run"):
+        guard.declare("d", dry.spec_for("d", schema))

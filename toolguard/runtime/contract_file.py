@@ -41,6 +41,7 @@ as a regular expression, a ``json_schema`` is read as a schema), no expression i
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import re
@@ -112,22 +113,14 @@ class Contract:
         if base is None:
             given = json_schema or {"type": "object"}
             return ToolSpec(name=name, json_schema=accept_null_defaults(given) if accept else given)
+        if base.args_model is not None:  # the contract's own argument model: no schema
+            return dataclasses.replace(base, name=name)
         schema = base.json_schema if base.json_schema is not None else json_schema
         if accept and schema:
             schema = accept_null_defaults(schema)
-        return ToolSpec(
-            name=name,
-            description=base.description,
-            json_schema=schema or {"type": "object"},
-            refs=dict(base.refs),
-            produces=dict(base.produces),
-            invalidates=dict(base.invalidates),
-            grounded=list(base.grounded),
-            preconditions=list(base.preconditions),
-            postconditions=list(base.postconditions),
-            mode=base.mode,
-            strict=base.strict,
-        )
+        # Every option the contract gives (a code contract may give any of ToolSpec's:
+        # error_result, dry_run, external_effects...), with the schema settled here.
+        return dataclasses.replace(base, name=name, json_schema=schema or {"type": "object"})
 
     def initial_values(self, state: Any) -> Iterator[tuple[str, Any]]:
         """(kind, value) for every value the ``[initial]`` places find in ``state``, the
