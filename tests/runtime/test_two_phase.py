@@ -573,3 +573,21 @@ def test_a_framework_refusing_an_admitted_call_rejects_it() -> None:
         with pytest.raises(tg.UsageError, match="blocked and must not run"):
             pending.reject(tg.Failure("schema", "schema.args", why, why))
     assert traj.length == 1 and traj.first_error_depth == 1
+
+
+def test_a_check_log_mode_already_failed_is_listed_once_when_the_framework_refuses() -> None:
+    """Log mode admitted the call with its schema failure; the framework's own validation
+    then refuses it for the same check: failed_checks names each check once."""
+    guard = tg.Guard(mode="log")
+    schema = {"type": "object", "properties": {"count": {"type": "integer"}}}
+    guard.declare("remove", json_schema={**schema, "required": ["count"]})
+    with guard.trajectory() as traj:
+        pending = guard.check("remove", {"count": "abc"})
+        assert pending.rejection is None  # logged: it may run
+        refused = "the framework refused count='abc'"
+        pending.reject(tg.Failure("schema", "schema.args", refused, refused))
+        other = guard.check("remove", {"count": "x"})
+        other.reject(tg.Failure("state_consistency", "state.exception", refused, refused))
+    first, second = traj.verdicts
+    assert (first.decision, first.failed_checks) == ("blocked", ("schema.args",))
+    assert second.failed_checks == ("schema.args", "state.exception")  # a new check is added

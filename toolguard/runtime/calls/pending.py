@@ -38,7 +38,10 @@ class PendingCall(_Call):
         if self._decision is not None or self.rejection is not None:
             self._closed_already("reject")
         self._leave()
-        self._reject(failure)
+        # A check log mode already failed (the guard's own schema.args, say) is listed once:
+        # failed_checks names each check that failed, and the guard's message says it first.
+        known = any(f.check == failure.check for f in self._failures)
+        self._reject(None if known else failure)
         assert self.rejection is not None
         return self.rejection
 
