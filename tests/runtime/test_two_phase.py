@@ -591,3 +591,19 @@ def test_a_check_log_mode_already_failed_is_listed_once_when_the_framework_refus
     first, second = traj.verdicts
     assert (first.decision, first.failed_checks) == ("blocked", ("schema.args",))
     assert second.failed_checks == ("schema.args", "state.exception")  # a new check is added
+
+
+def test_a_reserved_call_the_run_gave_up_on_is_cancelled_or_blocked() -> None:
+    """cancel_unstarted: the adapters' and the turn helpers' end of a call that never
+    started: its reserved step gets a verdict, cancelled, or blocked where its checks fail."""
+    guard = tg.Guard()
+    guard.declare(
+        "remove", json_schema={"type": "object", "properties": {"n": {"type": "integer"}}}
+    )
+    with guard.trajectory() as traj:
+        traj.reserve(["c1", "c2"])
+        legal = guard.cancel_unstarted("remove", {"n": 1}, call_id="c1")
+        refused = guard.cancel_unstarted("remove", {"n": "x"}, call_id="c2")
+    assert (legal.step, legal.decision, legal.valid) == (1, "cancelled", True)
+    assert (refused.step, refused.decision, refused.cause) == (2, "blocked", "schema")
+    assert traj.length == 2 and [v.decision for v in traj.verdicts] == ["cancelled", "blocked"]

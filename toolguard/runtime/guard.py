@@ -32,7 +32,7 @@ from .trajectories.shared import open_trajectory
 from .trajectories.store import TrajectoryStore
 from .trajectories.store_url import store_from
 from .trajectories.trajectory import Trajectory
-from .verdict import Failure, Rejection
+from .verdict import Failure, Rejection, Verdict
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -251,6 +251,21 @@ class Guard:
         one. Returns a :class:`PendingCall`: ``rejection`` set means do not run it.
         """
         return self._check(name, arguments, call_id, trajectory, span, None)
+
+    def cancel_unstarted(
+        self,
+        name: str,
+        arguments: Arguments = None,
+        *,
+        call_id: str | None = None,
+        trajectory: Trajectory | None = None,
+    ) -> Verdict:
+        """Close a call of the model's turn that the run gave up on before it started (a
+        stream left unread, a cancelled task): checked, so its validity is what its checks
+        said, then ``cancelled``, or ``blocked`` where the guard would have blocked it. Its
+        reserved step gets its verdict and span."""
+        pending = self._check(name, arguments, call_id, trajectory, None, None)
+        return pending.rejection if pending.rejection is not None else pending.cancel()
 
     def _check(
         self,

@@ -246,9 +246,7 @@ def _run(guard: Guard, calls: list[_Call], trajectory: Trajectory | None) -> lis
         # Ctrl-C in one call: the turn's later calls, whose steps are reserved, end as
         # cancelled (checked first: a call the guard would block is recorded so).
         for c in calls[len(answers) + 1 :]:
-            pending = guard.check(c.name, c.arguments, call_id=c.id, trajectory=traj)
-            if pending.rejection is None:
-                pending.cancel()
+            guard.cancel_unstarted(c.name, c.arguments, call_id=c.id, trajectory=traj)
         raise
     return answers
 

@@ -369,9 +369,7 @@ def _close_unclaimed(guard: tg.Guard, run: _Run) -> None:
         return  # a trajectory of the caller's, ended before the run was: its summary is out
     for call_id, (name, args) in calls:
         try:
-            pending = guard.check(name, args, call_id=call_id, trajectory=run.traj)
-            if pending.rejection is None:
-                pending.cancel()
+            guard.cancel_unstarted(name, args, call_id=call_id, trajectory=run.traj)
         except Exception:  # a guard failure never fails the run or the runner's close
             logger.warning("toolguard: could not close the call to %r", name, exc_info=True)
 

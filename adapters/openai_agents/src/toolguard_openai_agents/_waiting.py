@@ -53,11 +53,9 @@ class Waiting:
             calls, self._calls = self._calls, {}
         for call_id, call in calls.items():
             try:
-                pending = call.guard.check(
+                call.guard.cancel_unstarted(
                     call.name, call.arguments, call_id=call_id, trajectory=self.traj
                 )
-                if pending.rejection is None:
-                    pending.cancel()
             except Exception:  # the run is over either way: never fail its block for this
                 logger.exception("toolguard: could not close the unrun call %r", call_id)
 

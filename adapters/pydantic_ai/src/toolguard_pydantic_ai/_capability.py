@@ -253,9 +253,7 @@ class ToolGuard(AbstractCapability[Any]):
             if tool_def is not None:
                 self._declare(name, tool_def)
         # The model's arguments as sent: Pydantic AI never validated them (not started).
-        pending = self.guard.check(name, call.args, call_id=call.tool_call_id, trajectory=run.traj)
-        if pending.rejection is None:
-            pending.cancel()
+        self.guard.cancel_unstarted(name, call.args, call_id=call.tool_call_id, trajectory=run.traj)
 
     # -- one call ------------------------------------------------------------------------------
     async def on_tool_validate_error(
