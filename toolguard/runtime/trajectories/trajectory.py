@@ -274,6 +274,7 @@ class Trajectory:
             raise UsageError(f"trajectory {self.id!r} was already started")
         self._started = True
         count_open(+1)
+        at_exit.opened(self)  # ended at interpreter exit if nothing ends it before
         if self.writes_summary:
             self._span = tel.start_span(self._tracer, contract.SUMMARY_SPAN_NAME)
         if self._join is not None:
@@ -286,7 +287,7 @@ class Trajectory:
         if self.ended:
             return
         self.ended = True
-        if self._at_exit:  # no longer the exit hook's to end (tg.end_at_exit)
+        if self._started or self._at_exit:  # no longer the exit hook's to end
             at_exit.forget(self)
         if self._started:
             count_open(-1)
