@@ -4,7 +4,10 @@ The framework owns the tool: the guard's ``check`` judges the call before the to
 handler runs it, and the handler's ``ToolMessage`` (or the exception it raised) closes the
 pending call. A rejection is answered like any failed call, with an error ``ToolMessage``;
 the tool's own exception is re-raised unchanged, so ``handle_tool_errors``, an error or retry
-middleware and the graph decide about it exactly as they would without the guard.
+middleware and the graph decide about it exactly as they would without the guard. A call the
+framework refuses after the check, before the tool runs (its own argument validation, a name
+the tool node has no tool of), did not execute: it is closed as blocked in either mode, and
+the model keeps the framework's answer.
 """
 
 from __future__ import annotations

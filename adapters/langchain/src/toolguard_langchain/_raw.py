@@ -4,7 +4,9 @@ A ``ToolMessage`` holds ``json.dumps(value)`` when that works and ``str(value)``
 not (pydantic models, dataclasses, a ``datetime`` inside a dict), and ``produces`` cannot be
 read back from ``str(value)``. So the framework runs a copy of the tool whose ``_run`` /
 ``_arun`` keep what they return in the call's cell: the value the other adapters read. The
-cell also holds the call's span (``_call_span.py``), bound and made current while they run.
+cell also holds the call's span (``_call_span.py``), bound and made current while they run,
+and notes whether they ran at all: LangChain validates the arguments before ``_run``, and a
+call it refused there never executed (``_calls._refused``).
 A tool's copy is made on its first call and lives as long as the tool (``RunningCopies``).
 """
 
