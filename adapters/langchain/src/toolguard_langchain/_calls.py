@@ -4,7 +4,10 @@ The framework owns the tool: the guard's ``check`` judges the call before the to
 handler runs it, and the handler's ``ToolMessage`` (or the exception it raised) closes the
 pending call. A rejection is answered like any failed call, with an error ``ToolMessage``;
 the tool's own exception is re-raised unchanged, so ``handle_tool_errors``, an error or retry
-middleware and the graph decide about it exactly as they would without the guard.
+middleware and the graph decide about it exactly as they would without the guard. A call the
+framework refuses after the check, before the tool runs (its own argument validation, a name
+the tool node has no tool of), did not execute: it is closed as blocked in either mode, and
+the model keeps the framework's answer.
 """
 
 from __future__ import annotations
@@ -22,8 +25,16 @@ from ._call_span import CallSpan
 from ._contracts import KnownTools, undeclarable
 from ._framework import BaseTool, Command, GraphBubbleUp, GraphInterrupt, ToolCallRequest
 from ._history import RawResults
-from ._raw import RunningCopies, capture, capturing_copy, release
-from ._results import is_error, message_content, outcome, own_result, rejection_message
+from ._raw import Cell, RunningCopies, capture, capturing_copy, release
+from ._results import (
+    is_error,
+    message_content,
+    no_such_tool,
+    outcome,
+    own_result,
+    refused_arguments,
+    rejection_message,
+)
 from ._turns import TurnLedger
 
 logger = logging.getLogger("toolguard")
@@ -78,6 +89,9 @@ class GuardedCalls:
                     except GraphBubbleUp as exc:
                         _bubbled(pending, exc, traj, request.tool_call.get("id"))
                         raise
+                    except BaseException:
+                        _refused(pending, request, raw)  # handle_tool_errors=False
+                        raise
                     finally:
                         release(kept)
                         _inside.reset(inside)
@@ -111,6 +125,9 @@ class GuardedCalls:
                         answer = await handler(request)
                     except GraphBubbleUp as exc:
                         _bubbled(pending, exc, traj, request.tool_call.get("id"))
+                        raise
+                    except BaseException:
+                        _refused(pending, request, raw)  # handle_tool_errors=False
                         raise
                     finally:
                         release(kept)
@@ -150,11 +167,13 @@ class GuardedCalls:
         return span, pending
 
     def _finish(
-        self, pending: tg.PendingCall, request: ToolCallRequest, answer: Any, raw: list[Any]
+        self, pending: tg.PendingCall, request: ToolCallRequest, answer: Any, raw: Cell
     ) -> None:
         """The framework's answer judged; with ``keep_raw``, the tool's own result kept for
         the conversation's next runs (``_history.py``): the value this judgement read."""
         call_id = request.tool_call.get("id")
+        if _refused(pending, request, raw, answer):
+            return
         own = own_result(raw, request.tool)
         result, error = outcome(answer, call_id, own)
         pending.finish(result, error=error)
@@ -214,6 +233,25 @@ def _undeclarable(
         call_id=call_id,
         trajectory=traj,
     )
+
+
+def _refused(
+    pending: tg.PendingCall, request: ToolCallRequest, raw: Cell, answer: Any = None
+) -> bool:
+    """Close ``pending`` as blocked where the framework refused the call and the tool never
+    ran (its argument validation; a name the tool node has no tool of): the decision is
+    what happened to the call, also in log mode, and the model keeps the framework's
+    answer. False where the tool ran, or where it cannot be told (a tool with no running
+    copy)."""
+    name = request.tool_call["name"]
+    if request.tool is None:
+        failure = no_such_tool(name, answer, request.tool_call.get("id"))
+    else:
+        failure = refused_arguments(name, raw.refused, raw.ran)
+    if failure is None:
+        return False
+    pending.reject(failure)
+    return True
 
 
 def _unwrapped(tool: BaseTool) -> BaseTool | None:

@@ -4,7 +4,9 @@ A ``ToolMessage`` holds ``json.dumps(value)`` when that works and ``str(value)``
 not (pydantic models, dataclasses, a ``datetime`` inside a dict), and ``produces`` cannot be
 read back from ``str(value)``. So the framework runs a copy of the tool whose ``_run`` /
 ``_arun`` keep what they return in the call's cell: the value the other adapters read. The
-cell also holds the call's span (``_call_span.py``), bound and made current while they run.
+cell also holds the call's span (``_call_span.py``), bound and made current while they run,
+and notes whether they ran at all: LangChain validates the arguments before ``_run``, and a
+call it refused there never executed (``_calls._refused``).
 A tool's copy is made on its first call and lives as long as the tool (``RunningCopies``).
 """
 
@@ -28,13 +30,18 @@ logger = logging.getLogger("toolguard")
 
 
 class Cell(list[Any]):
-    """The running call's raw return values (one per attempt) and its span."""
+    """The running call's raw return values (one per attempt) and its span; whether the
+    tool's ``_run`` / ``_arun`` was entered (``ran``), and the exception LangChain's argument
+    parsing (``_to_args_and_kwargs``, before ``_run``) refused the call with (``refused``):
+    refused and never run, the call did not execute, whatever message the framework made."""
 
-    __slots__ = ("span",)
+    __slots__ = ("ran", "refused", "span")
 
     def __init__(self, span: CallSpan | None) -> None:
         super().__init__()
         self.span = span
+        self.ran = False
+        self.refused: BaseException | None = None
 
 
 # The running call's cell: the tool copy appends its raw return value. A list, not a value:
@@ -73,6 +80,8 @@ def capturing_copy(tool: BaseTool, update: dict[str, Any]) -> BaseTool | None:
             # keeps the method's signature: LangChain reads it to pass ``config`` and
             # ``run_manager``.
             object.__setattr__(copy, attr, _keeping(getattr(owner, attr), attr == "_arun"))
+        parse = _parsing(_weak(owner._to_args_and_kwargs))
+        object.__setattr__(copy, "_to_args_and_kwargs", parse)
     except Exception:  # attributes refused: the framework runs the tool itself
         logger.debug("toolguard: cannot wrap tool %r; reading its message text", tool.name)
         return copy if update else None
@@ -112,6 +121,22 @@ def _described(wrapper: Callable[..., Any], method: Callable[..., Any]) -> Calla
     return wrapper
 
 
+def _parsing(target: Callable[[], Callable[..., Any] | None]) -> Callable[..., Any]:
+    """``_to_args_and_kwargs``, noting in the call's cell what it refused the input with:
+    where LangChain validates the arguments against the tool's schema, before ``_run``."""
+
+    def parse(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return _target(target)(*args, **kwargs)
+        except Exception as exc:
+            cell = _cell.get()
+            if cell is not None:
+                cell.refused = exc
+            raise
+
+    return parse
+
+
 def _keeper(
     target: Callable[[], Callable[..., Any] | None], like: Callable[..., Any], is_async: bool
 ) -> Callable[..., Any]:
@@ -120,6 +145,8 @@ def _keeper(
         @functools.wraps(like)
         async def arun(*args: Any, **kwargs: Any) -> Any:
             cell = _cell.get()
+            if cell is not None:
+                cell.ran = True
             span = None if cell is None else cell.span
             token = None if span is None else span.enter()
             try:
@@ -136,6 +163,8 @@ def _keeper(
     @functools.wraps(like)
     def run(*args: Any, **kwargs: Any) -> Any:
         cell = _cell.get()
+        if cell is not None:
+            cell.ran = True
         span = None if cell is None else cell.span
         token = None if span is None else span.enter()
         try:

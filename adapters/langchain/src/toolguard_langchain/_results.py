@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import toolguard as tg
+from pydantic import ValidationError
+from pydantic.v1 import ValidationError as ValidationErrorV1
 
 from ._framework import Command, ToolMessage
 
@@ -65,6 +67,52 @@ def message_result(message: ToolMessage, own: tuple[bool, Any]) -> Any:
         return message.artifact
     found, value = own
     return value if found else parsed(message.content)
+
+
+def refused_arguments(name: str, refused: BaseException | None, ran: bool) -> tg.Failure | None:
+    """The failure to close a call with when LangChain's own argument parsing refused it
+    (``refused``, from the tool's ``_to_args_and_kwargs``) and no attempt ran the tool: not
+    executed, so blocked whatever the guard's mode. The text names the arguments and the
+    error types, never a value; the model gets LangChain's own message, as without the
+    guard."""
+    if refused is None or ran:
+        return None
+    problems = _problems(refused)
+    shown = f" ({problems})" if problems else f" ({type(refused).__name__})"
+    why = f"LangChain refused the arguments of {name!r}{shown}; the tool did not run"
+    return tg.Failure("schema", "schema.args", why, why, telemetry_message=why)
+
+
+def _problems(exc: BaseException) -> str:
+    # Only the top-level location: it is an argument's name, deeper ones can be dict keys
+    # the model sent (values).
+    if isinstance(exc, ValidationError):
+        errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    elif isinstance(exc, ValidationErrorV1):
+        errors = exc.errors()  # type: ignore[assignment]
+    else:
+        return ""
+    problems = list(
+        dict.fromkeys(f"{e['loc'][0] if e['loc'] else 'arguments'}: {e['type']}" for e in errors)
+    )
+    return "; ".join(problems[:4]) + ("; ..." if len(problems) > 4 else "")
+
+
+# What LangGraph's tool node answers for a name it has no tool of
+# (``INVALID_TOOL_NAME_ERROR_TEMPLATE``; pinned by tests/test_modes.py).
+_NO_SUCH_TOOL = "Error: {name} is not a valid tool"
+
+
+def no_such_tool(name: str, answer: Any, call_id: str | None) -> tg.Failure | None:
+    """The failure to close a call the guard checked (it knows the name) with when the
+    tool node has no tool of that name and refused it itself: not executed, so blocked."""
+    message = _tool_message(answer, call_id)
+    if message is None or message.status != "error" or not isinstance(message.content, str):
+        return None
+    if not message.content.startswith(_NO_SUCH_TOOL.format(name=name)):
+        return None
+    why = "no tool of that name among the agent's tools (refused by the framework)"
+    return tg.Failure("schema", "schema.tool", why, why, telemetry_message=why)
 
 
 def message_content(answer: Any, call_id: str | None) -> Any:
