@@ -139,6 +139,26 @@ def test_a_held_begin_run_after_its_reconciliation_is_refused(redis_url: str) ->
     assert steps(traj) == [1, 2, 3]
 
 
+def test_begins_given_up_in_a_row_are_reconciled_together(redis_url: str) -> None:
+    guard = item_guard(redis_url, on_guard_error="fail_open")
+    held = HeldBegins(guard)
+    traj = guard.trajectory("row", summary=False)
+    traj.start()
+    assert guard.call("create", {"name": "a"}, trajectory=traj) == {"id": "a"}
+    held.hold_next()
+    held.hold_next()
+    # valid calls that write nothing: no round trip at all until the next call
+    assert guard.call("use", {"item_id": "a"}, trajectory=traj) == "a"
+    assert guard.call("use", {"item_id": "a"}, trajectory=traj) == "a"
+    held.land()  # the first ran late (step 2); the second never does
+    assert guard.call("create", {"name": "b"}, trajectory=traj) == {"id": "b"}
+    assert steps(traj) == [1, 2, 3, 4]
+    assert reader(redis_url, "row").length == 4
+    held.land()  # refused
+    assert reader(redis_url, "row").length == 4
+    assert marks(redis_url, guard, "row") == {}
+
+
 def test_a_provisional_step_another_process_took_is_counted_once(redis_url: str) -> None:
     a = item_guard(redis_url, on_guard_error="fail_open")
     held = HeldBegins(a)
