@@ -218,3 +218,18 @@ def test_a_pending_mark_of_a_process_that_died_is_cleared_at_the_end(
     later = item_guard(redis_url).trajectory("died", summary=False)
     later.start()
     assert later.length == 1
+
+
+def test_the_begin_script_runs_once_per_token(redis_url: str) -> None:
+    record = RedisStore(redis_url).record("once", "replica")
+    assert record.begin(0, 0, None, None, "w", [], "t1")[0] == 1
+    again, sync = record.begin(0, 0, None, None, "w", [], "t1")  # the same begin, resent
+    assert (again, sync.length) == (1, 1)
+    assert record.begin(0, 0, None, None, "", [], "t2")[0] == 2
+    record.gave_up("t3", 3, False)
+    assert record.sync(0, 0, []).length == 3  # counted once, at its provisional step
+    refused, sync = record.begin(0, 0, None, None, "w", [], "t3")  # arrives too late
+    assert (refused, sync.length) == (0, 3)
+    assert record.sync(0, 0, []).pending == ()  # t1's mark is this replica's own
+    other = RedisStore(redis_url).record("once", "another")
+    assert other.sync(0, 0, []).pending == ((1, "w"),)  # t1's, nobody else's

@@ -163,8 +163,9 @@ if new then step = n + 1 end
 if note(tok, step, true) == 0 then
   -- run already (its step stands), or given up by its replica, which counted it: refused
   local v = redis.call('HGET', B, tok)
+  local entries = since(before)
   close()
-  return {cursor, {}, n, fs or false, fc or false, claimed, 0, before, {}, '', gen,
+  return {cursor, entries, n, fs or false, fc or false, claimed, 0, ln, {}, '', gen,
     tonumber(v) or 0}
 end
 if new then
