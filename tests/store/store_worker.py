@@ -7,6 +7,7 @@ Each scenario guards its tools with ``Guard(store=URL)``, writes its spans to it
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 from typing import Any
@@ -147,6 +148,20 @@ def relay(role: str, url: str, traj_id: str, n: int) -> dict[str, Any]:
     return {"verdicts": verdicts if role == "use" else []}
 
 
+def die(url: str, traj_id: str) -> None:
+    """A process that dies in the middle of a call that binds: its step stays pending."""
+    guard = tg.Guard(store=url)
+
+    @guard.tool(produces={"id": "item"})
+    def create(name: str) -> dict[str, str]:
+        sys.stdout.flush()
+        os._exit(3)  # no finish, no end, no atexit: as a process killed mid-call
+
+    traj = guard.trajectory(traj_id, summary=False)
+    traj.start()
+    guard.call("create", {"name": "never"}, trajectory=traj)
+
+
 def main(argv: list[str]) -> None:
     scenario = argv[0]
     if scenario == "contact":
@@ -157,6 +172,9 @@ def main(argv: list[str]) -> None:
         result = hammer(url, traj_id, proc, procs, threads, calls)
     elif scenario == "relay":
         result = relay(argv[1], argv[2], argv[3], int(argv[4]))
+    elif scenario == "die":
+        die(argv[1], argv[2])
+        raise SystemExit("the call returned: the process was to die in it")
     else:
         raise SystemExit(f"unknown scenario {scenario!r}")
     print(json.dumps(result))

@@ -3,11 +3,11 @@ round trip, atomic (``redis_store.py`` says what the keys hold).
 
 Every script reads the record's hash with one ``HMGET`` and writes it with one ``HSET``, so
 a call's step costs Redis two commands in the common case (the step, nothing new in the
-log, no step pending elsewhere). Common arguments: ``ARGV[1..7]`` = idle timeout (ms), the
-replica's log cursor, now (ms), the seen-value bound (bytes), the replica's floor (the
-largest step it knows), its token, how long a waiter may wait (ms), and the record's
-generation as the replica knows it ('' before its first answer); each script's own follow,
-events last.
+log, no step pending elsewhere) and a third for its begin token. Common arguments:
+``ARGV[1..9]`` = idle timeout (ms), the replica's log cursor, now (ms), the seen-value bound
+(bytes), the replica's floor (the largest step it knows), its token, how long a waiter may
+wait (ms), the record's generation as the replica knows it ('' before its first answer), and
+the begins it gave up on (below); each script's own follow, events last.
 
 Generations: a record that does not exist is (re)started with a generation of its own
 (``g``: now and the token of the replica that starts it). A replica that knew another
@@ -22,6 +22,20 @@ call does not wait for it) clears it. A round trip reports the steps other repli
 pending, and the id of the last entry of the finish stream (``KEYS[3]``), from which a
 waiter blocks (``XREAD``) until the next finish lands; finishes append to that stream only
 while someone may be waiting (``w``: until when).
+
+Begin tokens: every begin carries a token of its own, and the step it took is kept under it
+(``KEYS[4]``), so a begin runs once per token. A begin whose answer the replica did not get
+in time (Redis hung or slow: the call went on with a provisional step, ``shared.py``) is
+sent with every later round trip of that replica, as ``token:step`` (``token:=step`` for a
+step another process assigned), until one is answered, and reconciled first, before the
+floor is raised: a begin that ran (late) keeps its step, which T counts, and its pending mark
+is cleared (its replica never learned it had one); one that did not is marked given up,
+which refuses it should it still arrive, and is counted here: at its provisional step when
+no one took that step yet, else at the next one (T counts each emitted call once; the
+provisional step may also be another call's, as its span already says). Either way T counts
+the call once and no later begin takes the provisional step. The end that claims the
+summary clears the pending marks still there (a process that died mid-call, a replica that
+never came back to reconcile): nobody waits for them again.
 """
 
 from __future__ import annotations
@@ -29,12 +43,12 @@ from __future__ import annotations
 PRELUDE = """
 local ttl, cursor, now, limit, floor, token, waitms = tonumber(ARGV[1]), tonumber(ARGV[2]),
   tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
-local M, L, F = KEYS[1], KEYS[2], KEYS[3]
-local h = redis.call('HMGET', M, 'n', 'fs', 'fc', 's', 'e', 'ln', 'sb', 'w', 'pc', 'g')
+local M, L, F, B = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local h = redis.call('HMGET', M, 'n', 'fs', 'fc', 's', 'e', 'ln', 'sb', 'w', 'pc', 'g', 'bk')
 local n, fs, fc = tonumber(h[1]) or 0, tonumber(h[2]), h[3]
 local claimed, deadline, ln = h[4] and 1 or 0, tonumber(h[5]) or 0, tonumber(h[6]) or 0
 local sb, watched, pc = tonumber(h[7]) or 0, tonumber(h[8]) or 0, tonumber(h[9]) or 0
-local set, dropped, notify, fresh = {}, 0, false, false
+local set, dropped, notify, fresh, bnew = {}, 0, false, false, false
 -- a record (re)started here gets a generation; a replica that knew another one reads the
 -- new log from its start
 local gen = h[10]
@@ -43,6 +57,31 @@ if ARGV[8] ~= '' and ARGV[8] ~= gen then cursor = 0 end
 local function raise(step) if step > n then n = step; set['n'] = n end end
 local function fail(step, cause)
   if not fs or step < fs then fs = step; fc = cause; set['fs'] = step; set['fc'] = cause end
+end
+-- a begin token's outcome (its step, or 'x': given up); the hash expires with the record
+local function note(tok, v, nx)
+  if not h[11] then h[11] = '1'; set['bk'] = 1; bnew = true end
+  if nx then return redis.call('HSETNX', B, tok, v) end
+  redis.call('HSET', B, tok, v); return 1
+end
+local function unmark(step)
+  if redis.call('HDEL', M, 'p:' .. step) == 1 then
+    pc = math.max(pc - 1, 0); set['pc'] = pc; notify = true
+  end
+end
+-- the begins this replica gave up on (module docstring), in step order, before the floor
+if ARGV[9] ~= '' then
+  for tok, given, p in string.gmatch(ARGV[9], '(%w+):(=?)(%d+)') do
+    p = tonumber(p)
+    local v = redis.call('HGET', B, tok)
+    if not v then
+      note(tok, 'x', false)
+      if given ~= '' or p > n then raise(p) else n = n + 1; set['n'] = n end
+    elseif v ~= 'x' then
+      local owner = redis.call('HGET', M, 'p:' .. v)
+      if owner and string.sub(owner, 1, #token) == token then unmark(v) end
+    end
+  end
 end
 -- the steps the replica knows (taken while the store did not answer, or in a record the
 -- store forgot since) are never taken again
@@ -59,10 +98,7 @@ local function push(from)
     if t == 't' or t == 'l' then
       if sb + added + #ev > limit then dropped = dropped + 1
       else added = added + #ev; batch[#batch + 1] = ev end
-    elseif t == 'd' then
-      if redis.call('HDEL', M, 'p:' .. string.sub(ev, 2)) == 1 then
-        pc = math.max(pc - 1, 0); set['pc'] = pc; notify = true
-      end
+    elseif t == 'd' then unmark(string.sub(ev, 2))
     elseif t == 'f' then
       local d = cjson.decode(string.sub(ev, 2)); raise(d[2]); fail(d[2], d[3])
     else batch[#batch + 1] = ev end
@@ -103,7 +139,11 @@ local function close()
     redis.call('PEXPIRE', M, deadline - now)
     redis.call('PEXPIRE', L, deadline - now)
     redis.call('PEXPIRE', F, deadline - now)
-  elseif fresh then redis.call('PEXPIRE', L, deadline - now) end
+    redis.call('PEXPIRE', B, deadline - now)
+  else
+    if fresh then redis.call('PEXPIRE', L, deadline - now) end
+    if bnew then redis.call('PEXPIRE', B, deadline - now) end
+  end
 end
 -- the log entries since the replica's cursor, read before this script appended its own
 local function since(before)
@@ -112,22 +152,32 @@ local function since(before)
 end
 """
 
+# ARGV[10] call id, [11] given step, [12] flags, [13] begin token, events.
 BEGIN = """
 local before, step = ln, nil
-if ARGV[10] ~= '' then
-  step = tonumber(ARGV[10]); raise(step)
-  if ARGV[9] ~= '' then redis.call('HDEL', M, 'r:' .. ARGV[9]) end
-elseif ARGV[9] ~= '' then
-  local r = redis.call('HGET', M, 'r:' .. ARGV[9])
-  if r then step = tonumber(r); redis.call('HDEL', M, 'r:' .. ARGV[9]) end
+local id, given, tok = ARGV[10], ARGV[11], ARGV[13]
+if given ~= '' then step = tonumber(given)
+elseif id ~= '' then step = tonumber(redis.call('HGET', M, 'r:' .. id)) end
+local new = not step
+if new then step = n + 1 end
+if note(tok, step, true) == 0 then
+  -- run already (its step stands), or given up by its replica, which counted it: refused
+  local v = redis.call('HGET', B, tok)
+  local entries = since(before)
+  close()
+  return {cursor, entries, n, fs or false, fc or false, claimed, 0, ln, {}, '', gen,
+    tonumber(v) or 0}
 end
-if not step then
-  n = n + 1; step = n; set['n'] = n
+if new then
+  n = step; set['n'] = n
   if step == 1 then redis.call('HSETNX', M, 'c', ARGV[3]) end
+else
+  if given ~= '' then raise(step) end
+  if id ~= '' then redis.call('HDEL', M, 'r:' .. id) end
 end
 local pending, mark = others()
-if ARGV[11] ~= '' then set['p:' .. step] = token .. ARGV[11]; pc = pc + 1; set['pc'] = pc end
-push(12)
+if ARGV[12] ~= '' then set['p:' .. step] = token .. ARGV[12]; pc = pc + 1; set['pc'] = pc end
+push(14)
 local entries = since(before)
 close()
 return {cursor, entries, n, fs or false, fc or false, claimed, dropped, ln, pending, mark, gen,
@@ -136,7 +186,7 @@ return {cursor, entries, n, fs or false, fc or false, claimed, dropped, ln, pend
 
 SYNC = """
 local before = ln
-push(9)
+push(10)
 local pending, mark = others()
 local entries = since(before)
 close()
@@ -144,7 +194,7 @@ return {cursor, entries, n, fs or false, fc or false, claimed, dropped, ln, pend
 """
 
 FINISH = """
-push(9)
+push(10)
 close()
 return dropped
 """
@@ -152,9 +202,9 @@ return dropped
 RESERVE = """
 local before = ln
 redis.call('HSETNX', M, 'c', ARGV[3])
-local k, steps = tonumber(ARGV[9]), {}
+local k, steps = tonumber(ARGV[10]), {}
 for i = 1, k do
-  local id, r = ARGV[9 + i], false
+  local id, r = ARGV[10 + i], false
   if id ~= '' then r = redis.call('HGET', M, 'r:' .. id) end
   if r then steps[i] = tonumber(r)
   else
@@ -162,7 +212,7 @@ for i = 1, k do
     if id ~= '' then set['r:' .. id] = n end
   end
 end
-push(10 + k)
+push(11 + k)
 local entries = since(before)
 close()
 return {cursor, entries, n, fs or false, fc or false, claimed, dropped, ln, {}, '', gen, steps}
@@ -171,29 +221,35 @@ return {cursor, entries, n, fs or false, fc or false, claimed, dropped, ln, {}, 
 JOIN = """
 local before = ln
 redis.call('HSETNX', M, 'c', ARGV[3])
-if ARGV[9] ~= '' then redis.call('HSETNX', M, 'cv', ARGV[9]) end
-local k = tonumber(ARGV[10])
-for i = 0, k - 1 do set['l:' .. ARGV[11 + 2 * i]] = ARGV[12 + 2 * i] end
-push(11 + 2 * k)
+if ARGV[10] ~= '' then redis.call('HSETNX', M, 'cv', ARGV[10]) end
+local k = tonumber(ARGV[11])
+for i = 0, k - 1 do set['l:' .. ARGV[12 + 2 * i]] = ARGV[13 + 2 * i] end
+push(12 + 2 * k)
 local entries = since(before)
 close()
 return {cursor, entries, n, fs or false, fc or false, claimed, dropped, ln, {}, '', gen}
 """
 
-# ARGV[9] claim ('1'), [10] owner, [11] outcome, [12] hold ('1': not while others' steps are
-# pending: answer {2, pending, mark} instead), [13] label count, labels, events.
+# ARGV[10] claim ('1'), [11] owner, [12] outcome, [13] hold ('1': not while others' steps
+# are pending: answer {2, pending, mark} instead), [14] label count, labels, events.
 END = """
-local k = tonumber(ARGV[13])
-for i = 0, k - 1 do set['l:' .. ARGV[14 + 2 * i]] = ARGV[15 + 2 * i] end
-push(14 + 2 * k)
-if ARGV[11] ~= '' then set['y'] = ARGV[11] end
+local k = tonumber(ARGV[14])
+for i = 0, k - 1 do set['l:' .. ARGV[15 + 2 * i]] = ARGV[16 + 2 * i] end
+push(15 + 2 * k)
+if ARGV[12] ~= '' then set['y'] = ARGV[12] end
 local out = {0}
-if ARGV[9] == '1' then
+if ARGV[10] == '1' then
   local pending, mark = {}, ''
-  if ARGV[12] == '1' then pending, mark = others() end
+  if ARGV[13] == '1' then pending, mark = others() end
   if #pending > 0 then out = {2, pending, mark}
   elseif claimed == 0 then
-    set['s'] = ARGV[10]; claimed = 1
+    set['s'] = ARGV[11]; claimed = 1
+    -- the marks still pending now are waited for no more (module docstring)
+    local all = redis.call('HGETALL', M)
+    for i = 1, #all, 2 do
+      if string.sub(all[i], 1, 2) == 'p:' then unmark(string.sub(all[i], 3)) end
+    end
+    if pc ~= 0 then pc = 0; set['pc'] = 0 end
     close()
     return {1, redis.call('HGETALL', M)}
   end

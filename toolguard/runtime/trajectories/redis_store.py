@@ -1,6 +1,6 @@
 """The trajectory store on Redis (``redis-py``, the ``[redis]`` extra): :class:`RedisStore`.
 
-Per trajectory, three keys sharing one hash tag (one Cluster slot), expiring after the idle
+Per trajectory, four keys sharing one hash tag (one Cluster slot), expiring after the idle
 timeout since the last round trip:
 
 - ``{prefix}{id}:m`` a hash: ``n`` the largest step taken (T), ``fs``/``fc`` the first
@@ -9,19 +9,23 @@ timeout since the last round trip:
   ``r:<call id>`` the steps reserved by call id, ``p:<step>`` the steps whose finish has
   not landed (``pc`` of them), ``l:<key>`` the labels, ``e`` when the keys' expiry is next
   renewed, ``w`` until when finishes notify waiters, ``g`` the record's generation (set when
-  it is started, again after the store forgot it: ``redis_scripts.py``), and ``s`` the
-  summary's claim (the one process that sets it writes the summary);
+  it is started, again after the store forgot it: ``redis_scripts.py``), ``bk`` once the
+  begin tokens' key exists, and ``s`` the summary's claim (the one process that sets it
+  writes the summary);
 - ``{prefix}{id}:l`` the log: every binding, invalidation and value seen, in order
   (``shared.py`` writes and reads it); the seen values are bounded by ``seen_limit`` bytes
   per trajectory (beyond it they are dropped, and the writer says so once), the bindings
   never;
-- ``{prefix}{id}:f`` a short stream a replica waiting for another's finish blocks on.
+- ``{prefix}{id}:f`` a short stream a replica waiting for another's finish blocks on;
+- ``{prefix}{id}:b`` a hash: each begin's token and the step it took (``x``: given up by its
+  replica, never to run), one short field per call (``redis_scripts.py`` says why).
 
 Every operation is one Lua script (``redis_scripts.py``): one round trip, atomic (no
 read-modify-write in Python), sent on a connection of the store's own (``redis_lanes.py``).
 A call's finish is posted: written before the call returns, its answer read later. Every
-command has a timeout (``timeout`` seconds to connect and to answer) and none is retried:
-a script that takes a step must not run twice.
+command has a timeout (``timeout`` seconds to connect and to answer) and none is retried
+(a begin that was not answered in time is reconciled instead, with the replica's next round
+trip that is: :meth:`RedisRecord.gave_up`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
+import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -176,7 +181,7 @@ class RedisStore(TrajectoryStore):
         if len(tag) > _TAG_LIMIT or "{" in tag or "}" in tag:
             tag = "sha256:" + hashlib.sha256(tag.encode("utf-8", "surrogatepass")).hexdigest()
         base = f"{self.prefix}{{{tag}}}"
-        return [f"{base}:m", f"{base}:l", f"{base}:f"]
+        return [f"{base}:m", f"{base}:l", f"{base}:f", f"{base}:b"]
 
     def close(self) -> None:
         """Read the answers still owed, then let the connections go."""
@@ -192,13 +197,17 @@ class RedisRecord:
     """One trajectory's record in a :class:`RedisStore` (the ``SharedRecord`` of store.py),
     as the replica ``token`` writes it."""
 
-    __slots__ = ("_generation", "_keys", "_store", "_token")
+    __slots__ = ("_generation", "_given_up", "_keys", "_lock", "_store", "_token")
 
     def __init__(self, store: RedisStore, trajectory_id: str, token: str) -> None:
         self._store = store
         self._keys = store.keys(trajectory_id)
         self._token = token
         self._generation = ""  # the record's generation as the last answer gave it
+        # begin token -> its call's step, as the script reads it ("=" a step assigned by
+        # another process): begins not answered in time, reconciled by the next answer
+        self._given_up: dict[str, tuple[int, str]] = {}
+        self._lock = threading.Lock()
 
     @property
     def store_name(self) -> str:
@@ -208,7 +217,38 @@ class RedisRecord:
     def wait_timeout(self) -> float:
         return self._store.timeout
 
-    def _args(self, cursor: int, floor: int) -> list[Any]:
+    def gave_up(self, begin_token: str, step: int, given: bool) -> None:
+        """The begin ``begin_token`` was not answered in time; its call goes on at ``step``
+        (``given``: a step another process assigned, else a provisional one). Sent with
+        every round trip from now on until one is answered: the store then keeps the step
+        the begin took if it ran, else counts ``step`` and refuses the begin should it still
+        arrive (``redis_scripts.py``)."""
+        with self._lock:
+            self._given_up[begin_token] = (step, "=" if given else "")
+
+    def _run(self, script: str, args: list[Any]) -> Any:
+        """``script`` with the common arguments first (``args`` its own), reconciling the
+        begins given up so far: once it is answered they are done."""
+        cursor, floor, *own = args
+        given_up, carried = self._carried()
+        reply = self._store.run(script, self._keys, [*self._args(cursor, floor, given_up), *own])
+        self._reconciled(carried)
+        return reply
+
+    def _carried(self) -> tuple[str, list[str]]:
+        if not self._given_up:
+            return "", []
+        with self._lock:
+            items = sorted(self._given_up.items(), key=lambda item: item[1][0])
+        return " ".join(f"{t}:{kind}{step}" for t, (step, kind) in items), [t for t, _ in items]
+
+    def _reconciled(self, carried: list[str]) -> None:
+        if carried:
+            with self._lock:
+                for t in carried:
+                    self._given_up.pop(t, None)
+
+    def _args(self, cursor: int, floor: int, given_up: str) -> list[Any]:
         store = self._store
         return [
             store.ttl_ms,
@@ -219,6 +259,7 @@ class RedisRecord:
             self._token,
             int(store.timeout * 1000),
             self._generation,
+            given_up,
         ]
 
     def join(
@@ -230,8 +271,8 @@ class RedisRecord:
         events: Sequence[str],
     ) -> Sync:
         flat = [x for item in labels.items() for x in item]
-        args = [*self._args(cursor, floor), conversation_id or "", len(labels), *flat, *events]
-        return self._sync(self._store.run("join", self._keys, args))
+        args = [cursor, floor, conversation_id or "", len(labels), *flat, *events]
+        return self._sync(self._run("join", args))
 
     def begin(
         self,
@@ -241,27 +282,28 @@ class RedisRecord:
         given: int | None,
         flags: str,
         events: Sequence[str],
+        begin_token: str,
     ) -> tuple[int, Sync]:
         given_arg = "" if given is None else given
-        args = [*self._args(cursor, floor), call_id or "", given_arg, flags, *events]
-        reply = self._store.run("begin", self._keys, args)
+        args = [cursor, floor, call_id or "", given_arg, flags, begin_token, *events]
+        reply = self._run("begin", args)
         return int(reply[11]), self._sync(reply)
 
     def reserve(
         self, cursor: int, floor: int, call_ids: Sequence[str | None], events: Sequence[str]
     ) -> tuple[list[int], Sync]:
         ids = [c or "" for c in call_ids]
-        args = [*self._args(cursor, floor), len(ids), *ids, *events]
-        reply = self._store.run("reserve", self._keys, args)
+        reply = self._run("reserve", [cursor, floor, len(ids), *ids, *events])
         return [int(s) for s in reply[11]], self._sync(reply)
 
     def sync(self, cursor: int, floor: int, events: Sequence[str]) -> Sync:
-        args = [*self._args(cursor, floor), *events]
-        return self._sync(self._store.run("sync", self._keys, args))
+        return self._sync(self._run("sync", [cursor, floor, *events]))
 
     def wait(self, cursor: int, floor: int, mark: str, seconds: float) -> Sync:
-        args = self._args(cursor, floor)
+        given_up, carried = self._carried()
+        args = self._args(cursor, floor, given_up)
         reply = self._store.wait_then(self._keys[2], mark, seconds, "sync", self._keys, args)
+        self._reconciled(carried)
         return self._sync(reply)
 
     def post(
@@ -270,13 +312,17 @@ class RedisRecord:
         events: Sequence[str],
         done: Callable[[int, TrajectoryStoreError | None], None],
     ) -> Posted:
+        given_up, carried = self._carried()
+
         def answered(reply: Any, error: BaseException | None) -> None:
             if error is None:
+                self._reconciled(carried)
                 done(int(reply), None)
             else:
                 done(0, TrajectoryStoreError(f"{type(error).__name__}: {error}"))
 
-        return self._store.post("finish", self._keys, [*self._args(0, floor), *events], answered)
+        args = [*self._args(0, floor, given_up), *events]
+        return self._store.post("finish", self._keys, args, answered)
 
     def settle(self, posted: Posted) -> None:
         assert isinstance(posted, Ticket)
@@ -295,7 +341,8 @@ class RedisRecord:
         outcome = "" if success is None else ("1" if success else "0")
         flat = [x for item in labels.items() for x in item]
         args = [
-            *self._args(0, floor),
+            0,
+            floor,
             "1" if claim else "0",
             owner,
             outcome,
@@ -304,7 +351,7 @@ class RedisRecord:
             *flat,
             *events,
         ]
-        reply = self._store.run("end", self._keys, args)
+        reply = self._run("end", args)
         if reply[0] == 2:
             return Held(_pending(reply[1]), str(reply[2]))
         if not reply[0]:

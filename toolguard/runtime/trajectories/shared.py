@@ -6,7 +6,10 @@ record, kept up to date by the round trips a call makes anyway:
 
 - begin (``_Call.__init__`` takes the step): the step (reserved for the call id, else the
   next), and every event other processes wrote since the replica's cursor, applied before
-  the checks run;
+  the checks run; a begin the store did not answer in time leaves the call a provisional
+  step, and its token goes with the next round trips until one is answered, which
+  reconciles it (``redis_scripts.py``: T counts the call once, its pending mark, if the
+  begin ran late, is cleared);
 - finish (the call's verdict is recorded: ``_verdicts.append``, whether ``_Call._finish``
   appends a valid call's verdict inline or ``Trajectory._record`` does): what the call
   produced, invalidated and saw, and its first failure if any, *posted*: written to the
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -142,13 +146,20 @@ class SharedTrajectory(Replica):
         given = self._given.pop(call_id, None) if call_id is not None and self._given else None
         flags = pending_flags(tool, observes)
         events, floor = self._take_outbox(), self._floor
+        token = os.urandom(8).hex()  # the store runs this begin once, or never once given up
         try:
-            step, sync = self._store.begin(self._cursor, floor, call_id, given, flags, events)
+            step, sync = self._store.begin(
+                self._cursor, floor, call_id, given, flags, events, token
+            )
         except TrajectoryStoreError as exc:
             self._put_back(events)
             with self._lock:
-                self._length += 1
-                step = given if given is not None else self._length
+                step = given if given is not None else self._length + 1
+                # Known to the record before the floor counts the step: a round trip whose
+                # floor includes it reconciles the begin first (redis_scripts.py), so the
+                # begin, had it run late, is not counted a second time.
+                self._store.gave_up(token, step, given is not None)
+                self._length = max(self._length, step)
             return step, self._unavailable(exc, fail_open, step)
         self._apply(sync, floor)
         self._resend(sync)

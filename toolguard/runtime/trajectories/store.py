@@ -94,7 +94,9 @@ class SharedRecord(Protocol):
     taken while the store did not answer, or in a record the store forgot since, are never
     taken again). ``flags`` of a step
     (``begin``): empty, or ``w`` (its finish may write) and ``i`` (it may invalidate): such
-    a step is pending until its ``d`` event lands."""
+    a step is pending until its ``d`` event lands. ``begin_token``: unique per begin; a begin
+    that raised may still run in the store, later: the replica says so (:meth:`gave_up`)
+    and the store reconciles it with the next round trip it answers."""
 
     @property
     def store_name(self) -> str: ...
@@ -119,7 +121,14 @@ class SharedRecord(Protocol):
         given: int | None,
         flags: str,
         events: Sequence[str],
+        begin_token: str,
     ) -> tuple[int, Sync]: ...
+
+    def gave_up(self, begin_token: str, step: int, given: bool) -> None:
+        """The begin ``begin_token`` raised; its call went on at ``step`` (``given``: the
+        step another process assigned it, else a provisional one): the next round trip
+        answered keeps the step the begin took if it ran, else counts ``step`` once and
+        refuses the begin should it arrive later."""
 
     def reserve(
         self, cursor: int, floor: int, call_ids: Sequence[str | None], events: Sequence[str]
