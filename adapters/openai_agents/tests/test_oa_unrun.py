@@ -3,6 +3,7 @@ cancelled or failed first. Each ends with a verdict and a span as the run's bloc
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from oa_contacts import CONTACT_ID, CONTRACTS, PHONE, address_book, approval_agent, contact_tools
 from oa_support import NO_SDK_TRACING, Episode, Telemetry, decisions, streamed
 
+import toolguard as tg
 from toolguard_openai_agents import guard_agent, guarded_run
 
 
@@ -153,3 +155,38 @@ def test_a_call_a_tool_guardrail_refuses_ends_cancelled(otel: Telemetry) -> None
     assert result.final_output == "done" and ran == ["2"]
     assert traj.length == 2
     assert decisions(traj) == [("c1", 1, "cancelled", True), ("c2", 2, "allowed", True)]
+
+
+class Late(AgentHooks[Any]):
+    """The model answers only once the app has left the run's block."""
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+        self.answer = asyncio.Event()
+
+    async def on_llm_start(self, context: Any, agent: Any, system_prompt: Any, items: Any) -> None:
+        self.asked.set()
+        await self.answer.wait()
+
+
+def test_a_turn_answered_after_the_block_reserves_no_steps(otel: Telemetry) -> None:
+    # The stream was left before the model answered: the summary is written (T = 0), and the
+    # late turn's calls run outside the trajectory instead of adding steps nothing ends.
+    guard, ran = otel.guard(), list[str]()
+    agent = two_searches(ran)
+    late = Late()
+    agent.hooks = late
+
+    async def main() -> tg.Trajectory:
+        async with guarded_run(guard, "left") as traj:
+            result = Runner.run_streamed(guard_agent(agent, guard), "go", run_config=NO_SDK_TRACING)
+            await late.asked.wait()
+        late.answer.set()
+        async for _ in result.stream_events():
+            pass
+        return traj
+
+    traj = asyncio.run(main())
+    assert sorted(ran) == ["1", "2"]
+    assert (traj.length, traj.verdicts) == (0, [])
+    assert (otel.summary().attributes or {})["toolguard.trajectory.length"] == 0

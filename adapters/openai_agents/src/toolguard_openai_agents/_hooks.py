@@ -142,6 +142,10 @@ def reserve_turn(
     if not calls:
         return
     traj = tg.current_trajectory()
+    if traj is not None and traj.ended:
+        # A run left running after its block (a stream abandoned before the model answered):
+        # the trajectory's summary is written, no step can be added to it any more.
+        traj = None
     if traj is None:
         numbered: set[str] = set()
     else:
