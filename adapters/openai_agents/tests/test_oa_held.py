@@ -62,11 +62,11 @@ def assert_both_cancelled(otel: Telemetry, traj: tg.Trajectory) -> None:
     assert traj.length == 2
     assert decisions(traj) == [("c1", 1, "cancelled", True), ("c2", 2, "cancelled", True)]
     spans = sorted(
-        (s.attributes["toolguard.step"], s.attributes["toolguard.decision"])
-        for s in otel.call_spans()
-        if s.attributes is not None
+        (a["toolguard.step"], a["toolguard.decision"], a["toolguard.valid"], "toolguard.cause" in a)
+        for a in (s.attributes or {} for s in otel.call_spans())
     )
-    assert spans == [(1, "cancelled"), (2, "cancelled")]  # one span per emitted call
+    # One span per emitted call; a cancellation is valid, with no cause (PROTOCOL 1.1).
+    assert spans == [(1, "cancelled", True, False), (2, "cancelled", True, False)]
     assert otel.summary().attributes == {
         "toolguard.trajectory.id": traj.id,
         "toolguard.trajectory.length": 2,
@@ -186,6 +186,29 @@ def test_a_guardrail_refusal_is_judged_before_the_next_turn_runs(otel: Telemetry
     ]
     assert traj.length == 3 and traj.first_error_depth == 4
     assert len(otel.call_spans()) == 3
+
+
+def test_a_refused_call_its_checks_refuse_ends_blocked_with_its_cause(otel: Telemetry) -> None:
+    contacts = address_book()
+    guard = otel.guard(state=contacts)
+    search, remove = contact_tools(contacts)
+    remove.tool_input_guardrails = [refuse_once()]
+    model = ScriptedModel(
+        [
+            [function_call("remove_contact", {"contact_id": CONTACT_ID}, call_id="c1")],  # unseen
+            [assistant_message("done")],
+        ]
+    )
+    agent = guard_agent(
+        Agent(name="a", model=model, tools=[search, remove]), guard, contracts=CONTRACTS
+    )
+    with guarded_run(guard, "refused") as traj:
+        Runner.run_sync(agent, "remove", run_config=NO_SDK_TRACING)
+
+    assert contacts and decisions(traj) == [("c1", 1, "blocked", False)]
+    assert (traj.length, traj.first_error_depth, traj.first_error_cause) == (1, 1, "dependency")
+    [span] = otel.call_spans()
+    assert (span.attributes or {})["toolguard.cause"] == "dependency"
 
 
 def paused_beside_a_refusal(guard: tg.Guard, contacts: dict[str, Any]) -> Agent[Any]:
