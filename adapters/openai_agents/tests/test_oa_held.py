@@ -286,3 +286,30 @@ def test_a_call_rejected_in_a_new_run_ends_there_once(otel: Telemetry) -> None:
         if s.name == "toolguard.trajectory"
     }
     assert lengths == {"paused": 3, "resumed": 1}
+
+
+def test_a_rejected_call_whose_answer_ends_the_run_ends_once(otel: Telemetry) -> None:
+    # stop_on_first_tool: the rejection's message is the resumed run's final output, and no
+    # model call follows it.
+    contacts = address_book()
+    guard = otel.guard(state=contacts)
+    search, remove = contact_tools(contacts)
+    remove.needs_approval = True
+    turn = [function_call("remove_contact", {"contact_id": CONTACT_ID}, call_id="c1")]
+    model = ScriptedModel([turn])
+    agent = Agent(
+        name="a", model=model, tools=[search, remove], tool_use_behavior="stop_on_first_tool"
+    )
+    agent = guard_agent(agent, guard)
+
+    with guard.trajectory("stopped") as traj:
+        with guarded_run(guard, trajectory=traj):
+            first = Runner.run_sync(agent, "remove", run_config=NO_SDK_TRACING)
+        [pending] = first.interruptions
+        state = first.to_state()
+        state.reject(pending)
+        with guarded_run(guard, trajectory=traj):
+            second = Runner.run_sync(agent, state, run_config=NO_SDK_TRACING)
+
+    assert second.final_output and contacts
+    assert traj.length == 1 and decisions(traj) == [("c1", 1, "cancelled", True)]

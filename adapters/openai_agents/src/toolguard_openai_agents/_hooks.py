@@ -30,7 +30,7 @@ from ._sdk import (
     ResponseFunctionToolCall,
 )
 from ._tools import guarded_by, inside_tool
-from ._waiting import CURRENT, Emitted, turn_over
+from ._waiting import CURRENT, Emitted, run_ended, turn_over
 
 logger = logging.getLogger("toolguard")
 
@@ -58,6 +58,16 @@ class GuardHooks(AgentHooks[Any]):
         if self.inner is not None:
             await self.inner.on_llm_start(context, agent, system_prompt, input_items)
 
+    async def on_end(self, context: Any, agent: Agent[Any], output: Any) -> None:
+        if not inside_tool.get():
+            traj = tg.current_trajectory()
+            if traj is not None:
+                # A final output taken from a tool's (stop_on_first_tool) has no model call
+                # after it: the calls the SDK answered without their tool end here.
+                run_ended(traj, context)
+        if self.inner is not None:
+            await self.inner.on_end(context, agent, output)
+
     async def on_llm_end(self, context: Any, agent: Agent[Any], response: ModelResponse) -> None:
         if not inside_tool.get():
             disabled = await disabled_tools(context, agent, response)
@@ -79,7 +89,7 @@ def _forward(name: str) -> Callable[..., Coroutine[Any, Any, None]]:
 for _name in [
     n
     for n in vars(AgentHooksBase)
-    if n.startswith("on_") and n not in ("on_llm_start", "on_llm_end")
+    if n.startswith("on_") and n not in ("on_llm_start", "on_llm_end", "on_end")
 ]:
     setattr(GuardHooks, _name, _forward(_name))
 

@@ -10,7 +10,8 @@ such call is checked and ends ``cancelled`` (``blocked`` when its checks say so)
 
 - at the run's next model call (``on_llm_start``), for the calls of the turns before it,
   which the SDK has finished with by then: judged on the state they were issued in, before
-  the next turn's calls change it;
+  the next turn's calls change it; likewise when the run has its final output (``on_end``,
+  a tool's output may be it);
 - when the block ends, for the rest, except a call paused for a human's approval: the run
   returned with it pending (``result.interruptions``), and the run that resumes it takes its
   step. It stays reserved, and a later block on the same trajectory ends it if it never runs.
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from itertools import count
@@ -84,11 +85,13 @@ class Waiting:
         with self._lock:
             self._calls.pop(call_id, None)
 
-    def turn_over(self, run: object) -> None:
-        """The run is calling the model again: the SDK is done with its earlier turns' calls,
-        so one still waiting was answered without its tool running."""
+    def turn_over(self, run: Callable[[object], bool]) -> None:
+        """A run (``run`` says which of the calls' run objects are its) is calling the model
+        again or has its final output: the SDK is done with its earlier turns' calls, so one
+        still waiting was answered without its tool running. Calls carried over from a
+        paused run belong to whichever run comes next."""
         with self._lock:
-            done = {k: c for k, c in self._calls.items() if c.run is None or c.run is run}
+            done = {k: c for k, c in self._calls.items() if c.run is None or run(c.run)}
             for call_id in done:
                 del self._calls[call_id]
         self._end(done)
@@ -144,7 +147,18 @@ def claim(call_id: str | None) -> None:
         waiting.claim(call_id)
 
 
-def turn_over(traj: tg.Trajectory, run: object) -> None:
+def turn_over(traj: tg.Trajectory, context: object) -> None:
+    """``on_llm_start``: ``context`` is the run's own context object, the one its turns'
+    calls were added with."""
     waiting = CURRENT.get()
     if waiting is not None and waiting.traj is traj:
-        waiting.turn_over(run)
+        waiting.turn_over(lambda run: run is context)
+
+
+def run_ended(traj: tg.Trajectory, context: object) -> None:
+    """``on_end``: the SDK hands the hook a new context object that shares the run's
+    ``usage`` (a public field), which tells the run apart."""
+    usage = getattr(context, "usage", None)
+    waiting = CURRENT.get()
+    if usage is not None and waiting is not None and waiting.traj is traj:
+        waiting.turn_over(lambda run: getattr(run, "usage", None) is usage)
