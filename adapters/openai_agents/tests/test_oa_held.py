@@ -249,7 +249,8 @@ def test_a_paused_call_keeps_its_step_while_its_refused_sibling_ends(otel: Telem
             second = Runner.run_sync(agent, state, run_config=NO_SDK_TRACING)
 
     assert second.final_output == "finished" and contacts == {}
-    assert traj.length == 3
+    assert traj.length == 3 and len(otel.call_spans()) == 3
+    assert (otel.summary().attributes or {})["toolguard.trajectory.length"] == 3
     assert decisions(traj) == [
         ("c1", 1, "allowed", True),
         ("c2", 2, "allowed", True),
@@ -313,3 +314,4 @@ def test_a_rejected_call_whose_answer_ends_the_run_ends_once(otel: Telemetry) ->
 
     assert second.final_output and contacts
     assert traj.length == 1 and decisions(traj) == [("c1", 1, "cancelled", True)]
+    assert len(otel.call_spans()) == 1
