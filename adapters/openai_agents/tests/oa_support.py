@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from agents import Agent, RunConfig, Runner, RunResult
@@ -95,3 +95,22 @@ def tool_outputs(model: Any, turn: int) -> dict[str, str]:
         for item in received
         if isinstance(item, dict) and item.get("type") == "function_call_output"
     }
+
+
+def streamed(guard: tg.Guard, agent: Agent[Any], mode: Literal["immediate", "after_turn"]) -> Any:
+    """The app stops the run the moment the model's answer is complete, before any tool."""
+
+    async def main() -> tg.Trajectory:
+        async with guarded_run(guard, "stopped") as traj:
+            result = Runner.run_streamed(agent, "go", run_config=NO_SDK_TRACING)
+            async for event in result.stream_events():
+                raw = event.type == "raw_response_event"
+                if raw and getattr(event.data, "type", "") == "response.completed":
+                    result.cancel(mode=mode)
+        return traj
+
+    return asyncio.run(main())
+
+
+def decisions(traj: tg.Trajectory) -> list[tuple[str | None, int | None, str, bool]]:
+    return sorted((v.call_id, v.step, v.decision, v.valid) for v in traj.verdicts)

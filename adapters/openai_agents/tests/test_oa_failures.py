@@ -249,9 +249,7 @@ def test_a_timed_out_call_is_cancelled_not_failed(episode: Episode, otel: Teleme
     assert (traj.length, traj.first_error_depth) == (1, 2)
 
 
-def test_a_guardrail_rejection_counts_in_t_without_a_verdict(
-    episode: Episode, otel: Telemetry
-) -> None:
+def test_a_guardrail_rejection_ends_cancelled(episode: Episode, otel: Telemetry) -> None:
     @tool_input_guardrail
     def no_wires(data: Any) -> ToolGuardrailFunctionOutput:
         return ToolGuardrailFunctionOutput.reject_content("wires are off today")
@@ -270,4 +268,7 @@ def test_a_guardrail_rejection_counts_in_t_without_a_verdict(
     _, traj = episode(guard, agent, "wire 5", "guardrail")
 
     assert tool_outputs(model, 2)["g1"] == "wires are off today"
-    assert traj.length == 1 and traj.verdicts == []  # the SDK stopped it before the guard
+    # The SDK stopped it before the guard: it never ran, and its checks pass.
+    [verdict] = traj.verdicts
+    assert (verdict.step, verdict.decision, verdict.valid) == (1, "cancelled", True)
+    assert traj.length == 1 and len(otel.call_spans()) == 1

@@ -4,7 +4,7 @@ cancelled or failed first. Each ends with a verdict and a span as the run's bloc
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 from agents import (
@@ -19,7 +19,7 @@ from agents import (
 )
 from agents.testing import ScriptedModel, assistant_message, function_call
 from oa_contacts import CONTACT_ID, CONTRACTS, PHONE, address_book, approval_agent, contact_tools
-from oa_support import NO_SDK_TRACING, Episode, Telemetry
+from oa_support import NO_SDK_TRACING, Episode, Telemetry, decisions, streamed
 
 import toolguard as tg
 from toolguard_openai_agents import guard_agent, guarded_run
@@ -38,25 +38,6 @@ def two_searches(ran: list[str]) -> Agent[Any]:
     ]
     model = ScriptedModel([turn, [assistant_message("done")]])
     return Agent(name="a", model=model, tools=[search])
-
-
-def streamed(guard: tg.Guard, agent: Agent[Any], mode: Literal["immediate", "after_turn"]) -> Any:
-    """The app stops the run the moment the model's answer is complete, before any tool."""
-
-    async def main() -> tg.Trajectory:
-        async with guarded_run(guard, "stopped") as traj:
-            result = Runner.run_streamed(agent, "go", run_config=NO_SDK_TRACING)
-            async for event in result.stream_events():
-                raw = event.type == "raw_response_event"
-                if raw and getattr(event.data, "type", "") == "response.completed":
-                    result.cancel(mode=mode)
-        return traj
-
-    return asyncio.run(main())
-
-
-def decisions(traj: tg.Trajectory) -> list[tuple[str | None, int | None, str, bool]]:
-    return sorted((v.call_id, v.step, v.decision, v.valid) for v in traj.verdicts)
 
 
 def test_a_run_cancelled_before_its_calls_start_ends_them_cancelled(otel: Telemetry) -> None:
@@ -132,8 +113,8 @@ def test_a_call_awaiting_approval_keeps_its_step_for_the_resumed_run(
     otel: Telemetry, approve: bool
 ) -> None:
     # The run pauses with the call pending: it is not cancelled, so the resumed run's call
-    # (same trajectory, its own block) takes the step reserved for it. A rejected one stays
-    # the SDK's refusal: a reserved step without a verdict, as the README says.
+    # (same trajectory, its own block) takes the step reserved for it. A rejected one never
+    # runs: it ends cancelled at that step, once.
     contacts = address_book()
     guard = otel.guard(state=contacts)
     agent = approval_agent(guard, contacts, final="finished")
@@ -142,14 +123,16 @@ def test_a_call_awaiting_approval_keeps_its_step_for_the_resumed_run(
         with guarded_run(guard, trajectory=traj):
             first = Runner.run_sync(agent, "remove", run_config=NO_SDK_TRACING)
         [pending] = first.interruptions
+        assert decisions(traj) == [("c1", 1, "allowed", True)]  # c2 waits for its human
         state = first.to_state()
         state.approve(pending) if approve else state.reject(pending)
         with guarded_run(guard, trajectory=traj):
             Runner.run_sync(agent, state, run_config=NO_SDK_TRACING)
 
     assert traj.length == 2
-    expected = [("c1", 1, "allowed", True), ("c2", 2, "allowed", True)]
-    assert decisions(traj) == (expected if approve else expected[:1])
+    ended = "allowed" if approve else "cancelled"
+    assert decisions(traj) == [("c1", 1, "allowed", True), ("c2", 2, ended, True)]
+    assert len(otel.call_spans()) == 2
 
 
 @tool_input_guardrail
@@ -159,8 +142,8 @@ def refuse_phone_1(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
     return ToolGuardrailFunctionOutput.allow()
 
 
-def test_a_call_a_tool_guardrail_refuses_is_not_called_cancelled(otel: Telemetry) -> None:
-    # The SDK's own refusal, not a cancellation: its step stays without a verdict (README).
+def test_a_call_a_tool_guardrail_refuses_ends_cancelled(otel: Telemetry) -> None:
+    # The SDK answered it without running the tool: it ends as a call the run gave up on.
     guard, ran = otel.guard(), []
     agent = two_searches(ran)
     [search] = agent.tools
@@ -171,4 +154,39 @@ def test_a_call_a_tool_guardrail_refuses_is_not_called_cancelled(otel: Telemetry
 
     assert result.final_output == "done" and ran == ["2"]
     assert traj.length == 2
-    assert decisions(traj) == [("c2", 2, "allowed", True)]
+    assert decisions(traj) == [("c1", 1, "cancelled", True), ("c2", 2, "allowed", True)]
+
+
+class Late(AgentHooks[Any]):
+    """The model answers only once the app has left the run's block."""
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+        self.answer = asyncio.Event()
+
+    async def on_llm_start(self, context: Any, agent: Any, system_prompt: Any, items: Any) -> None:
+        self.asked.set()
+        await self.answer.wait()
+
+
+def test_a_turn_answered_after_the_block_reserves_no_steps(otel: Telemetry) -> None:
+    # The stream was left before the model answered: the summary is written (T = 0), and the
+    # late turn's calls run outside the trajectory instead of adding steps nothing ends.
+    guard, ran = otel.guard(), list[str]()
+    agent = two_searches(ran)
+    late = Late()
+    agent.hooks = late
+
+    async def main() -> tg.Trajectory:
+        async with guarded_run(guard, "left") as traj:
+            result = Runner.run_streamed(guard_agent(agent, guard), "go", run_config=NO_SDK_TRACING)
+            await late.asked.wait()
+        late.answer.set()
+        async for _ in result.stream_events():
+            pass
+        return traj
+
+    traj = asyncio.run(main())
+    assert sorted(ran) == ["1", "2"]
+    assert (traj.length, traj.verdicts) == (0, [])
+    assert (otel.summary().attributes or {})["toolguard.trajectory.length"] == 0

@@ -9,6 +9,7 @@ inside the block.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from contextvars import Token
@@ -18,8 +19,11 @@ from typing import Any
 import toolguard as tg
 
 from ._history import bind_history, state_items
-from ._sdk import Agent, Runner, RunResult, RunState
-from ._waiting import CURRENT, Waiting
+from ._sdk import Agent, FunctionTool, Runner, RunResult, RunState
+from ._tools import guarded_by
+from ._waiting import CURRENT, Emitted, Waiting
+
+logger = logging.getLogger("toolguard")
 
 
 # Lower case: it reads like a function call, `with guarded_run(guard) as traj:`.
@@ -29,7 +33,9 @@ class guarded_run:
     Opens ``guard.trajectory(id, labels=..., user_input=..., key=...)`` and ends it (its
     summary span goes to the guard's provider) when the block ends, also by an exception.
     A call of the block's runs whose step was reserved and that never reached its tool (the
-    run cancelled or failed first) ends ``cancelled`` as the block ends. Yields the
+    run cancelled or failed first, a tool input guardrail or a human refused it) ends
+    ``cancelled``, at the run's next model call or as the block ends; a call the run paused
+    on for a human's approval keeps its step for the run that resumes it. Yields the
     :class:`toolguard.Trajectory`: set ``traj.success`` inside the block. With
     ``trajectory=`` the given trajectory is made current instead, and its owner ends it.
     """
@@ -84,7 +90,7 @@ class guarded_run:
         try:
             if waiting is not None:
                 # Before the trajectory ends: the cancelled calls belong in its summary.
-                waiting[0].close()
+                waiting[0].close(raised=exc_type is not None)
                 CURRENT.reset(waiting[1])
         finally:
             if active is not None:
@@ -126,6 +132,7 @@ async def run(
     with _episode(guard, input, trajectory_id, labels, trajectory, runner_options) as traj:
         _resume(guard, traj, input)
         result = await Runner.run(agent, input, **runner_options)
+        _paused_on(result)
         if success is not None:
             traj.success = success(result)
     return result
@@ -146,6 +153,7 @@ def run_sync(
     with _episode(guard, input, trajectory_id, labels, trajectory, runner_options) as traj:
         _resume(guard, traj, input)
         result = Runner.run_sync(agent, input, **runner_options)
+        _paused_on(result)
         if success is not None:
             traj.success = success(result)
     return result
@@ -156,6 +164,38 @@ def _resume(guard: tg.Guard, traj: tg.Trajectory, input: Any) -> None:
     # the earlier turns are otherwise bound: the new trajectory learns them from the state.
     if isinstance(input, RunState):
         bind_history(guard, traj, state_items(input))
+        # The paused calls are this run's to end: an approved one is checked as it runs, a
+        # rejected one never reaches its tool and ends here, once.
+        waiting = CURRENT.get()
+        if waiting is not None and waiting.traj is traj:
+            waiting.add(guard, _paused_calls(guard, input))
+
+
+def _paused_calls(guard: tg.Guard, state: RunState[Any, Any]) -> list[Emitted]:
+    try:
+        items = state.get_interruptions()
+    except Exception:  # the SDK's own resume reports what is wrong with the state
+        logger.exception("toolguard: could not read the paused calls of the run state")
+        return []
+    calls = []
+    for item in items:
+        call_id, name, arguments = item.call_id, item.name, item.arguments
+        if not (isinstance(call_id, str) and isinstance(name, str)):
+            continue
+        tools = getattr(item.agent, "tools", [])
+        if any(
+            isinstance(t, FunctionTool) and t.name == name and guarded_by(t) is guard for t in tools
+        ):
+            calls.append(Emitted(call_id, name, arguments or "", approval=True, held=True))
+    return calls
+
+
+def _paused_on(result: RunResult) -> None:
+    # The result says which calls the run paused on: exactly those keep their steps.
+    waiting = CURRENT.get()
+    if waiting is not None:
+        interruptions = getattr(result, "interruptions", None) or []
+        waiting.interrupted({i.call_id for i in interruptions if isinstance(i.call_id, str)})
 
 
 def _episode(

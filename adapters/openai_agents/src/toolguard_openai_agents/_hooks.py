@@ -30,7 +30,7 @@ from ._sdk import (
     ResponseFunctionToolCall,
 )
 from ._tools import guarded_by, inside_tool
-from ._waiting import CURRENT
+from ._waiting import CURRENT, Emitted, run_ended, turn_over
 
 logger = logging.getLogger("toolguard")
 
@@ -48,16 +48,30 @@ class GuardHooks(AgentHooks[Any]):
     ) -> None:
         if not inside_tool.get():
             traj = tg.current_trajectory()
+            if traj is not None:
+                # Before this call's answer: the calls of the run's earlier turns that never
+                # reached their tool (a guardrail refused them) end on the state they saw.
+                turn_over(traj, context)
             if traj is not None and _first_model_call(traj):
                 # The conversation's earlier turns, in the input: their outputs are context.
                 bind_history(self.guard, traj, input_items)
         if self.inner is not None:
             await self.inner.on_llm_start(context, agent, system_prompt, input_items)
 
+    async def on_end(self, context: Any, agent: Agent[Any], output: Any) -> None:
+        if not inside_tool.get():
+            traj = tg.current_trajectory()
+            if traj is not None:
+                # A final output taken from a tool's (stop_on_first_tool) has no model call
+                # after it: the calls the SDK answered without their tool end here.
+                run_ended(traj, context)
+        if self.inner is not None:
+            await self.inner.on_end(context, agent, output)
+
     async def on_llm_end(self, context: Any, agent: Agent[Any], response: ModelResponse) -> None:
         if not inside_tool.get():
             disabled = await disabled_tools(context, agent, response)
-            reserve_turn(self.guard, agent, response, disabled=disabled)
+            reserve_turn(self.guard, agent, response, disabled=disabled, context=context)
         if self.inner is not None:
             await self.inner.on_llm_end(context, agent, response)
 
@@ -75,7 +89,7 @@ def _forward(name: str) -> Callable[..., Coroutine[Any, Any, None]]:
 for _name in [
     n
     for n in vars(AgentHooksBase)
-    if n.startswith("on_") and n not in ("on_llm_start", "on_llm_end")
+    if n.startswith("on_") and n not in ("on_llm_start", "on_llm_end", "on_end")
 ]:
     setattr(GuardHooks, _name, _forward(_name))
 
@@ -128,14 +142,20 @@ def reserve_turn(
     response: ModelResponse,
     *,
     disabled: Collection[str] = (),
+    context: object | None = None,
 ) -> None:
     """Reserve steps for the turn's calls to ``guard``'s tools and to tools the agent lacks,
     in emission order; record the latter as the framework's rejections. ``disabled``: tool
-    names switched off for this run (:func:`disabled_tools`), refused like unknown ones."""
+    names switched off for this run (:func:`disabled_tools`), refused like unknown ones.
+    ``context``: the hook's run context, which tells this run's turns from another's."""
     calls = [item for item in response.output if isinstance(item, ResponseFunctionToolCall)]
     if not calls:
         return
     traj = tg.current_trajectory()
+    if traj is not None and traj.ended:
+        # A run left running after its block (a stream abandoned before the model answered):
+        # the trajectory's summary is written, no step can be added to it any more.
+        traj = None
     if traj is None:
         numbered: set[str] = set()
     else:
@@ -163,7 +183,7 @@ def reserve_turn(
     numbered.update(ids)
     if traj is not None and ids:
         traj.reserve(ids)
-        _wait_for(guard, agent, traj, checked)
+        _wait_for(guard, agent, traj, checked, context)
     for call in unknown:
         if call.name in disabled:
             why = f"agent {agent.name!r} has tool {call.name!r} disabled (is_enabled)"
@@ -180,22 +200,28 @@ def reserve_turn(
 
 
 def _wait_for(
-    guard: tg.Guard, agent: Agent[Any], traj: tg.Trajectory, calls: list[ResponseFunctionToolCall]
+    guard: tg.Guard,
+    agent: Agent[Any],
+    traj: tg.Trajectory,
+    calls: list[ResponseFunctionToolCall],
+    context: object | None,
 ) -> None:
     """Hand the reserved calls to the run's :class:`Waiting`, which ends the ones that never
-    reach their tool. Not the calls of a tool with an approval or input guardrails: the SDK
-    stops some of those on purpose, which is no cancellation (a guardrail's refusal), and a
-    call pending approval is resumed by a later run whose call takes the reserved step."""
+    reach their tool. It is told which tools the SDK may hold back on purpose: a call pending
+    approval is resumed by a later run, whose call takes the reserved step."""
     waiting = CURRENT.get()
     if waiting is None or waiting.traj is not traj:
         return
-    held = {
-        t.name
-        for t in agent.tools
-        if isinstance(t, FunctionTool)
-        and (t.needs_approval is not False or t.tool_input_guardrails)
-    }
-    waiting.add(guard, [(c.call_id, c.name, c.arguments) for c in calls if c.name not in held])
+    tools = {t.name: t for t in agent.tools if isinstance(t, FunctionTool)}
+    emitted = []
+    for call in calls:
+        tool = tools.get(call.name)
+        approval = tool is not None and tool.needs_approval is not False
+        guardrails = tool is not None and bool(tool.tool_input_guardrails)
+        emitted.append(
+            Emitted(call.call_id, call.name, call.arguments, approval, approval or guardrails)
+        )
+    waiting.add(guard, emitted, run=context)
 
 
 def _tool_names(guard: tg.Guard, agent: Agent[Any]) -> tuple[set[str], set[str]]:

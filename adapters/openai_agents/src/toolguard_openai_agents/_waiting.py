@@ -1,20 +1,36 @@
 """The calls of a run whose steps are reserved and that no guarded tool has checked yet.
 
 ``reserve_turn`` takes a turn's steps as soon as the model answers, and a call claims its
-step when the guard checks it in the tool's body. A call the run gives up on first
-(``result.cancel()``, a sibling's exception that stops the run, a stream left unread) would
-keep its step, counted in T, with no verdict or span. So ``guarded_run`` (and ``run`` /
-``run_sync``) opens a :class:`Waiting` for its block, and when the block ends each call still
-waiting is checked and ends ``cancelled`` (``blocked`` when its checks say so).
+step when the guard checks it in the tool's body. A call that never gets there would keep its
+step, counted in T, with no verdict or span: the run gave up on it first (``result.cancel()``,
+a sibling's exception that stops the run, a stream left unread), or the SDK answered it
+without running the tool (a tool input guardrail's refusal, a rejected approval). So
+``guarded_run`` (and ``run`` / ``run_sync``) opens a :class:`Waiting` for its block, and each
+such call is checked and ends ``cancelled`` (``blocked`` when its checks say so):
+
+- at the run's next model call (``on_llm_start``), for the calls of the turns before it,
+  which the SDK has finished with by then: judged on the state they were issued in, before
+  the next turn's calls change it; likewise when the run has its final output (``on_end``,
+  a tool's output may be it);
+- when the block ends, for the rest, except a call paused for a human's approval: the run
+  returned with it pending (``result.interruptions``), and the run that resumes it takes its
+  step. It stays reserved, and a later block on the same trajectory ends it if it never runs.
+
+Which calls are paused: ``run`` / ``run_sync`` read the result's interruptions. Around your
+own ``Runner`` call the block knows less: a call of a tool that may ask for approval is taken
+as paused unless the block raised or a plain sibling of its turn never reached its tool (the
+run gave up on the turn).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass
+from itertools import count
+from weakref import WeakKeyDictionary
 
 import toolguard as tg
 
@@ -22,10 +38,29 @@ logger = logging.getLogger("toolguard")
 
 
 @dataclass(frozen=True, slots=True)
-class _Call:
-    guard: tg.Guard
+class Emitted:
+    """A call of a guarded tool as the model emitted it."""
+
+    call_id: str
     name: str
     arguments: str  # the model's JSON text, as the tool's body would have checked it
+    approval: bool = False  # the tool may ask a human first (needs_approval)
+    held: bool = False  # approval or tool input guardrails: the SDK may stop it on purpose
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    guard: tg.Guard
+    call: Emitted
+    turn: int
+    run: object | None  # the run's context object; None: carried over from a paused run
+
+
+# The calls each open trajectory keeps for a paused run (the approval pending): the next
+# Waiting of that trajectory takes them over.
+_paused: WeakKeyDictionary[tg.Trajectory, dict[str, _Call]] = WeakKeyDictionary()
+_paused_lock = threading.Lock()
+_turns = count(1)
 
 
 class Waiting:
@@ -33,30 +68,71 @@ class Waiting:
 
     def __init__(self, traj: tg.Trajectory) -> None:
         self.traj = traj
-        self._calls: dict[str, _Call] = {}
         self._lock = threading.Lock()  # tool bodies may run in other threads (sync tools)
+        with _paused_lock:
+            self._calls: dict[str, _Call] = _paused.pop(traj, {})
+        self._interrupted: set[str] | None = None
 
-    def add(self, guard: tg.Guard, calls: Iterable[tuple[str, str, str]]) -> None:
-        """(call id, tool name, arguments) of calls whose steps were just reserved."""
+    def add(self, guard: tg.Guard, calls: Iterable[Emitted], *, run: object | None = None) -> None:
+        """Calls of one turn whose steps were just reserved; ``run``: the run's context."""
+        turn = next(_turns)
         with self._lock:
-            for call_id, name, arguments in calls:
-                self._calls.setdefault(call_id, _Call(guard, name, arguments))
+            for call in calls:
+                self._calls.setdefault(call.call_id, _Call(guard, call, turn, run))
 
     def claim(self, call_id: str) -> None:
         """The call reached its tool's guard: it ends there, not here."""
         with self._lock:
             self._calls.pop(call_id, None)
 
-    def close(self) -> None:
-        """End every call still waiting as cancelled; once (a second close finds none)."""
+    def turn_over(self, run: Callable[[object], bool]) -> None:
+        """A run (``run`` says which of the calls' run objects are its) is calling the model
+        again or has its final output: the SDK is done with its earlier turns' calls, so one
+        still waiting was answered without its tool running. Calls carried over from a
+        paused run belong to whichever run comes next."""
+        with self._lock:
+            done = {k: c for k, c in self._calls.items() if c.run is None or run(c.run)}
+            for call_id in done:
+                del self._calls[call_id]
+        self._end(done)
+
+    def interrupted(self, call_ids: Collection[str]) -> None:
+        """The run returned paused on these calls' approvals (``result.interruptions``)."""
+        with self._lock:
+            self._interrupted = set(call_ids)
+
+    def close(self, *, raised: bool) -> None:
+        """End every call still waiting, except the ones paused for an approval, which the
+        trajectory keeps for the run that resumes them; once (a second close finds none).
+        ``raised``: the block ends by an exception (nothing is paused then)."""
         with self._lock:
             calls, self._calls = self._calls, {}
-        for call_id, call in calls.items():
+            interrupted = self._interrupted
+        given_up = {c.turn for c in calls.values() if not c.call.held}
+        paused: dict[str, _Call] = {}
+        if not raised:
+            for call_id, waiting in calls.items():
+                if interrupted is not None:
+                    keep = call_id in interrupted
+                else:
+                    keep = waiting.call.approval and waiting.turn not in given_up
+                if keep:
+                    paused[call_id] = _Call(waiting.guard, waiting.call, waiting.turn, None)
+        if paused and not self.traj.ended:
+            with _paused_lock:
+                _paused.setdefault(self.traj, {}).update(paused)
+        self._end({k: c for k, c in calls.items() if k not in paused})
+
+    def _end(self, calls: dict[str, _Call]) -> None:
+        for call_id, waiting in calls.items():
             try:
-                call.guard.cancel_unstarted(
-                    call.name, call.arguments, call_id=call_id, trajectory=self.traj
+                waiting.guard.cancel_unstarted(
+                    waiting.call.name,
+                    waiting.call.arguments,
+                    call_id=call_id,
+                    trajectory=self.traj,
                 )
-            except Exception:  # the run is over either way: never fail its block for this
+            except Exception:  # the run goes on (or is over) either way: never fail it for this
                 logger.exception("toolguard: could not close the unrun call %r", call_id)
 
 
@@ -69,3 +145,20 @@ def claim(call_id: str | None) -> None:
     waiting = CURRENT.get()
     if waiting is not None and call_id is not None:
         waiting.claim(call_id)
+
+
+def turn_over(traj: tg.Trajectory, context: object) -> None:
+    """``on_llm_start``: ``context`` is the run's own context object, the one its turns'
+    calls were added with."""
+    waiting = CURRENT.get()
+    if waiting is not None and waiting.traj is traj:
+        waiting.turn_over(lambda run: run is context)
+
+
+def run_ended(traj: tg.Trajectory, context: object) -> None:
+    """``on_end``: the SDK hands the hook a new context object that shares the run's
+    ``usage`` (a public field), which tells the run apart."""
+    usage = getattr(context, "usage", None)
+    waiting = CURRENT.get()
+    if usage is not None and waiting is not None and waiting.traj is traj:
+        waiting.turn_over(lambda run: getattr(run, "usage", None) is usage)
