@@ -9,8 +9,6 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable, Mapping
-from contextvars import ContextVar, Token
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import toolguard as tg
@@ -22,30 +20,11 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 
 from . import _calls, _episode, _tree
+from ._runs import CALLER, Run
 
 ToolErrors = Literal["deliver", "raise"]
 
 logger = logging.getLogger("toolguard")
-
-# The invocation whose AgentTool call is running here: the sub-agent's runner (ADK hands it
-# this plugin, with a session and invocation id of its own) counts in that invocation's
-# trajectory. Set while the call runs, in the context ADK runs the tool in.
-_CALLER: ContextVar[str | None] = ContextVar("toolguard_adk_caller", default=None)
-
-
-@dataclass(slots=True)
-class _Run:
-    """One invocation in progress: its trajectory, whether the plugin ends it, and the calls
-    admitted and still running, by call id."""
-
-    traj: tg.Trajectory
-    owned: bool
-    pending: dict[str, tg.PendingCall] = field(default_factory=dict)
-    # The calls whose steps a model turn reserved and that no tool callback has reached yet,
-    # by call id: (tool name, arguments), to give each its verdict if the run ends first.
-    unclaimed: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
-    # The AgentTool calls running, by call id: how to undo their mark on the context.
-    callers: dict[str, Token[str | None]] = field(default_factory=dict)
 
 
 class ToolGuardPlugin(BasePlugin):
@@ -108,7 +87,7 @@ class ToolGuardPlugin(BasePlugin):
         self._tools: dict[str, BaseTool] = {}
         self._returns_dict: dict[str, bool | None] = {}
         self._trees: set[int] = set()  # root agents whose whole tree was declared
-        self._runs: dict[str, _Run] = {}  # the invocations in progress, by invocation id
+        self._runs: dict[str, Run] = {}  # the invocations in progress, by invocation id
         self._watched = False
         # Calls outside any invocation this plugin saw start (its before_run_callback did not
         # run for them): kept apart by their ToolContext.
@@ -123,18 +102,18 @@ class ToolGuardPlugin(BasePlugin):
         if not self._watched:
             _watch(self)
             self._watched = True
-        caller = self._runs.get(_CALLER.get() or "")
+        caller = self._runs.get(CALLER.get() or "")
         if caller is not None:
             # A sub-agent called as a tool: its calls are steps of the caller's trajectory,
             # which already holds what it found and saw (the request is the caller model's
             # own text, not something seen).
-            self._runs[ctx.invocation_id] = _Run(caller.traj, False)
+            self._runs[ctx.invocation_id] = Run(caller.traj, False)
             return
         await self._know_tree(ctx)  # before the trajectory starts: a bad contract raises
         traj, owned = _episode.choose(
             self.guard, ctx, self.trajectory, self.trajectory_id, self.labels
         )
-        self._runs[ctx.invocation_id] = _Run(traj, owned)
+        self._runs[ctx.invocation_id] = Run(traj, owned)
         if self.observe_prompt:
             for text in _episode.texts(ctx.user_content):
                 traj.observe(text)
@@ -144,7 +123,7 @@ class ToolGuardPlugin(BasePlugin):
         run = self._runs.pop(invocation_context.invocation_id, None)
         if run is None:
             return
-        _close_unclaimed(self.guard, run)
+        run.close_unclaimed(self.guard)
         if run.owned:
             if self.success is not None:
                 run.traj.success = self.success(invocation_context)
@@ -155,7 +134,7 @@ class ToolGuardPlugin(BasePlugin):
     ) -> None:
         run = self._runs.pop(invocation_context.invocation_id, None)
         if run is not None:
-            _settle(self.guard, run)
+            run.settle(self.guard)
             if run.owned:
                 run.traj.end(error)  # the summary, success unknown, the error's type on it
 
@@ -168,7 +147,7 @@ class ToolGuardPlugin(BasePlugin):
         for key in list(self._runs):
             run = self._runs.pop(key, None)
             if run is not None:
-                _settle(self.guard, run)
+                run.settle(self.guard)
                 if run.owned:
                     run.traj.end()
 
@@ -219,7 +198,7 @@ class ToolGuardPlugin(BasePlugin):
         if run is not None and call_id is not None:
             run.pending[call_id] = pending
             if isinstance(tool, AgentTool):
-                run.callers[call_id] = _CALLER.set(tool_context.invocation_id)
+                run.callers[call_id] = CALLER.set(tool_context.invocation_id)
         else:
             self._orphans[id(tool_context)] = pending
         return None
@@ -270,14 +249,7 @@ class ToolGuardPlugin(BasePlugin):
         run = self._runs.get(tool_context.invocation_id)
         call_id = tool_context.function_call_id
         if run is not None and call_id is not None:
-            # Claimed here too: a call another plugin answered before this one's check never
-            # reached before_tool_callback, yet ADK answered it; it is not cancelled, and
-            # keeps its reserved step without a verdict (the README's limit).
-            run.unclaimed.pop(call_id, None)
-            token = run.callers.pop(call_id, None)
-            if token is not None:
-                _unmark(token)
-            return run.pending.pop(call_id, None)
+            return run.take(call_id)
         return self._orphans.pop(id(tool_context), None)
 
     def _know(self, tool: BaseTool) -> None:
@@ -337,41 +309,6 @@ class ToolGuardPlugin(BasePlugin):
             if error_result and error_result(result):
                 continue  # a refused call's answer binds nothing
             traj.bind_result(self.guard.get_tool(name), result)
-
-
-def _unmark(token: Token[str | None]) -> None:
-    try:
-        _CALLER.reset(token)
-    except ValueError:  # closed in another context than it opened in
-        _CALLER.set(None)
-
-
-def _settle(guard: tg.Guard, run: _Run) -> None:
-    # Calls still open when the invocation ends never got an answer: cancelled.
-    _close_unclaimed(guard, run)
-    for pending in list(run.pending.values()):
-        if not pending.done:
-            pending.cancel()
-    run.pending.clear()
-    for token in run.callers.values():
-        _unmark(token)
-    run.callers.clear()
-
-
-def _close_unclaimed(guard: tg.Guard, run: _Run) -> None:
-    """End as cancelled the calls whose steps were reserved but that never reached a tool
-    callback (the app stopped reading the events at the model's turn, the task was
-    cancelled): each counts in T, so each gets its verdict and span. Checked first, as the
-    core's turn helpers do, so a call the guard would have blocked is recorded blocked."""
-    calls = list(run.unclaimed.items())
-    run.unclaimed.clear()
-    if run.traj.ended:
-        return  # a trajectory of the caller's, ended before the run was: its summary is out
-    for call_id, (name, args) in calls:
-        try:
-            guard.cancel_unstarted(name, args, call_id=call_id, trajectory=run.traj)
-        except Exception:  # a guard failure never fails the run or the runner's close
-            logger.warning("toolguard: could not close the call to %r", name, exc_info=True)
 
 
 # Every plugin alive, to end its open trajectories at interpreter exit (a run cancelled or
