@@ -156,13 +156,13 @@ class ToolGuardPlugin(BasePlugin):
         self, *, invocation_context: InvocationContext, event: Event
     ) -> None:
         # The model's event reaches the runner, with ADK's call ids, before any of its calls
-        # runs: steps by call id in emission order, whatever order the calls finish in.
-        calls = event.get_function_calls() if event.content is not None else ()
-        if len(calls) > 1 and (run := self._runs.get(invocation_context.invocation_id)):
-            run.traj.reserve([c.id for c in calls if c.id])
-            for c in calls:
-                if c.id:
-                    run.unclaimed.setdefault(c.id, (c.name or "", dict(c.args or {})))
+        # runs: steps by call id in emission order, whatever order the calls finish in. A
+        # partial event (a streaming model's) carries the calls again in the final one, with
+        # ids of their own: only the final one's run.
+        if event.content is None or event.partial:
+            return None
+        if run := self._runs.get(invocation_context.invocation_id):
+            run.reserve(event.get_function_calls())
         return None
 
     # -- one call ------------------------------------------------------------------------------

@@ -4,11 +4,15 @@ emitted and those admitted and still running, and how its end gives each its ver
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any
 
 import toolguard as tg
+from google.genai import types
+
+from . import _calls
 
 logger = logging.getLogger("toolguard")
 
@@ -31,6 +35,18 @@ class Run:
     unclaimed: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     # The AgentTool calls running, by call id: how to undo their mark on the context.
     callers: dict[str, Token[str | None]] = field(default_factory=dict)
+
+    def reserve(self, calls: Sequence[types.FunctionCall]) -> None:
+        """Reserve the steps of a model turn's calls, in emission order."""
+        # ADK's own calls (a confirmation or credentials it asks the client for, in an event
+        # of its own) are answered by the client, never by a tool: no step.
+        ids = [c.id for c in calls if c.id and c.name not in _calls.CLIENT_CALLS]
+        if len(ids) < 2:
+            return
+        self.traj.reserve(ids)
+        for c in calls:
+            if c.id in ids:
+                self.unclaimed.setdefault(c.id, (c.name or "", dict(c.args or {})))
 
     def take(self, call_id: str) -> tg.PendingCall | None:
         """The admitted call of ``call_id``, now answered: no longer running."""
