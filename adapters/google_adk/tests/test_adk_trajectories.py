@@ -209,6 +209,26 @@ def test_a_run_abandoned_at_the_models_turn_ends_its_reserved_calls_cancelled(
     assert decisions(otel) == [(1, "cancelled"), (2, "blocked")]
 
 
+def test_a_lone_call_abandoned_at_the_models_turn_counts_in_t(otel: Telemetry) -> None:
+    plugin = ToolGuardPlugin(otel.guard(), trajectory_id=lambda ctx: "abandoned")
+    model = scripted([("echo", {"text": "a"})])
+    session = chat(LlmAgent(name="a", model=model, tools=[echo]), [plugin])
+
+    async def abandon_then_close() -> None:
+        events = session.runner.run_async(
+            user_id=session.user_id, session_id=session.session_id, new_message=message("go")
+        )
+        async for event in events:
+            if event.get_function_calls():
+                break
+        await events.aclose()
+        await session.runner.close()
+
+    asyncio.run(abandon_then_close())
+    assert otel.summary("abandoned").attributes["toolguard.trajectory.length"] == 1
+    assert decisions(otel) == [(1, "cancelled")]
+
+
 class Gate(BasePlugin):
     """A plugin whose before-tool callback holds one tool's calls (an approval that never
     comes): ahead of the guard, they never reach it; after it, they were checked but never

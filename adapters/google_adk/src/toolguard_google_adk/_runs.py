@@ -37,11 +37,12 @@ class Run:
     callers: dict[str, Token[str | None]] = field(default_factory=dict)
 
     def reserve(self, calls: Sequence[types.FunctionCall]) -> None:
-        """Reserve the steps of a model turn's calls, in emission order."""
+        """Reserve the steps of a model turn's calls, in emission order: a lone call's too,
+        which counts in T even if the run ends before it reaches a tool callback."""
         # ADK's own calls (a confirmation or credentials it asks the client for, in an event
         # of its own) are answered by the client, never by a tool: no step.
         ids = [c.id for c in calls if c.id and c.name not in _calls.CLIENT_CALLS]
-        if len(ids) < 2:
+        if not ids:
             return
         self.traj.reserve(ids)
         for c in calls:
