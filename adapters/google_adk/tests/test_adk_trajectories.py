@@ -15,6 +15,7 @@ import toolguard as tg
 from conftest import Telemetry, answers, chat, message, scripted
 from google.adk.agents import LlmAgent
 from google.adk.plugins.base_plugin import BasePlugin
+from google.adk.tools import LongRunningFunctionTool
 from google.adk.tools.base_tool import BaseTool
 
 from toolguard_google_adk import ToolGuardPlugin
@@ -366,3 +367,53 @@ def test_without_adk_the_error_names_the_install_command() -> None:
     ).stdout
     assert "google-adk>=2.13,<3" in out
     assert "pip install -e . -e adapters/google_adk" in out
+
+
+def test_a_call_another_plugin_answers_after_it_ran_has_that_answer_as_its_result(
+    otel: Telemetry,
+) -> None:
+    class Answer(BasePlugin):  # ahead of the guard: answers echo's calls after they ran
+        async def after_tool_callback(
+            self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: Any, result: Any
+        ) -> dict[str, str]:
+            return {"error": "withheld"}  # ADK then runs no later plugin's after callback
+
+    plugin = ToolGuardPlugin(otel.guard(), trajectory_id=lambda ctx: "answered-after")
+    model = scripted([("echo", {"text": "a"})])
+    session = chat(LlmAgent(name="a", model=model, tools=[echo]), [Answer("a"), plugin])
+    assert [r.response for r in answers(session.send("go"))] == [{"error": "withheld"}]
+    # The call ran and the model got an error: recorded so, in the run's summary.
+    summary = otel.summary("answered-after").attributes
+    assert summary["toolguard.trajectory.length"] == 1
+    assert summary["toolguard.trajectory.first_error_depth"] == 1
+    assert summary["toolguard.trajectory.first_error.cause"] == "state_consistency"
+    assert decisions(otel) == [(1, "allowed")]
+
+
+def test_a_call_left_without_an_answer_is_cancelled_in_the_runs_summary(
+    otel: Telemetry,
+) -> None:
+    # A long-running tool answered with nothing: ADK sends no answer now (the client sends
+    # it later), and a plugin ahead of the guard answering so stops ADK's after callbacks.
+    class Defer(BasePlugin):
+        async def after_tool_callback(
+            self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: Any, result: Any
+        ) -> dict[str, str]:
+            return {}
+
+    def ask(text: str) -> None:
+        """Ask a person; they answer later."""
+
+    guard = otel.guard()
+    traj = guard.trajectory("deferred")  # not started: the plugin starts and ends it
+    plugin = ToolGuardPlugin(guard, trajectory=traj)
+    tool = LongRunningFunctionTool(ask)
+    session = chat(
+        LlmAgent(name="a", model=scripted([("ask", {"text": "a"})]), tools=[tool]),
+        [Defer("a"), plugin],
+    )
+    session.send("go")
+    # Ended with the run, before its summary: not when the call is garbage-collected.
+    assert traj.ended and otel.summary("deferred").attributes["toolguard.trajectory.length"] == 1
+    assert [v.decision for v in traj.verdicts] == ["cancelled"]
+    assert decisions(otel) == [(1, "cancelled")]

@@ -123,7 +123,7 @@ class ToolGuardPlugin(BasePlugin):
         run = self._runs.pop(invocation_context.invocation_id, None)
         if run is None:
             return
-        run.close_unclaimed(self.guard)
+        run.settle(self.guard)  # every call of the run has its verdict before the summary
         if run.owned:
             if self.success is not None:
                 run.traj.success = self.success(invocation_context)
@@ -163,7 +163,30 @@ class ToolGuardPlugin(BasePlugin):
             return None
         if run := self._runs.get(invocation_context.invocation_id):
             run.reserve(event.get_function_calls())
+            if run.pending:
+                self._answered_elsewhere(run, event)
         return None
+
+    def _answered_elsewhere(self, run: Run, event: Event) -> None:
+        """Close the admitted calls this event answers: their answer reached the model
+        without this plugin's after-tool (or tool-error) callback, because a plugin before
+        it answered there and ADK asks no later one. The answer the model got is the
+        call's result, judged and recorded as the tool's would be, before the run's
+        summary; left open, the call was cancelled when dropped, after the summary, as if it
+        had not run."""
+        actions = event.actions
+        paused = {*actions.requested_tool_confirmations, *actions.requested_auth_configs}
+        for response in event.get_function_responses():
+            if response.id is None or response.id not in run.pending:
+                continue
+            pending = run.take(response.id)
+            if pending is None or pending.done:
+                continue
+            if response.id in paused:
+                pending.cancel()  # as after_tool_callback does: resumed as a new call
+                continue
+            answer = response.response if isinstance(response.response, dict) else {}
+            pending.finish(_episode.unwrap(answer, self._returned_dict(pending.name)))
 
     # -- one call ------------------------------------------------------------------------------
     async def before_tool_callback(
