@@ -14,6 +14,7 @@ import pytest
 import toolguard as tg
 from conftest import Telemetry, answers, chat, message, scripted
 from google.adk.agents import LlmAgent
+from google.adk.events.event import Event
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools import LongRunningFunctionTool
 from google.adk.tools.base_tool import BaseTool
@@ -283,6 +284,50 @@ def test_a_run_cancelled_mid_turn_ends_each_call_once(otel: Telemetry) -> None:
         and s.attributes["gen_ai.tool.name"] == "other"
     ]
     assert not any(key.startswith("toolguard.") for key in adks.attributes)
+
+
+def test_a_run_aborted_mid_turn_ends_each_call_cancelled_before_its_summary(
+    otel: Telemetry,
+) -> None:
+    # run_async(abort_signal=...): ADK cancels the turn, answers the calls left unanswered
+    # with an error of its own (INVOCATION_ABORTED) and runs the after-run callback.
+    def other(text: str) -> dict[str, str]:
+        """Held after the guard's check."""
+        return {"text": text}
+
+    ahead, behind = Gate("ahead", held="echo"), Gate("behind", held="other")
+    guard = otel.guard()
+    traj = guard.trajectory("aborted")  # not started: the plugin starts and ends it
+    plugin = ToolGuardPlugin(guard, trajectory=traj)
+    model = scripted([("other", {"text": "a"}), ("echo", {"text": "b"})])
+    session = chat(LlmAgent(name="a", model=model, tools=[echo, other]), [ahead, plugin, behind])
+    stop = asyncio.Event()
+
+    async def read() -> list[Event]:
+        events = session.runner.run_async(
+            user_id=session.user_id,
+            session_id=session.session_id,
+            new_message=message("go"),
+            abort_signal=stop,
+        )
+        return [e async for e in events]
+
+    async def abort() -> list[Event]:
+        task = asyncio.ensure_future(read())
+        await ahead.parked.wait()
+        await behind.parked.wait()
+        stop.set()
+        return await task
+
+    events = asyncio.run(abort())
+    sealed = [r.response for e in events if e.error_code for r in e.get_function_responses()]
+    assert sealed and all("aborted" in str(r) for r in sealed)  # ADK's answer, no tool's
+    assert traj.ended  # by the after-run callback, with every verdict in the summary
+    assert sorted((v.step, v.decision) for v in traj.verdicts) == [
+        (1, "cancelled"),
+        (2, "cancelled"),
+    ]
+    assert decisions(otel) == [(1, "cancelled"), (2, "cancelled")]
 
 
 def test_a_run_that_finishes_writes_one_span_per_call(otel: Telemetry) -> None:

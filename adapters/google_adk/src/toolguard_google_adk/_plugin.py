@@ -176,14 +176,18 @@ class ToolGuardPlugin(BasePlugin):
         had not run."""
         actions = event.actions
         paused = {*actions.requested_tool_confirmations, *actions.requested_auth_configs}
+        # An event with an error code is ADK's own answer, not a tool's: the calls an aborted
+        # invocation left unanswered (its abort_signal set) are sealed with
+        # INVOCATION_ABORTED, and never ran.
+        aborted = event.error_code is not None
         for response in event.get_function_responses():
             if response.id is None or response.id not in run.pending:
                 continue
             pending = run.take(response.id)
             if pending is None or pending.done:
                 continue
-            if response.id in paused:
-                pending.cancel()  # as after_tool_callback does: resumed as a new call
+            if aborted or response.id in paused:
+                pending.cancel()  # a paused call, as after_tool_callback does: resumed anew
                 continue
             answer = response.response if isinstance(response.response, dict) else {}
             pending.finish(_episode.unwrap(answer, self._returned_dict(pending.name)))
