@@ -17,6 +17,7 @@ from google.adk.agents import LlmAgent
 from google.adk.events.event import Event
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools import LongRunningFunctionTool
+from google.adk.tools.agent_tool import AgentTool
 from google.adk.tools.base_tool import BaseTool
 
 from toolguard_google_adk import ToolGuardPlugin
@@ -284,6 +285,49 @@ def test_a_run_cancelled_mid_turn_ends_each_call_once(otel: Telemetry) -> None:
         and s.attributes["gen_ai.tool.name"] == "other"
     ]
     assert not any(key.startswith("toolguard.") for key in adks.attributes)
+
+
+def test_a_sub_agents_calls_cancelled_with_its_caller_are_in_the_callers_summary(
+    otel: Telemetry,
+) -> None:
+    # An AgentTool's agent runs in a runner of its own; cancelled with its caller, neither
+    # run gets an after-run callback: both end when the runner closes, the sub-agent's
+    # calls (steps of the caller's trajectory) before the caller's summary.
+    def other(text: str) -> dict[str, str]:
+        """Held after the guard's check."""
+        return {"text": text}
+
+    helper = LlmAgent(
+        name="helper",
+        description="does things",
+        model=scripted([("other", {"text": "a"}), ("echo", {"text": "b"})]),
+        tools=[other, echo],
+    )
+    root = LlmAgent(
+        name="root",
+        model=scripted([("helper", {"request": "go"})]),
+        tools=[AgentTool(agent=helper)],
+    )
+    behind = Gate("behind", held="other")
+    guard = otel.guard()
+    traj = guard.trajectory("nested")  # not started: the plugin starts and ends it
+    session = chat(root, [ToolGuardPlugin(guard, trajectory=traj), behind])
+
+    async def cancel_then_close() -> None:
+        task = asyncio.ensure_future(session.asend("go"))
+        await behind.parked.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await session.runner.close()
+
+    asyncio.run(cancel_then_close())
+    assert traj.ended and traj.length == 3
+    assert sorted((v.step, v.tool, v.decision) for v in traj.verdicts) == [
+        (1, "helper", "cancelled"),
+        (2, "other", "cancelled"),
+        (3, "echo", "allowed"),
+    ]
 
 
 def test_a_run_aborted_mid_turn_ends_each_call_cancelled_before_its_summary(

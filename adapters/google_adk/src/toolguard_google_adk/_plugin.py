@@ -107,7 +107,7 @@ class ToolGuardPlugin(BasePlugin):
             # A sub-agent called as a tool: its calls are steps of the caller's trajectory,
             # which already holds what it found and saw (the request is the caller model's
             # own text, not something seen).
-            self._runs[ctx.invocation_id] = Run(caller.traj, False)
+            self._runs[ctx.invocation_id] = Run(caller.traj, False, caller=caller)
             return
         await self._know_tree(ctx)  # before the trajectory starts: a bad contract raises
         traj, owned = _episode.choose(
@@ -120,10 +120,9 @@ class ToolGuardPlugin(BasePlugin):
         await self._bind_results(ctx, traj)
 
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
-        run = self._runs.pop(invocation_context.invocation_id, None)
+        run = self._end_run(invocation_context.invocation_id)
         if run is None:
             return
-        run.settle(self.guard)  # every call of the run has its verdict before the summary
         if run.owned:
             if self.success is not None:
                 run.traj.success = self.success(invocation_context)
@@ -132,11 +131,9 @@ class ToolGuardPlugin(BasePlugin):
     async def on_run_error_callback(
         self, *, invocation_context: InvocationContext, error: Exception
     ) -> None:
-        run = self._runs.pop(invocation_context.invocation_id, None)
-        if run is not None:
-            run.settle(self.guard)
-            if run.owned:
-                run.traj.end(error)  # the summary, success unknown, the error's type on it
+        run = self._end_run(invocation_context.invocation_id)
+        if run is not None and run.owned:
+            run.traj.end(error)  # the summary, success unknown, the error's type on it
 
     async def close(self) -> None:
         self.end_open()
@@ -145,11 +142,22 @@ class ToolGuardPlugin(BasePlugin):
         """End the trajectories of invocations that never finished (a run cancelled, the
         caller stopped iterating its events): at runner close and at interpreter exit."""
         for key in list(self._runs):
-            run = self._runs.pop(key, None)
-            if run is not None:
-                run.settle(self.guard)
-                if run.owned:
-                    run.traj.end()
+            run = self._end_run(key)
+            if run is not None and run.owned:
+                run.traj.end()
+
+    def _end_run(self, key: str) -> Run | None:
+        """The run of invocation ``key``, no longer in progress, every call of it given its
+        verdict before its summary: those of the sub-agents' runs inside it (AgentTool calls)
+        that never ended, cancelled with it (ADK runs no callback of theirs then), first."""
+        run = self._runs.pop(key, None)
+        if run is None:
+            return None
+        for inner_key, inner in list(self._runs.items()):
+            if inner.inside(run) and self._runs.pop(inner_key, None) is not None:
+                inner.settle(self.guard)
+        run.settle(self.guard)
+        return run
 
     # -- a model turn --------------------------------------------------------------------------
     async def on_event_callback(

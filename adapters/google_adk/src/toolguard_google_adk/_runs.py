@@ -35,6 +35,17 @@ class Run:
     unclaimed: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     # The AgentTool calls running, by call id: how to undo their mark on the context.
     callers: dict[str, Token[str | None]] = field(default_factory=dict)
+    # A sub-agent's run (an AgentTool call's): the run of the call, whose trajectory it is.
+    caller: Run | None = None
+
+    def inside(self, run: Run) -> bool:
+        """Whether this is the run of a sub-agent called, at any depth, from ``run``."""
+        outer = self.caller
+        while outer is not None:
+            if outer is run:
+                return True
+            outer = outer.caller
+        return False
 
     def reserve(self, calls: Sequence[types.FunctionCall]) -> None:
         """Reserve the steps of a model turn's calls, in emission order: a lone call's too,
