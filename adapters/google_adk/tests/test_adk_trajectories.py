@@ -7,6 +7,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,10 @@ import pytest
 import toolguard as tg
 from conftest import Telemetry, answers, chat, message, scripted
 from google.adk.agents import LlmAgent
+from google.adk.apps import App, ResumabilityConfig
 from google.adk.events.event import Event
 from google.adk.plugins.base_plugin import BasePlugin
+from google.adk.runners import InMemoryRunner
 from google.adk.tools import LongRunningFunctionTool
 from google.adk.tools.agent_tool import AgentTool
 from google.adk.tools.base_tool import BaseTool
@@ -506,3 +509,76 @@ def test_a_call_left_without_an_answer_is_cancelled_in_the_runs_summary(
     assert traj.ended and otel.summary("deferred").attributes["toolguard.trajectory.length"] == 1
     assert [v.decision for v in traj.verdicts] == ["cancelled"]
     assert decisions(otel) == [(1, "cancelled")]
+
+
+def test_a_resumed_invocation_ends_its_interrupted_run_and_is_a_trajectory_of_its_own(
+    otel: Telemetry,
+) -> None:
+    # A resumable app: a run cancelled mid-call is resumed by run_async(invocation_id=...)
+    # without a message; ADK runs the interrupted call again under the same invocation id.
+    started, hold = asyncio.Event(), [True]
+
+    async def hang(text: str) -> dict[str, str]:
+        """Hangs the first time it runs."""
+        if hold[0]:
+            started.set()
+            await asyncio.Event().wait()
+        return {"text": text}
+
+    model = scripted([("echo", {"text": "a"})], [("hang", {"text": "b"})], "done")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # ADK: resumability is experimental
+        resumable = ResumabilityConfig(is_resumable=True)
+    app = App(
+        name="app",
+        root_agent=LlmAgent(name="a", model=model, tools=[echo, hang]),
+        plugins=[ToolGuardPlugin(otel.guard())],
+        resumability_config=resumable,
+    )
+    runner = InMemoryRunner(app=app)
+
+    async def cancel_resume_close() -> str:
+        session = await runner.session_service.create_session(app_name="app", user_id="u")
+        seen: list[str] = []
+
+        async def first() -> None:
+            async for event in runner.run_async(
+                user_id="u", session_id=session.id, new_message=message("go")
+            ):
+                seen.append(event.invocation_id)
+
+        task = asyncio.ensure_future(first())
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        hold[0] = False
+        async for _ in runner.run_async(user_id="u", session_id=session.id, invocation_id=seen[0]):
+            pass
+        await runner.close()
+        return seen[0]
+
+    invocation = asyncio.run(cancel_resume_close())
+    summaries = {
+        str(s.attributes["toolguard.trajectory.id"]): s.attributes["toolguard.trajectory.length"]
+        for s in otel.summaries()
+    }
+    # The interrupted run's summary is out (T=2), and the resumed run, which ran hang again,
+    # is a trajectory of its own: never one id holding both runs' steps.
+    assert len(summaries) == 2 and summaries.pop(invocation) == 2
+    ((resumed, length),) = summaries.items()
+    assert resumed.startswith(f"{invocation}+") and length == 1
+    by_run = sorted(
+        (
+            s.attributes["toolguard.trajectory.id"] == invocation,
+            int(s.attributes["toolguard.step"]),
+            str(s.attributes["gen_ai.tool.name"]),
+            str(s.attributes["toolguard.decision"]),
+        )
+        for s in otel.call_spans()
+    )
+    assert by_run == [
+        (False, 1, "hang", "allowed"),
+        (True, 1, "echo", "allowed"),
+        (True, 2, "hang", "cancelled"),
+    ]

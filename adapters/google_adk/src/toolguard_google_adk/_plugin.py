@@ -110,6 +110,13 @@ class ToolGuardPlugin(BasePlugin):
             self._runs[ctx.invocation_id] = Run(caller.traj, False, caller=caller)
             return
         await self._know_tree(ctx)  # before the trajectory starts: a bad contract raises
+        if self._runs.get(ctx.invocation_id) is not None:
+            # A resumable app's run resuming an invocation whose interrupted run (cancelled:
+            # no callback ended it) is still open here: that run ends now, with its summary
+            # and every call of it, instead of being dropped for this one.
+            interrupted = self._end_run(ctx.invocation_id)
+            if interrupted is not None and interrupted.owned:
+                interrupted.traj.end()
         traj, owned = _episode.choose(
             self.guard, ctx, self.trajectory, self.trajectory_id, self.labels
         )
