@@ -196,9 +196,10 @@ class ToolGuardPlugin(BasePlugin):
         # INVOCATION_ABORTED, and never ran.
         aborted = event.error_code is not None
         for response in event.get_function_responses():
-            if response.id is None or response.id not in run.pending:
-                continue
-            pending = run.take(response.id)
+            open_call = run.pending.get(response.id or "")
+            if open_call is None or open_call.name != response.name:
+                continue  # a model's own ids may repeat: the same call has the same tool
+            pending = run.take(open_call.call_id or "")
             if pending is None or pending.done:
                 continue
             if aborted or response.id in paused:
