@@ -309,6 +309,61 @@ def test_a_framework_span_is_enriched_instead_of_duplicated(otel) -> None:
     assert [s.name for s in otel.spans()] == ["execute_tool f", "execute_tool f"]
 
 
+@pytest.mark.parametrize("close", ["cancel", "finish", "fail"])
+def test_a_call_closed_after_the_frameworks_span_ended_gets_a_span_of_its_own(
+    otel, close: str
+) -> None:
+    # ADK ends its span of a call cancelled outside the tool callbacks; the run's end
+    # cancels the call later. Written there, the verdict would be dropped with the span.
+    guard, _ = contacts_guard(otel, record_content=True)
+    tracer = otel.provider.get_tracer("some.framework")
+    with guard.trajectory("ended-first") as traj:
+        with tracer.start_as_current_span("execute_tool search_contacts") as framework_span:
+            pending = guard.check("search_contacts", {"phone": PHONE}, call_id="c1")
+        assert not framework_span.is_recording()
+        if close == "cancel":
+            pending.cancel()
+        elif close == "finish":
+            pending.finish([])
+        else:
+            pending.fail(RuntimeError("down"))
+    theirs, ours = otel.call_spans()
+    # The framework's span carries nothing of the guard's: the report sees one call.
+    assert theirs.instrumentation_scope.name == "some.framework"
+    assert not any(key.startswith("toolguard.") for key in theirs.attributes)
+    attributes = ours.attributes
+    assert ours.instrumentation_scope.name == "toolguard"
+    assert ours.parent is not None and ours.parent.span_id == theirs.context.span_id
+    assert (attributes["toolguard.trajectory.id"], attributes["toolguard.step"]) == (
+        "ended-first",
+        1,
+    )
+    assert attributes["gen_ai.tool.call.id"] == "c1"
+    assert attributes["toolguard.decision"] == {"cancel": "cancelled"}.get(close, "allowed")
+    assert attributes["toolguard.valid"] is (close != "fail")
+    assert PHONE in attributes["gen_ai.tool.call.arguments"]  # record_content: kept too
+    assert ours.end_time is not None
+    assert traj.length == 1 and len(traj.verdicts) == 1
+
+
+def test_a_framework_span_gets_the_calls_attributes_when_the_call_closes(otel) -> None:
+    # Not at the check: a span that ends before the call closes must carry none of them.
+    guard, _ = contacts_guard(otel)
+    tracer = otel.provider.get_tracer("some.framework")
+    with (
+        guard.trajectory("at-close"),
+        tracer.start_as_current_span("execute_tool search_contacts") as framework_span,
+    ):
+        pending = guard.check("search_contacts", {"phone": PHONE})
+        at_check = dict(framework_span.attributes)
+        pending.finish([])
+        assert framework_span.attributes["toolguard.step"] == 1
+    assert not any(key.startswith("toolguard.") for key in at_check)
+    (span,) = otel.call_spans()
+    assert span.attributes["toolguard.decision"] == "allowed"
+    assert span.attributes["gen_ai.tool.name"] == "search_contacts"
+
+
 def test_finish_reads_the_frameworks_error_flag(otel) -> None:
     guard = otel.guard()
     guard.declare("run", json_schema={"type": "object"}, produces={"$": "thing"})

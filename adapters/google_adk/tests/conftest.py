@@ -13,6 +13,7 @@ import pydantic
 import pytest
 import toolguard as tg
 from google.adk.agents import LlmAgent
+from google.adk.agents.run_config import RunConfig
 from google.adk.apps import App
 from google.adk.events.event import Event
 from google.adk.models.base_llm import BaseLlm
@@ -38,6 +39,9 @@ class Scripted(BaseLlm):
     model: str = "scripted"
     turns: list[Any] = pydantic.Field(default_factory=list)
     ids: bool = False  # give the calls ids of its own (call_0, call_1, ... per turn)
+    # When ADK streams (RunConfig(streaming_mode=SSE)): each answer first as a partial
+    # response, as a streaming model's chunks are, then whole (ADK runs only the last).
+    partial: bool = False
 
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False
@@ -62,11 +66,14 @@ class Scripted(BaseLlm):
                 )
                 for i, (name, args) in enumerate(calls)
             ]
+        if stream and self.partial:
+            chunk = types.Content(role="model", parts=[p.model_copy(deep=True) for p in parts])
+            yield LlmResponse(content=chunk, partial=True)
         yield LlmResponse(content=types.Content(role="model", parts=parts))
 
 
-def scripted(*turns: Turn, ids: bool = False) -> Scripted:
-    return Scripted(turns=list(turns), ids=ids)
+def scripted(*turns: Turn, ids: bool = False, partial: bool = False) -> Scripted:
+    return Scripted(turns=list(turns), ids=ids, partial=partial)
 
 
 def message(text: str) -> types.Content:
@@ -90,15 +97,20 @@ class Chat:
             )
         return asyncio.run(self.asend(text))
 
-    async def asend(self, text: str) -> list[Event]:
-        return await self.asend_content(message(text))
+    async def asend(self, text: str, run_config: RunConfig | None = None) -> list[Event]:
+        return await self.asend_content(message(text), run_config)
 
-    async def asend_content(self, content: types.Content) -> list[Event]:
+    async def asend_content(
+        self, content: types.Content, run_config: RunConfig | None = None
+    ) -> list[Event]:
         """Send a message of any parts (a function response a client sends, say)."""
         return [
             e
             async for e in self.runner.run_async(
-                user_id=self.user_id, session_id=self.session_id, new_message=content
+                user_id=self.user_id,
+                session_id=self.session_id,
+                new_message=content,
+                run_config=run_config,
             )
         ]
 

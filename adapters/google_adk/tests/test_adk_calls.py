@@ -11,10 +11,12 @@ import pytest
 import toolguard as tg
 from conftest import Telemetry, answers, chat, scripted
 from google.adk.agents import LlmAgent
+from google.adk.agents.run_config import RunConfig, StreamingMode
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.function_tool import FunctionTool
 from google.adk.tools.tool_context import ToolContext
+from google.genai import types
 
 from toolguard_google_adk import ToolGuardPlugin
 from toolguard_google_adk._calls import refusal
@@ -286,3 +288,61 @@ def test_a_tool_taking_adks_context_is_not_asked_for_it(otel: Telemetry) -> None
     calls = {c.name: c.id for e in events for c in e.get_function_calls()}
     assert sorted(got) == [("hi", calls["note"]), ("recall", calls["recall"])]
     assert verdicts(traj) == [(1, "note", True, None), (2, "recall", True, None)]
+
+
+def test_a_streamed_turn_counts_its_calls_once(otel: Telemetry) -> None:
+    # A streaming model's partial event carries the turn's calls too, with ids ADK gives them
+    # afresh in the final event; ADK runs only the final event's calls.
+    guard = otel.guard()
+    model = scripted([("lookup", {"key": "a"}), ("lookup", {"key": "b"})], partial=True)
+    session = chat(LlmAgent(name="a", model=model, tools=[lookup]), [ToolGuardPlugin(guard)])
+    with guard.trajectory("streamed") as traj:
+        events = asyncio.run(session.asend("go", RunConfig(streaming_mode=StreamingMode.SSE)))
+    assert any(e.partial and e.get_function_calls() for e in events)  # the model streamed
+    assert traj.length == 2
+    assert verdicts(traj) == [(1, "lookup", True, None), (2, "lookup", True, None)]
+
+
+def test_calls_paused_for_a_confirmation_are_the_turns_only_steps(otel: Telemetry) -> None:
+    # ADK asks the client to confirm each call in an event of its own, whose calls
+    # (adk_request_confirmation) the client answers: no tool runs them.
+    def pay(amount: int) -> dict[str, int]:
+        """Pay an amount."""
+        return {"paid": amount}
+
+    plugin = ToolGuardPlugin(otel.guard())
+    model = scripted([("pay", {"amount": 1}), ("pay", {"amount": 2})], "confirmed")
+    tool = FunctionTool(pay, require_confirmation=True)
+    session = chat(LlmAgent(name="a", model=model, tools=[tool]), [plugin])
+    asked = [
+        c
+        for e in asyncio.run(session.asend("go"))
+        for c in e.get_function_calls()
+        if c.name == "adk_request_confirmation"
+    ]
+    assert len(asked) == 2
+    ((summary, paused_id),) = [
+        (s.attributes, s.attributes["toolguard.trajectory.id"]) for s in otel.summaries()
+    ]
+    assert summary["toolguard.trajectory.length"] == 2
+    assert "toolguard.trajectory.first_error.cause" not in summary
+    assert {s.attributes["gen_ai.tool.name"] for s in otel.call_spans()} == {"pay"}
+    # Confirmed, the two calls run in the run the client's answer starts: its own steps.
+    otel.exporter.clear()
+    confirm = [
+        types.Part(
+            function_response=types.FunctionResponse(
+                name=c.name, id=c.id, response={"confirmed": True}
+            )
+        )
+        for c in asked
+    ]
+    events = asyncio.run(session.asend_content(types.Content(role="user", parts=confirm)))
+    assert sorted(r.response["paid"] for r in answers(events)) == [1, 2]
+    # The client's answer resumes the paused calls' invocation: a trajectory of its own.
+    resumed = otel.summary(f"{paused_id}#2").attributes
+    assert resumed["toolguard.trajectory.length"] == 2
+    assert sorted(
+        (s.attributes["gen_ai.tool.name"], s.attributes["toolguard.decision"])
+        for s in otel.call_spans()
+    ) == [("pay", "allowed"), ("pay", "allowed")]

@@ -7,6 +7,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,12 @@ import pytest
 import toolguard as tg
 from conftest import Telemetry, answers, chat, message, scripted
 from google.adk.agents import LlmAgent
+from google.adk.apps import App, ResumabilityConfig
+from google.adk.events.event import Event
 from google.adk.plugins.base_plugin import BasePlugin
+from google.adk.runners import InMemoryRunner
+from google.adk.tools import LongRunningFunctionTool
+from google.adk.tools.agent_tool import AgentTool
 from google.adk.tools.base_tool import BaseTool
 
 from toolguard_google_adk import ToolGuardPlugin
@@ -209,6 +215,26 @@ def test_a_run_abandoned_at_the_models_turn_ends_its_reserved_calls_cancelled(
     assert decisions(otel) == [(1, "cancelled"), (2, "blocked")]
 
 
+def test_a_lone_call_abandoned_at_the_models_turn_counts_in_t(otel: Telemetry) -> None:
+    plugin = ToolGuardPlugin(otel.guard(), trajectory_id=lambda ctx: "abandoned")
+    model = scripted([("echo", {"text": "a"})])
+    session = chat(LlmAgent(name="a", model=model, tools=[echo]), [plugin])
+
+    async def abandon_then_close() -> None:
+        events = session.runner.run_async(
+            user_id=session.user_id, session_id=session.session_id, new_message=message("go")
+        )
+        async for event in events:
+            if event.get_function_calls():
+                break
+        await events.aclose()
+        await session.runner.close()
+
+    asyncio.run(abandon_then_close())
+    assert otel.summary("abandoned").attributes["toolguard.trajectory.length"] == 1
+    assert decisions(otel) == [(1, "cancelled")]
+
+
 class Gate(BasePlugin):
     """A plugin whose before-tool callback holds one tool's calls (an approval that never
     comes): ahead of the guard, they never reach it; after it, they were checked but never
@@ -234,10 +260,7 @@ def test_a_run_cancelled_mid_turn_ends_each_call_once(otel: Telemetry) -> None:
         return {"text": text}
 
     ahead, behind = Gate("ahead", held="echo"), Gate("behind", held="other")
-    # The guard's own spans: ADK ends its span of a call cancelled outside the tool
-    # callbacks before the runner closes, so a verdict written there would be lost.
-    guard = otel.guard(reuse_framework_spans=False)
-    plugin = ToolGuardPlugin(guard, trajectory_id=lambda ctx: "cancelled")
+    plugin = ToolGuardPlugin(otel.guard(), trajectory_id=lambda ctx: "cancelled")
     model = scripted([("other", {"text": "a"}), ("echo", {"text": "b"})])
     agent = LlmAgent(name="a", model=model, tools=[echo, other])
     session = chat(agent, [ahead, plugin, behind])
@@ -254,6 +277,103 @@ def test_a_run_cancelled_mid_turn_ends_each_call_once(otel: Telemetry) -> None:
     asyncio.run(cancel_then_close())
     assert otel.summary("cancelled").attributes["toolguard.trajectory.length"] == 2
     # other was checked and never answered; echo never reached the guard.
+    assert decisions(otel) == [(1, "cancelled"), (2, "cancelled")]
+    # ADK ended its span of other when the task was cancelled, long before the runner
+    # closed: that span carries nothing of the guard's, and the guard's own span of the call
+    # its verdict (one span per call, each with its decision).
+    (adks,) = [
+        s
+        for s in otel.tool_spans()
+        if s.instrumentation_scope.name != "toolguard"
+        and s.attributes["gen_ai.tool.name"] == "other"
+    ]
+    assert not any(key.startswith("toolguard.") for key in adks.attributes)
+
+
+def test_a_sub_agents_calls_cancelled_with_its_caller_are_in_the_callers_summary(
+    otel: Telemetry,
+) -> None:
+    # An AgentTool's agent runs in a runner of its own; cancelled with its caller, neither
+    # run gets an after-run callback: both end when the runner closes, the sub-agent's
+    # calls (steps of the caller's trajectory) before the caller's summary.
+    def other(text: str) -> dict[str, str]:
+        """Held after the guard's check."""
+        return {"text": text}
+
+    helper = LlmAgent(
+        name="helper",
+        description="does things",
+        model=scripted([("other", {"text": "a"}), ("echo", {"text": "b"})]),
+        tools=[other, echo],
+    )
+    root = LlmAgent(
+        name="root",
+        model=scripted([("helper", {"request": "go"})]),
+        tools=[AgentTool(agent=helper)],
+    )
+    behind = Gate("behind", held="other")
+    guard = otel.guard()
+    traj = guard.trajectory("nested")  # not started: the plugin starts and ends it
+    session = chat(root, [ToolGuardPlugin(guard, trajectory=traj), behind])
+
+    async def cancel_then_close() -> None:
+        task = asyncio.ensure_future(session.asend("go"))
+        await behind.parked.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await session.runner.close()
+
+    asyncio.run(cancel_then_close())
+    assert traj.ended and traj.length == 3
+    assert sorted((v.step, v.tool, v.decision) for v in traj.verdicts) == [
+        (1, "helper", "cancelled"),
+        (2, "other", "cancelled"),
+        (3, "echo", "allowed"),
+    ]
+
+
+def test_a_run_aborted_mid_turn_ends_each_call_cancelled_before_its_summary(
+    otel: Telemetry,
+) -> None:
+    # run_async(abort_signal=...): ADK cancels the turn, answers the calls left unanswered
+    # with an error of its own (INVOCATION_ABORTED) and runs the after-run callback.
+    def other(text: str) -> dict[str, str]:
+        """Held after the guard's check."""
+        return {"text": text}
+
+    ahead, behind = Gate("ahead", held="echo"), Gate("behind", held="other")
+    guard = otel.guard()
+    traj = guard.trajectory("aborted")  # not started: the plugin starts and ends it
+    plugin = ToolGuardPlugin(guard, trajectory=traj)
+    model = scripted([("other", {"text": "a"}), ("echo", {"text": "b"})])
+    session = chat(LlmAgent(name="a", model=model, tools=[echo, other]), [ahead, plugin, behind])
+    stop = asyncio.Event()
+
+    async def read() -> list[Event]:
+        events = session.runner.run_async(
+            user_id=session.user_id,
+            session_id=session.session_id,
+            new_message=message("go"),
+            abort_signal=stop,
+        )
+        return [e async for e in events]
+
+    async def abort() -> list[Event]:
+        task = asyncio.ensure_future(read())
+        await ahead.parked.wait()
+        await behind.parked.wait()
+        stop.set()
+        return await task
+
+    events = asyncio.run(abort())
+    sealed = [r.response for e in events if e.error_code for r in e.get_function_responses()]
+    assert sealed and all("aborted" in str(r) for r in sealed)  # ADK's answer, no tool's
+    assert traj.ended  # by the after-run callback, with every verdict in the summary
+    assert sorted((v.step, v.decision) for v in traj.verdicts) == [
+        (1, "cancelled"),
+        (2, "cancelled"),
+    ]
     assert decisions(otel) == [(1, "cancelled"), (2, "cancelled")]
 
 
@@ -339,3 +459,126 @@ def test_without_adk_the_error_names_the_install_command() -> None:
     ).stdout
     assert "google-adk>=2.13,<3" in out
     assert "pip install -e . -e adapters/google_adk" in out
+
+
+def test_a_call_another_plugin_answers_after_it_ran_has_that_answer_as_its_result(
+    otel: Telemetry,
+) -> None:
+    class Answer(BasePlugin):  # ahead of the guard: answers echo's calls after they ran
+        async def after_tool_callback(
+            self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: Any, result: Any
+        ) -> dict[str, str]:
+            return {"error": "withheld"}  # ADK then runs no later plugin's after callback
+
+    plugin = ToolGuardPlugin(otel.guard(), trajectory_id=lambda ctx: "answered-after")
+    model = scripted([("echo", {"text": "a"})])
+    session = chat(LlmAgent(name="a", model=model, tools=[echo]), [Answer("a"), plugin])
+    assert [r.response for r in answers(session.send("go"))] == [{"error": "withheld"}]
+    # The call ran and the model got an error: recorded so, in the run's summary.
+    summary = otel.summary("answered-after").attributes
+    assert summary["toolguard.trajectory.length"] == 1
+    assert summary["toolguard.trajectory.first_error_depth"] == 1
+    assert summary["toolguard.trajectory.first_error.cause"] == "state_consistency"
+    assert decisions(otel) == [(1, "allowed")]
+
+
+def test_a_call_left_without_an_answer_is_cancelled_in_the_runs_summary(
+    otel: Telemetry,
+) -> None:
+    # A long-running tool answered with nothing: ADK sends no answer now (the client sends
+    # it later), and a plugin ahead of the guard answering so stops ADK's after callbacks.
+    class Defer(BasePlugin):
+        async def after_tool_callback(
+            self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: Any, result: Any
+        ) -> dict[str, str]:
+            return {}
+
+    def ask(text: str) -> None:
+        """Ask a person; they answer later."""
+
+    guard = otel.guard()
+    traj = guard.trajectory("deferred")  # not started: the plugin starts and ends it
+    plugin = ToolGuardPlugin(guard, trajectory=traj)
+    tool = LongRunningFunctionTool(ask)
+    session = chat(
+        LlmAgent(name="a", model=scripted([("ask", {"text": "a"})]), tools=[tool]),
+        [Defer("a"), plugin],
+    )
+    session.send("go")
+    # Ended with the run, before its summary: not when the call is garbage-collected.
+    assert traj.ended and otel.summary("deferred").attributes["toolguard.trajectory.length"] == 1
+    assert [v.decision for v in traj.verdicts] == ["cancelled"]
+    assert decisions(otel) == [(1, "cancelled")]
+
+
+def test_a_resumed_invocation_ends_its_interrupted_run_and_is_a_trajectory_of_its_own(
+    otel: Telemetry,
+) -> None:
+    # A resumable app: a run cancelled mid-call is resumed by run_async(invocation_id=...)
+    # without a message; ADK runs the interrupted call again under the same invocation id.
+    started, hold = asyncio.Event(), [True]
+
+    async def hang(text: str) -> dict[str, str]:
+        """Hangs the first time it runs."""
+        if hold[0]:
+            started.set()
+            await asyncio.Event().wait()
+        return {"text": text}
+
+    model = scripted([("echo", {"text": "a"})], [("hang", {"text": "b"})], "done")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # ADK: resumability is experimental
+        resumable = ResumabilityConfig(is_resumable=True)
+    app = App(
+        name="app",
+        root_agent=LlmAgent(name="a", model=model, tools=[echo, hang]),
+        plugins=[ToolGuardPlugin(otel.guard())],
+        resumability_config=resumable,
+    )
+    runner = InMemoryRunner(app=app)
+
+    async def cancel_resume_close() -> str:
+        session = await runner.session_service.create_session(app_name="app", user_id="u")
+        seen: list[str] = []
+
+        async def first() -> None:
+            async for event in runner.run_async(
+                user_id="u", session_id=session.id, new_message=message("go")
+            ):
+                seen.append(event.invocation_id)
+
+        task = asyncio.ensure_future(first())
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        hold[0] = False
+        async for _ in runner.run_async(user_id="u", session_id=session.id, invocation_id=seen[0]):
+            pass
+        await runner.close()
+        return seen[0]
+
+    invocation = asyncio.run(cancel_resume_close())
+    summaries = {
+        str(s.attributes["toolguard.trajectory.id"]): s.attributes["toolguard.trajectory.length"]
+        for s in otel.summaries()
+    }
+    # The interrupted run's summary is out (T=2), and the resumed run, which ran hang again,
+    # is a trajectory of its own: never one id holding both runs' steps.
+    assert len(summaries) == 2 and summaries.pop(invocation) == 2
+    ((resumed, length),) = summaries.items()
+    assert resumed.startswith(f"{invocation}+") and length == 1
+    by_run = sorted(
+        (
+            s.attributes["toolguard.trajectory.id"] == invocation,
+            int(s.attributes["toolguard.step"]),
+            str(s.attributes["gen_ai.tool.name"]),
+            str(s.attributes["toolguard.decision"]),
+        )
+        for s in otel.call_spans()
+    )
+    assert by_run == [
+        (False, 1, "hang", "allowed"),
+        (True, 1, "echo", "allowed"),
+        (True, 2, "hang", "cancelled"),
+    ]

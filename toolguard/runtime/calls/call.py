@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from contextvars import Token
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN, Span
 from opentelemetry.util.types import AnyValue
 
@@ -45,6 +46,7 @@ class _Call:
     finalizer (a fifth of a microsecond per call) would never find one open."""
 
     __slots__ = (
+        "_attrs_due",
         "_decision",
         "_failures",
         "_guard",
@@ -67,6 +69,7 @@ class _Call:
         "step",
     )
     # Set by start() (annotated here: the slots are filled there, not in __init__).
+    _attrs_due: bool  # on a framework's span only: its call attributes not written yet
     _decision: str | None  # set when the call is closed (with _sorted)
     _failures: tuple[Failure, ...]  # what the checks found, in finding order
     _guard: Guard
@@ -211,6 +214,8 @@ class _Call:
             observe = guard.observes_outputs
             if stages.record is not None or observe:
                 stages.record_outcome(self, traj, result, observe)
+        if not self._owns_span and self._attrs_due:
+            self._settle_span()
         if guard.record_content and self._recording:
             tel.set_attributes(self._span, {contract.GEN_AI_TOOL_CALL_RESULT: tel.content(result)})
         if self._failures or (traj is not None and traj.ended):
@@ -288,6 +293,8 @@ class _Call:
 
     def _close(self, executed: bool, cancelled: bool = False) -> list[Failure]:
         """Decide the call's decision, record it in the trajectory and on the span."""
+        if not self._owns_span and self._attrs_due:
+            self._settle_span()
         if not self._failures and not cancelled:  # valid: most calls
             self._decision = contract.ALLOWED
             self._sorted = _NO_FAILURES
@@ -340,6 +347,39 @@ class _Call:
             text = first.message if content else first.telemetry_message
             logger.info("toolguard: %s step %s %s: %s", shown(self.name), self.step, decision, text)
         return failures
+
+    def _settle_span(self) -> None:
+        """At the call's close, before anything of it is written on the framework's span: its
+        call attributes go there now, with the verdict that follows. A framework span that
+        has ended meanwhile (ADK ends its span of a call cancelled outside the tool
+        callbacks, and the run's end cancels the call later) would drop them, and the
+        verdict with them; it carries none of them, so the call gets a span of the guard's
+        own instead, started and ended here: still one span per call, the verdict kept."""
+        self._attrs_due = False
+        span = self._span
+        try:
+            # The API's only word on it: an SDK span records from its start to its end.
+            still_open = span.is_recording()
+        except Exception:
+            still_open = False
+        if still_open:
+            tel.set_attributes(span, self._call_attributes())
+            return
+        tool = self._tool
+        span_name = tool.span_names[1] if tool is not None else tel.call_span_names(self.name)[1]
+        attributes = self._call_attributes()
+        if self._guard.record_content and hasattr(self, "_sent"):
+            # What admit wrote on the framework's span went with it.
+            attributes[contract.GEN_AI_TOOL_CALL_ARGUMENTS] = tel.content(self._sent)
+        try:  # in the framework's trace, below its span of this call
+            parent = trace.set_span_in_context(span)
+        except Exception:
+            logger.exception("toolguard: could not read the framework's span")
+            parent = None
+        own = tel.start_span(self._guard.tracer, span_name, parent, attributes)
+        self._span = own
+        self._owns_span = True
+        self._recording = own is not INVALID_SPAN and own.is_recording()
 
     def _after_end(self) -> None:
         assert self._traj is not None

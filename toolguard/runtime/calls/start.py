@@ -140,8 +140,10 @@ def start(
     call._owns_span = False
     call._span = span
     call._recording = span is not INVALID_SPAN and span.is_recording()
-    if call._recording:  # a framework's span: the attributes go on it
-        tel.set_attributes(span, call._call_attributes())
+    # A framework's span: the call's attributes go on it when the call closes, with its
+    # verdict (``_Call._settle_span``), so a span the framework ends before that carries
+    # none of them and the call gets a span of its own instead.
+    call._attrs_due = call._recording
     return call
 
 

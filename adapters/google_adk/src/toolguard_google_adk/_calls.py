@@ -13,8 +13,20 @@ from google.adk.tools.base_tool import BaseTool
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
+try:  # private in ADK: the names as ADK lists them, where it still does
+    from google.adk.utils._function_call_names import CLIENT_FUNCTION_CALL_NAMES
+except ImportError:  # pragma: no cover - another ADK layout
+    CLIENT_FUNCTION_CALL_NAMES = frozenset()
+
 # ADK's tracer (google.adk.telemetry.tracing): the scope of its `execute_tool` spans.
 _ADK_SCOPE = "gcp.vertex.agent"
+# The calls ADK itself emits for the client to answer (a confirmation, credentials, an
+# input it asks for): no tool runs them.
+CLIENT_CALLS = CLIENT_FUNCTION_CALL_NAMES | {
+    "adk_request_confirmation",
+    "adk_request_credential",
+    "adk_request_input",
+}
 # What FunctionTool.run_async answers, without calling the function, when its own argument
 # handling refuses the call (pinned by tests/test_adk_calls.py against the installed ADK).
 _ADK_REFUSALS = (

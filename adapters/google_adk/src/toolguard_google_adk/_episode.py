@@ -43,13 +43,23 @@ def choose(
 def default_id(ctx: InvocationContext) -> str:
     """The invocation's id; for a run that resumes it (a message answering a paused
     long-running call, which ADK gives that call's invocation id), ``<id>#<n>``, n counting
-    the client's messages of that invocation in the session: each run is a trajectory of its
-    own, and two summaries under one id would be read as one trajectory by the report. Read
-    from the session, so every process names a run the same."""
-    sent_here = sum(
-        1 for e in ctx.session.events if e.invocation_id == ctx.invocation_id and e.author == "user"
-    )
-    return ctx.invocation_id if sent_here <= 1 else f"{ctx.invocation_id}#{sent_here}"
+    the client's messages of that invocation in the session; for a run that resumes it
+    without a message (a resumable app's ``run_async(invocation_id=...)`` after an
+    interrupted run), that id ``+<k>``, k counting the invocation's events since that
+    message. Each run is a trajectory of its own, and two summaries under one id would be
+    read as one trajectory by the report. Read from the session, so every process names a
+    run the same."""
+    sent_here = 0
+    since = 0  # the invocation's events after its last message: a run already went on
+    for e in ctx.session.events:
+        if e.invocation_id == ctx.invocation_id:
+            if e.author == "user":
+                sent_here += 1
+                since = 0
+            else:
+                since += 1
+    base = ctx.invocation_id if sent_here <= 1 else f"{ctx.invocation_id}#{sent_here}"
+    return base if since == 0 else f"{base}+{since}"
 
 
 def texts(content: types.Content | None) -> Iterator[str]:

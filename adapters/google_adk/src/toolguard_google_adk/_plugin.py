@@ -9,8 +9,6 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable, Mapping
-from contextvars import ContextVar, Token
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import toolguard as tg
@@ -22,30 +20,11 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 
 from . import _calls, _episode, _tree
+from ._runs import CALLER, Run
 
 ToolErrors = Literal["deliver", "raise"]
 
 logger = logging.getLogger("toolguard")
-
-# The invocation whose AgentTool call is running here: the sub-agent's runner (ADK hands it
-# this plugin, with a session and invocation id of its own) counts in that invocation's
-# trajectory. Set while the call runs, in the context ADK runs the tool in.
-_CALLER: ContextVar[str | None] = ContextVar("toolguard_adk_caller", default=None)
-
-
-@dataclass(slots=True)
-class _Run:
-    """One invocation in progress: its trajectory, whether the plugin ends it, and the calls
-    admitted and still running, by call id."""
-
-    traj: tg.Trajectory
-    owned: bool
-    pending: dict[str, tg.PendingCall] = field(default_factory=dict)
-    # The calls whose steps a model turn reserved and that no tool callback has reached yet,
-    # by call id: (tool name, arguments), to give each its verdict if the run ends first.
-    unclaimed: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
-    # The AgentTool calls running, by call id: how to undo their mark on the context.
-    callers: dict[str, Token[str | None]] = field(default_factory=dict)
 
 
 class ToolGuardPlugin(BasePlugin):
@@ -108,7 +87,7 @@ class ToolGuardPlugin(BasePlugin):
         self._tools: dict[str, BaseTool] = {}
         self._returns_dict: dict[str, bool | None] = {}
         self._trees: set[int] = set()  # root agents whose whole tree was declared
-        self._runs: dict[str, _Run] = {}  # the invocations in progress, by invocation id
+        self._runs: dict[str, Run] = {}  # the invocations in progress, by invocation id
         self._watched = False
         # Calls outside any invocation this plugin saw start (its before_run_callback did not
         # run for them): kept apart by their ToolContext.
@@ -123,28 +102,34 @@ class ToolGuardPlugin(BasePlugin):
         if not self._watched:
             _watch(self)
             self._watched = True
-        caller = self._runs.get(_CALLER.get() or "")
+        caller = self._runs.get(CALLER.get() or "")
         if caller is not None:
             # A sub-agent called as a tool: its calls are steps of the caller's trajectory,
             # which already holds what it found and saw (the request is the caller model's
             # own text, not something seen).
-            self._runs[ctx.invocation_id] = _Run(caller.traj, False)
+            self._runs[ctx.invocation_id] = Run(caller.traj, False, caller=caller)
             return
         await self._know_tree(ctx)  # before the trajectory starts: a bad contract raises
+        if self._runs.get(ctx.invocation_id) is not None:
+            # A resumable app's run resuming an invocation whose interrupted run (cancelled:
+            # no callback ended it) is still open here: that run ends now, with its summary
+            # and every call of it, instead of being dropped for this one.
+            interrupted = self._end_run(ctx.invocation_id)
+            if interrupted is not None and interrupted.owned:
+                interrupted.traj.end()
         traj, owned = _episode.choose(
             self.guard, ctx, self.trajectory, self.trajectory_id, self.labels
         )
-        self._runs[ctx.invocation_id] = _Run(traj, owned)
+        self._runs[ctx.invocation_id] = Run(traj, owned)
         if self.observe_prompt:
             for text in _episode.texts(ctx.user_content):
                 traj.observe(text)
         await self._bind_results(ctx, traj)
 
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
-        run = self._runs.pop(invocation_context.invocation_id, None)
+        run = self._end_run(invocation_context.invocation_id)
         if run is None:
             return
-        _close_unclaimed(self.guard, run)
         if run.owned:
             if self.success is not None:
                 run.traj.success = self.success(invocation_context)
@@ -153,11 +138,9 @@ class ToolGuardPlugin(BasePlugin):
     async def on_run_error_callback(
         self, *, invocation_context: InvocationContext, error: Exception
     ) -> None:
-        run = self._runs.pop(invocation_context.invocation_id, None)
-        if run is not None:
-            _settle(self.guard, run)
-            if run.owned:
-                run.traj.end(error)  # the summary, success unknown, the error's type on it
+        run = self._end_run(invocation_context.invocation_id)
+        if run is not None and run.owned:
+            run.traj.end(error)  # the summary, success unknown, the error's type on it
 
     async def close(self) -> None:
         self.end_open()
@@ -166,25 +149,64 @@ class ToolGuardPlugin(BasePlugin):
         """End the trajectories of invocations that never finished (a run cancelled, the
         caller stopped iterating its events): at runner close and at interpreter exit."""
         for key in list(self._runs):
-            run = self._runs.pop(key, None)
-            if run is not None:
-                _settle(self.guard, run)
-                if run.owned:
-                    run.traj.end()
+            run = self._end_run(key)
+            if run is not None and run.owned:
+                run.traj.end()
+
+    def _end_run(self, key: str) -> Run | None:
+        """The run of invocation ``key``, no longer in progress, every call of it given its
+        verdict before its summary: those of the sub-agents' runs inside it (AgentTool calls)
+        that never ended, cancelled with it (ADK runs no callback of theirs then), first."""
+        run = self._runs.pop(key, None)
+        if run is None:
+            return None
+        for inner_key, inner in list(self._runs.items()):
+            if inner.inside(run) and self._runs.pop(inner_key, None) is not None:
+                inner.settle(self.guard)
+        run.settle(self.guard)
+        return run
 
     # -- a model turn --------------------------------------------------------------------------
     async def on_event_callback(
         self, *, invocation_context: InvocationContext, event: Event
     ) -> None:
         # The model's event reaches the runner, with ADK's call ids, before any of its calls
-        # runs: steps by call id in emission order, whatever order the calls finish in.
-        calls = event.get_function_calls() if event.content is not None else ()
-        if len(calls) > 1 and (run := self._runs.get(invocation_context.invocation_id)):
-            run.traj.reserve([c.id for c in calls if c.id])
-            for c in calls:
-                if c.id:
-                    run.unclaimed.setdefault(c.id, (c.name or "", dict(c.args or {})))
+        # runs: steps by call id in emission order, whatever order the calls finish in. A
+        # partial event (a streaming model's) carries the calls again in the final one, with
+        # ids of their own: only the final one's run.
+        if event.content is None or event.partial:
+            return None
+        if run := self._runs.get(invocation_context.invocation_id):
+            run.reserve(event.get_function_calls())
+            if run.pending:
+                self._answered_elsewhere(run, event)
         return None
+
+    def _answered_elsewhere(self, run: Run, event: Event) -> None:
+        """Close the admitted calls this event answers: their answer reached the model
+        without this plugin's after-tool (or tool-error) callback, because a plugin before
+        it answered there and ADK asks no later one. The answer the model got is the
+        call's result, judged and recorded as the tool's would be, before the run's
+        summary; left open, the call was cancelled when dropped, after the summary, as if it
+        had not run."""
+        actions = event.actions
+        paused = {*actions.requested_tool_confirmations, *actions.requested_auth_configs}
+        # An event with an error code is ADK's own answer, not a tool's: the calls an aborted
+        # invocation left unanswered (its abort_signal set) are sealed with
+        # INVOCATION_ABORTED, and never ran.
+        aborted = event.error_code is not None
+        for response in event.get_function_responses():
+            open_call = run.pending.get(response.id or "")
+            if open_call is None or open_call.name != response.name:
+                continue  # a model's own ids may repeat: the same call has the same tool
+            pending = run.take(open_call.call_id or "")
+            if pending is None or pending.done:
+                continue
+            if aborted or response.id in paused:
+                pending.cancel()  # a paused call, as after_tool_callback does: resumed anew
+                continue
+            answer = response.response if isinstance(response.response, dict) else {}
+            pending.finish(_episode.unwrap(answer, self._returned_dict(pending.name)))
 
     # -- one call ------------------------------------------------------------------------------
     async def before_tool_callback(
@@ -219,7 +241,7 @@ class ToolGuardPlugin(BasePlugin):
         if run is not None and call_id is not None:
             run.pending[call_id] = pending
             if isinstance(tool, AgentTool):
-                run.callers[call_id] = _CALLER.set(tool_context.invocation_id)
+                run.callers[call_id] = CALLER.set(tool_context.invocation_id)
         else:
             self._orphans[id(tool_context)] = pending
         return None
@@ -270,14 +292,7 @@ class ToolGuardPlugin(BasePlugin):
         run = self._runs.get(tool_context.invocation_id)
         call_id = tool_context.function_call_id
         if run is not None and call_id is not None:
-            # Claimed here too: a call another plugin answered before this one's check never
-            # reached before_tool_callback, yet ADK answered it; it is not cancelled, and
-            # keeps its reserved step without a verdict (the README's limit).
-            run.unclaimed.pop(call_id, None)
-            token = run.callers.pop(call_id, None)
-            if token is not None:
-                _unmark(token)
-            return run.pending.pop(call_id, None)
+            return run.take(call_id)
         return self._orphans.pop(id(tool_context), None)
 
     def _know(self, tool: BaseTool) -> None:
@@ -337,41 +352,6 @@ class ToolGuardPlugin(BasePlugin):
             if error_result and error_result(result):
                 continue  # a refused call's answer binds nothing
             traj.bind_result(self.guard.get_tool(name), result)
-
-
-def _unmark(token: Token[str | None]) -> None:
-    try:
-        _CALLER.reset(token)
-    except ValueError:  # closed in another context than it opened in
-        _CALLER.set(None)
-
-
-def _settle(guard: tg.Guard, run: _Run) -> None:
-    # Calls still open when the invocation ends never got an answer: cancelled.
-    _close_unclaimed(guard, run)
-    for pending in list(run.pending.values()):
-        if not pending.done:
-            pending.cancel()
-    run.pending.clear()
-    for token in run.callers.values():
-        _unmark(token)
-    run.callers.clear()
-
-
-def _close_unclaimed(guard: tg.Guard, run: _Run) -> None:
-    """End as cancelled the calls whose steps were reserved but that never reached a tool
-    callback (the app stopped reading the events at the model's turn, the task was
-    cancelled): each counts in T, so each gets its verdict and span. Checked first, as the
-    core's turn helpers do, so a call the guard would have blocked is recorded blocked."""
-    calls = list(run.unclaimed.items())
-    run.unclaimed.clear()
-    if run.traj.ended:
-        return  # a trajectory of the caller's, ended before the run was: its summary is out
-    for call_id, (name, args) in calls:
-        try:
-            guard.cancel_unstarted(name, args, call_id=call_id, trajectory=run.traj)
-        except Exception:  # a guard failure never fails the run or the runner's close
-            logger.warning("toolguard: could not close the call to %r", name, exc_info=True)
 
 
 # Every plugin alive, to end its open trajectories at interpreter exit (a run cancelled or
