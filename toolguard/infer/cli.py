@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from .._argtypes import positive
 from .._errors import ToolGuardError
 from ..replay.model import RecordedRun
+from ..report.escape import printable
 from ..replay.sources import FORMATS, read_runs
 from .explain import explain
 from .flow import Flow, trace_runs
@@ -190,10 +191,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"toolguard: error: cannot write {args.out}: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    # Names and ids come from the recording: no control character of theirs reaches the
+    # terminal (the report's rule).
     for warning in flow.warnings:
-        print(f"toolguard: warning: {warning}", file=sys.stderr)
+        print(f"toolguard: warning: {printable(warning)}", file=sys.stderr)
     if args.explain:
-        sys.stdout.write(explain(flow))
+        sys.stdout.write("".join(printable(line) + "\n" for line in explain(flow).splitlines()))
     print(
         f"inferred {len(proposals)} rule(s) from {flow.runs} trajectories: {os.fspath(args.out)}",
         file=sys.stderr,

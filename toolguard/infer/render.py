@@ -15,11 +15,20 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+from ..report.escape import printable
 from .domains import comments
 from .flow import Flow
 from .holders import MAX_DISTINCT
 from .propose import Proposal
 from .values import INITIAL
+
+
+def _line(text: str) -> str:
+    # Tool and argument names, trajectory ids and warnings come from the recording: a
+    # newline in one would end its comment and make the rest of it keys of the contract, and
+    # TOML refuses any other control character in a comment. Keys are JSON-escaped already
+    # (``_q``), so escaping every line only touches the comments.
+    return printable(text)
 
 
 def _q(text: str) -> str:
@@ -144,4 +153,4 @@ def render(
         for tool in sorted(seen):
             lines.append(f"# {tool}:")
             lines.extend(seen[tool])
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(_line, lines)) + "\n"
