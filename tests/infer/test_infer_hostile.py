@@ -48,3 +48,117 @@ def test_names_from_the_recording_stay_inside_their_comments(
     assert "\x1b" not in text
     contract = tg.load_contract(out)
     assert contract.mode == "log"
+
+
+_DEEP = "[" * 5000 + "]" * 5000  # deeper than the json module's stack: a RecursionError
+
+
+def test_arguments_nested_past_the_parsers_stack_are_unread(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    row = run("r0", "hi", ("tool", {}, {"ok": True}))
+    row["messages"][1]["tool_calls"][0]["function"]["arguments"] = _DEEP
+    out = tmp_path / "c.toml"
+    assert main(["infer", write(str(tmp_path), [row]), "--out", str(out)]) == 0
+    assert tomllib.loads(out.read_text()).get("tools", {}) == {}
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def _span_line(*spans: dict[str, object]) -> str:
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": list(spans)}]}]})
+
+
+def _call_span(span_id: str, attributes: dict[str, dict[str, object]]) -> dict[str, object]:
+    base: dict[str, dict[str, object]] = {
+        "gen_ai.operation.name": {"stringValue": "execute_tool"},
+        "gen_ai.tool.name": {"stringValue": "tool"},
+        "toolguard.trajectory.id": {"stringValue": "t1"},
+        "toolguard.step": {"intValue": "1"},
+        "toolguard.valid": {"boolValue": True},
+        "toolguard.decision": {"stringValue": "allowed"},
+        "gen_ai.tool.call.arguments": {"stringValue": '{"a": "value-1"}'},
+        "gen_ai.tool.call.result": {"stringValue": '{"ok": true}'},
+    }
+    base.update(attributes)
+    return {
+        "traceId": "0" * 31 + "1",
+        "spanId": span_id,
+        "attributes": [{"key": k, "value": v} for k, v in base.items() if v],
+    }
+
+
+def test_deeply_nested_recorded_arguments_in_a_span_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "spans.jsonl"
+    deep = {"gen_ai.tool.call.arguments": {"stringValue": _DEEP}}
+    path.write_text(_span_line(_call_span("a" * 16, deep)) + "\n")
+    out = tmp_path / "c.toml"
+    assert main(["infer", str(path), "--format", "spans", "--out", str(out)]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        {"stringValue": "one"},
+        {"doubleValue": 1.5},
+        {"boolValue": True},
+        {"intValue": "-3"},
+        {"intValue": "0"},
+        {"intValue": "9" * 5000},  # past int()'s digit limit
+        {"intValue": [1]},
+    ],
+)
+def test_a_call_span_whose_step_is_unreadable_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], step: dict[str, object]
+) -> None:
+    path = tmp_path / "spans.jsonl"
+    good = _call_span("b" * 16, {"toolguard.step": {"intValue": "2"}})
+    path.write_text(
+        "\n" + _span_line(good) + "\n" + _span_line(_call_span("a" * 16, {"toolguard.step": step}))
+    )
+    out = tmp_path / "c.toml"
+    assert main(["infer", str(path), "--format", "spans", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert (
+        f"{path}: 1 call span(s) whose toolguard.step is not a whole number >= 1, not read "
+        f"(the first at {path}:3, trajectory 't1')" in err
+    )
+    assert "Traceback" not in err
+
+
+def test_call_spans_without_a_trajectory_id_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "spans.jsonl"
+    spans = [
+        _call_span("a" * 16, {"toolguard.trajectory.id": {}}),
+        _call_span("b" * 16, {"toolguard.trajectory.id": {"intValue": "7"}}),
+    ]
+    path.write_text(_span_line(*spans) + "\n")
+    assert main(["infer", str(path), "--format", "spans", "--out", str(tmp_path / "c")]) == 0
+    err = capsys.readouterr().err
+    assert (
+        f"{path}: 2 call span(s) with toolguard.step but no toolguard.trajectory.id string, "
+        f"not read (the first at {path}:1)" in err
+    )
+
+
+def test_a_summary_whose_call_spans_are_all_lost_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "spans.jsonl"
+    summary = {
+        "traceId": "0" * 31 + "1",
+        "spanId": "c" * 16,
+        "attributes": [
+            {"key": "toolguard.trajectory.id", "value": {"stringValue": "t9"}},
+            {"key": "toolguard.trajectory.length", "value": {"intValue": "3"}},
+            {"key": "toolguard.trajectory.first_error_depth", "value": {"intValue": "4"}},
+        ],
+    }
+    path.write_text(_span_line(summary) + "\n")
+    assert main(["infer", str(path), "--format", "spans", "--out", str(tmp_path / "c")]) == 0
+    err = capsys.readouterr().err
+    assert "1 trajector(y/ies) with a summary span of calls but no call span (the first: 't9')" in err

@@ -66,6 +66,25 @@ class SpanRead:
     warnings: list[str] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class _Unread:
+    """Spans of one kind of damage, not read: how many, and where the first one was."""
+
+    why: str
+    count: int = 0
+    first: str = ""
+
+    def add(self, where: str) -> None:
+        self.count += 1
+        if not self.first:
+            self.first = where
+
+    def warning(self, name: str) -> str | None:
+        if not self.count:
+            return None
+        return f"{name}: {self.count} {self.why}, not read (the first at {self.first})"
+
+
 def span_runs(path: str | os.PathLike[str], read: SpanRead | None = None) -> Iterator[RecordedRun]:
     """The trajectories of one span file, sorted by id. A line that is not JSON raises
     :class:`ReplayInputError` naming the file and line; content missing or cut is a warning
@@ -75,6 +94,10 @@ def span_runs(path: str | os.PathLike[str], read: SpanRead | None = None) -> Ite
     calls: dict[str, list[_Call]] = {}
     summaries: dict[str, dict[str, Any]] = {}
     seen: set[tuple[str, str]] = set()
+    # A call span the reader cannot place is evidence lost: said, never dropped in silence
+    # (a file of them would otherwise read as "no recorded run").
+    bad_step = _Unread(f"call span(s) whose {STEP} is not a whole number >= 1")
+    no_tid = _Unread(f"call span(s) with {STEP} but no {TRAJECTORY_ID} string")
     for located in iter_values(name, json_lines=True):
         if located.error is not None:
             raise ReplayInputError(f"{located.where}: {located.error}")
@@ -86,14 +109,27 @@ def span_runs(path: str | os.PathLike[str], read: SpanRead | None = None) -> Ite
                     continue
                 seen.add(ident)
             tid = attributes.get(TRAJECTORY_ID)
-            if not isinstance(tid, str):
+            if not isinstance(tid, str) or not tid:
+                if STEP in attributes and TRAJECTORY_LENGTH not in attributes:
+                    no_tid.add(located.where)
                 continue
             if TRAJECTORY_LENGTH in attributes:
                 summaries[tid] = attributes
             elif STEP in attributes:
                 step = _int(attributes.get(STEP))
-                if step is not None:
-                    calls.setdefault(tid, []).append(_call(step, attributes, status))
+                if step is None or step < 1:
+                    bad_step.add(f"{located.where}, trajectory {tid!r}")
+                    continue
+                calls.setdefault(tid, []).append(_call(step, attributes, status))
+    read.warnings += [w for u in (bad_step, no_tid) if (w := u.warning(name)) is not None]
+    empty = sorted(
+        t for t, s in summaries.items() if t not in calls and _int(s.get(TRAJECTORY_LENGTH))
+    )
+    if empty:
+        read.warnings.append(
+            f"{name}: {len(empty)} trajector(y/ies) with a summary span of calls but no call "
+            f"span (the first: {empty[0]!r}): lost calls, nothing to read"
+        )
     total = sum(len(c) for c in calls.values())
     bare = sum(1 for c in calls.values() for one in c if not one.content)
     if total and bare == total:
@@ -164,7 +200,7 @@ def _json(text: Any) -> Any:
         return text  # cut at the recording limit: not JSON any more
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested deeper than the parser's stack: text too
         return text
 
 

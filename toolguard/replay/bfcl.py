@@ -104,7 +104,7 @@ def decode_step(item: Any) -> list[Call]:
                 ((name, args),) = element.items()
                 try:
                     kwargs = json.loads(args) if isinstance(args, str) else dict(args)
-                except (ValueError, TypeError) as exc:
+                except (ValueError, TypeError, RecursionError) as exc:
                     raise CallParseError(f"arguments of {name!r} are not an object") from exc
                 if not isinstance(kwargs, dict):
                     raise CallParseError(f"arguments of {name!r} are not an object")

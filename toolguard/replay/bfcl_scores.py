@@ -87,8 +87,8 @@ def load(path: Path) -> Scores:
             continue
         try:
             rows.append((number, json.loads(line)))
-        except ValueError as exc:
-            raise ReplayInputError(f"{where}:{number}: not valid JSON ({exc})") from exc
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+            raise ReplayInputError(f"{where}:{number}: not valid JSON ({exc})") from None
     if not rows or not isinstance(rows[0][1], dict) or "total_count" not in rows[0][1]:
         raise ReplayInputError(
             f"{where}:1: a BFCL score file starts with its summary "

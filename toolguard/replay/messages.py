@@ -48,7 +48,7 @@ def result_of(content: Any) -> Any:
     if stripped[:1] in ("{", "["):
         try:
             return json.loads(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the parser's stack: text too
             pass
     return text
 
