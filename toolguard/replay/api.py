@@ -128,6 +128,7 @@ def replay_files(
             meter.update(stats)
             run = next(runs, None)
         stats.unknown_contract_tools = replayer.unknown_contract_tools()
+        stats.unused_contract_arguments = replayer.unused_contract_arguments()
         completed = True
     except (ReplayInputError, MemoryError):
         failed = True

@@ -191,6 +191,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"whose rules checked nothing (misspelt?): {', '.join(stats.unknown_contract_tools)}",
             file=sys.stderr,
         )
+    if stats.unused_contract_arguments:
+        print(
+            "toolguard: warning: the contract names argument(s) that no replayed call of "
+            "their tool carried, whose rules checked nothing (misspelt? the runs record no "
+            f"schema to say): {', '.join(stats.unused_contract_arguments)}",
+            file=sys.stderr,
+        )
     if stats.skipped:
         print(
             f"toolguard: warning: skipped {stats.skipped} invalid run(s); first: "

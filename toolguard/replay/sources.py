@@ -30,6 +30,8 @@ class ReplayStats:
     bfcl_scored: int = 0  # BFCL entries whose outcome is BFCL's own verdict (a score file)
     # the contract's tools that no replayed run offered or called (misspelt: they check nothing)
     unknown_contract_tools: list[str] = field(default_factory=list)
+    # ``tool.argument (refs|grounded)``: contract arguments no replayed call of the tool carried
+    unused_contract_arguments: list[str] = field(default_factory=list)
 
     def skip(self, why: str) -> None:
         self.skipped += 1

@@ -1,0 +1,107 @@
+"""`toolguard replay` on hostile input: answers nested deeper than the JSON parser's stack, a
+contract whose rules name arguments the recorded calls never carry. A clear message, never a
+traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from chatlog import calls, tool, user, write_jsonl
+
+from toolguard.replay.bfcl import CallParseError, decode_step
+from toolguard.replay.bfcl_scores import load
+from toolguard.replay.cli import main
+from toolguard.replay.model import ReplayInputError
+
+_DEEP = "[" * 5000 + "]" * 5000  # deeper than the json module's stack: a RecursionError
+
+
+def _runs(tmp_path: Path) -> Path:
+    rows = [
+        {
+            "id": f"r{i}",
+            "messages": [
+                user("cancel my order"),
+                calls(("c1", "find_order", {"q": f"order {i}"})),
+                tool("c1", {"order_id": f"ORD-{i}"}),
+                calls(("c2", "cancel", {"order_id": f"ORD-{i}"})),
+                tool("c2", "ok"),
+            ],
+        }
+        for i in range(3)
+    ]
+    return write_jsonl(tmp_path / "runs.jsonl", rows)
+
+
+def test_an_answer_nested_past_the_parsers_stack_stays_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    row = {"id": "r", "messages": [user("go"), calls(("c1", "f", {"x": 1})), tool("c1", _DEEP)]}
+    log = write_jsonl(tmp_path / "runs.jsonl", [row])
+    contract = tmp_path / "c.toml"
+    contract.write_text('[tools.f]\nproduces = { "$" = "thing" }\n')
+    out = tmp_path / "spans.jsonl"
+    assert main(["openai", str(log), "--out", str(out), "--quiet", "--contract", str(contract)]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_bfcl_arguments_nested_past_the_parsers_stack_are_no_call() -> None:
+    with pytest.raises(CallParseError, match="arguments of 'f' are not an object"):
+        decode_step([{"f": _DEEP}])
+
+
+def test_a_bfcl_score_file_nested_past_the_parsers_stack(tmp_path: Path) -> None:
+    path = tmp_path / "score.json"
+    path.write_text('{"accuracy": 0.5, "total_count": 1}\n' + _DEEP + "\n")
+    with pytest.raises(ReplayInputError, match=f"{path}:2: not valid JSON"):
+        load(path)
+
+
+@pytest.mark.parametrize(
+    ("rules", "named"),
+    [
+        ('refs = { orderid = "order_id" }', "cancel.orderid (refs)"),
+        ('refs = { "order.id" = "order_id" }', "cancel.order.id (refs)"),
+        ('refs = { "orders[].id" = "order_id" }', "cancel.orders[].id (refs)"),
+        ('grounded = ["reason"]', "cancel.reason (grounded)"),
+    ],
+)
+def test_a_contract_argument_no_recorded_call_carries_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rules: str, named: str
+) -> None:
+    # The runs record no schema: the guard cannot tell the argument is not the tool's, so
+    # the rule would check nothing, in silence.
+    contract = tmp_path / "c.toml"
+    contract.write_text(
+        f'[tools.cancel]\n{rules}\n[tools.find_order]\nproduces = {{ order_id = "order_id" }}\n'
+    )
+    out = tmp_path / "spans.jsonl"
+    args = ["openai", str(_runs(tmp_path)), "--out", str(out), "--contract", str(contract)]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "names argument(s) that no replayed call of their tool carried" in err
+    assert err.count(named) == 1
+
+
+def test_a_contract_whose_arguments_the_calls_carry_is_not_warned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    contract = tmp_path / "c.toml"
+    contract.write_text(
+        '[tools.cancel]\nrefs = { order_id = "order_id" }\n'
+        '[tools.find_order]\nproduces = { order_id = "order_id" }\ngrounded = ["q"]\n'
+    )
+    out = tmp_path / "spans.jsonl"
+    args = ["openai", str(_runs(tmp_path)), "--out", str(out), "--contract", str(contract)]
+    assert main(args) == 0
+    assert "no replayed call" not in capsys.readouterr().err
+
+
+def test_appending_to_a_span_file_holding_a_line_nested_past_the_parsers_stack(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "spans.jsonl"
+    out.write_text('{"resourceSpans": []}\n' + _DEEP + "\n")
+    assert main(["openai", str(_runs(tmp_path)), "--out", str(out), "--quiet", "--append"]) == 0
+    assert "Traceback" not in capsys.readouterr().err
