@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -64,12 +65,12 @@ def test_arguments_nested_past_the_parsers_stack_are_unread(
     assert "Traceback" not in capsys.readouterr().err
 
 
-def _span_line(*spans: dict[str, object]) -> str:
+def _span_line(*spans: Mapping[str, object]) -> str:
     return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": list(spans)}]}]})
 
 
-def _call_span(span_id: str, attributes: dict[str, dict[str, object]]) -> dict[str, object]:
-    base: dict[str, dict[str, object]] = {
+def _call_span(span_id: str, attributes: Mapping[str, Mapping[str, object]]) -> dict[str, object]:
+    base: dict[str, Mapping[str, object]] = {
         "gen_ai.operation.name": {"stringValue": "execute_tool"},
         "gen_ai.tool.name": {"stringValue": "tool"},
         "toolguard.trajectory.id": {"stringValue": "t1"},
@@ -149,7 +150,7 @@ def test_a_summary_whose_call_spans_are_all_lost_is_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "spans.jsonl"
-    summary = {
+    summary: dict[str, object] = {
         "traceId": "0" * 31 + "1",
         "spanId": "c" * 16,
         "attributes": [
@@ -161,4 +162,6 @@ def test_a_summary_whose_call_spans_are_all_lost_is_named(
     path.write_text(_span_line(summary) + "\n")
     assert main(["infer", str(path), "--format", "spans", "--out", str(tmp_path / "c")]) == 0
     err = capsys.readouterr().err
-    assert "1 trajector(y/ies) with a summary span of calls but no call span (the first: 't9')" in err
+    assert (
+        "1 trajector(y/ies) with a summary span of calls but no call span (the first: 't9')" in err
+    )

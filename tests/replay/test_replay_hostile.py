@@ -42,7 +42,9 @@ def test_an_answer_nested_past_the_parsers_stack_stays_text(
     contract = tmp_path / "c.toml"
     contract.write_text('[tools.f]\nproduces = { "$" = "thing" }\n')
     out = tmp_path / "spans.jsonl"
-    assert main(["openai", str(log), "--out", str(out), "--quiet", "--contract", str(contract)]) == 0
+    assert (
+        main(["openai", str(log), "--out", str(out), "--quiet", "--contract", str(contract)]) == 0
+    )
     assert "Traceback" not in capsys.readouterr().err
 
 
@@ -105,3 +107,23 @@ def test_appending_to_a_span_file_holding_a_line_nested_past_the_parsers_stack(
     out.write_text('{"resourceSpans": []}\n' + _DEEP + "\n")
     assert main(["openai", str(_runs(tmp_path)), "--out", str(out), "--quiet", "--append"]) == 0
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_recorded_schema_whose_ref_resolves_nowhere_is_an_input_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    row = {
+        "id": "r",
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {"$ref": "#/x"}}}],
+        "messages": [user("go"), calls(("c1", "f", {"x": 1})), tool("c1", "ok")],
+    }
+    log = write_jsonl(tmp_path / "runs.jsonl", [row])
+    contract = tmp_path / "c.toml"
+    contract.write_text('[tools.f]\nrefs = { x = "thing" }\n')
+    out = tmp_path / "spans.jsonl"
+    assert (
+        main(["openai", str(log), "--out", str(out), "--quiet", "--contract", str(contract)]) == 2
+    )
+    err = capsys.readouterr().err
+    assert f"{log}:1 (run 1): tool 'f': its schema's $ref '#/x' does not resolve" in err
+    assert "Traceback" not in err

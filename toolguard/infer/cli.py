@@ -15,8 +15,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from .._argtypes import positive
 from .._errors import ToolGuardError
 from ..replay.model import RecordedRun
-from ..report.escape import printable
 from ..replay.sources import FORMATS, read_runs
+from ..report.escape import printable
 from .explain import explain
 from .flow import Flow, trace_runs
 from .propose import propose

@@ -38,6 +38,7 @@ from .. import (
     Trajectory,
     UndoLogFork,
 )
+from ..runtime.contract_file import unresolvable_ref
 from .given import user_values
 from .model import Executor, LiveEnvironment, RecordedCall, RecordedRun, ReplayInputError, Said
 
@@ -310,6 +311,11 @@ class Replayer:
             if contract is None:
                 spec = ToolSpec(name=name, json_schema=PERMISSIVE)
             else:
+                # The run's own schema, read from the recording: a $ref that resolves
+                # nowhere would fail the first call's check with a traceback.
+                why = unresolvable_ref(schema) if schema is not None else None
+                if why is not None:
+                    raise ReplayInputError(f"{run.where}: tool {name!r}: its schema's {why}")
                 spec = contract.spec_for(name, schema, null_as_default=null_as_default)
             self._specs[key] = spec
         return spec
