@@ -223,6 +223,8 @@ def _run(args: Args) -> str:
             return render_html(report, records, by=args.by, title=_title(args))
         return _format(report, args.format, args.depths)
     a, b = _pairs(args.by, args.a, "--a"), _pairs(args.by, args.b, "--b")
+    if a == b:  # every difference 0, its interval of width 0: a typo, not a finding
+        raise ToolGuardError(f"--a and --b name the same group ({args.a!r}): nothing to compare")
     records, warnings = _read(args)
     result = compare(
         records, a, b, task_label=args.task_label, seed=args.seed, resamples=args.resamples
