@@ -165,3 +165,21 @@ def test_a_summary_whose_call_spans_are_all_lost_is_named(
     assert (
         "1 trajector(y/ies) with a summary span of calls but no call span (the first: 't9')" in err
     )
+
+
+@pytest.mark.parametrize(
+    ("content", "hint"),
+    [
+        ('{"id": "r", "messages": []}', "; it looks like the openai format"),
+        ('{"id": "multi_turn_base_0", "result": [["ls()"]]}', "; it looks like the bfcl format"),
+        ('{\n  "info": {},\n  "simulations": []\n}', "; the file is one JSON document over"),
+    ],
+)
+def test_a_span_source_of_another_format_is_named_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, hint: str
+) -> None:
+    path = tmp_path / "runs.json"
+    path.write_text(content + "\n")
+    assert main(["infer", str(path), "--format", "spans", "--out", str(tmp_path / "c")]) == 0
+    err = capsys.readouterr().err
+    assert f"{path}: not read as spans: {path}:1" in err and hint in err

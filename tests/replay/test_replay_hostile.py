@@ -4,6 +4,7 @@ traceback."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,32 @@ def test_a_recorded_schema_whose_ref_resolves_nowhere_is_an_input_error(
     err = capsys.readouterr().err
     assert f"{log}:1 (run 1): tool 'f': its schema's $ref '#/x' does not resolve" in err
     assert "Traceback" not in err
+
+
+_CHAT_LINE = {"id": "r", "messages": [{"role": "user", "content": "hi"}]}
+_BFCL_LINE = {"id": "multi_turn_base_0", "result": [["ls()"]]}
+_SPAN_LINE = {"resourceSpans": []}
+_TAU2_DOC = {"info": {}, "simulations": []}
+
+
+@pytest.mark.parametrize(
+    ("format", "content", "hint"),
+    [
+        ("openai", json.dumps(_TAU2_DOC), "; it looks like the tau2 format"),
+        ("openai", json.dumps(_BFCL_LINE), "; it looks like the bfcl format"),
+        ("openai", json.dumps(_SPAN_LINE), "; it looks like a span file (OTLP JSON)"),
+        ("tau2", json.dumps([_SPAN_LINE]), "; it looks like a span file (OTLP JSON)"),
+        ("bfcl", json.dumps(_CHAT_LINE), "; it looks like the openai format"),
+        ("bfcl", json.dumps(_TAU2_DOC, indent=2), "; the file is one JSON document over several"),
+    ],
+)
+def test_a_file_of_another_format_is_named_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], format: str, content: str, hint: str
+) -> None:
+    # The common mistake of mixing formats in one call: the error says which format the file
+    # looks like, not only which key is missing.
+    path = tmp_path / "runs.json"
+    path.write_text(content + "\n")
+    assert main([format, str(path), "--out", str(tmp_path / "spans.jsonl"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"toolguard: error: {path}:1" in err and hint in err

@@ -43,6 +43,7 @@ from .._contract import (
     TRAJECTORY_LENGTH,
     TRAJECTORY_SUCCESS,
 )
+from ..replay.hints import format_hint, json_lines_hint
 from ..replay.jsonstream import iter_values
 from ..replay.model import Answer, RecordedCall, RecordedRun, ReplayInputError, Turn
 
@@ -100,9 +101,13 @@ def span_runs(path: str | os.PathLike[str], read: SpanRead | None = None) -> Ite
     no_tid = _Unread(f"call span(s) with {STEP} but no {TRAJECTORY_ID} string")
     for located in iter_values(name, json_lines=True):
         if located.error is not None:
-            raise ReplayInputError(f"{located.where}: {located.error}")
+            hint = json_lines_hint(name) if located.top == 0 else ""
+            raise ReplayInputError(f"{located.where}: {located.error}{hint}")
         if not isinstance(located.value, Mapping) or "resourceSpans" not in located.value:
-            raise ReplayInputError(f"{located.where}: not an OTLP trace export (resourceSpans)")
+            raise ReplayInputError(
+                f"{located.where}: not an OTLP trace export (resourceSpans)"
+                f"{format_hint(located.value, 'spans')}"
+            )
         for ident, attributes, status in _spans(located.value):
             if ident is not None:
                 if ident in seen:

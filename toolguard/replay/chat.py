@@ -18,6 +18,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from .hints import format_hint
 from .jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES, Located, iter_values
 from .messages import events_of, outcome_of, reward_success, tool_schemas
 from .model import RecordedRun, ReplayInputError
@@ -81,7 +82,10 @@ def openai_run(value: Any, where: str, path: str, index: int) -> RecordedRun:
     messages = value.get("messages", value.get("traj"))
     if messages is None:
         keys = ", ".join(sorted(map(str, value))[:6]) or "no keys"
-        raise ReplayInputError(f"{where}: a run object needs 'messages' or 'traj' ({keys})")
+        raise ReplayInputError(
+            f"{where}: a run object needs 'messages' or 'traj' ({keys})"
+            f"{format_hint(value, 'openai')}"
+        )
     task = value.get("task_id")
     labels = _labels(value.get("labels"), where)
     trial = value.get("trial")
@@ -107,7 +111,9 @@ def tau2_run(
     value: Any, where: str, header: Mapping[str, Any], path: str, index: int
 ) -> RecordedRun:
     if not isinstance(value, Mapping) or not isinstance(value.get("messages"), list):
-        raise ReplayInputError(f"{where}: a tau2 simulation is an object with 'messages'")
+        raise ReplayInputError(
+            f"{where}: a tau2 simulation is an object with 'messages'{format_hint(value, 'tau2')}"
+        )
     info = header.get("info") if isinstance(header.get("info"), Mapping) else {}
     labels: dict[str, str] = {}
     env = info.get("environment_info") if isinstance(info, Mapping) else None
