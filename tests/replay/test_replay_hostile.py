@@ -132,8 +132,8 @@ def test_a_recorded_schema_whose_ref_resolves_nowhere_is_an_input_error(
 
 _CHAT_LINE = {"id": "r", "messages": [{"role": "user", "content": "hi"}]}
 _BFCL_LINE = {"id": "multi_turn_base_0", "result": [["ls()"]]}
-_SPAN_LINE = {"resourceSpans": []}
-_TAU2_DOC = {"info": {}, "simulations": []}
+_SPAN_LINE: dict[str, object] = {"resourceSpans": []}
+_TAU2_DOC: dict[str, object] = {"info": {}, "simulations": []}
 
 
 @pytest.mark.parametrize(
