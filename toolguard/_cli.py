@@ -25,7 +25,7 @@ from .report.outcomes import join_outcomes, load_outcomes
 from .report.phoenix import DEFAULT_DEADLINE_S, DEFAULT_MAX_PAGES, MAX_DEADLINE_S
 from .report.plot import PLOT_EXTRA_HINT
 from .report.read import read_phoenix, read_records
-from .report.reader import ReadStats
+from .report.reader import ReadStats, input_named_by
 from .report.render import render_csv, render_markdown, render_text
 
 
@@ -192,6 +192,13 @@ def _pairs(keys: list[str], values: str, flag: str) -> dict[str, str]:
 
 
 def _run(args: Args) -> str:
+    clash = (
+        input_named_by(args.out, [*args.files, *filter(None, [args.outcomes])])
+        if args.out
+        else None
+    )
+    if clash is not None:
+        raise ToolGuardError(f"--out {args.out} is the input {clash}: writing it would lose it")
     if args.format == "html" and importlib.util.find_spec("plotly") is None:
         raise ToolGuardError(HTML_EXTRA_HINT)  # before a long read, as for --plot
     if args.command == "report":

@@ -183,3 +183,16 @@ def test_a_span_source_of_another_format_is_named_as_such(
     assert main(["infer", str(path), "--format", "spans", "--out", str(tmp_path / "c")]) == 0
     err = capsys.readouterr().err
     assert f"{path}: not read as spans: {path}:1" in err and hint in err
+
+
+def test_out_naming_a_source_is_refused_and_the_source_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = write(str(tmp_path), [run("r0", "hi", ("tool", {"a": "value-1"}, {"ok": True}))])
+    recorded = Path(src).read_bytes()
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(src)
+    assert main(["infer", src, "--out", str(link)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {link} is the source {src}: writing the contract there would lose it" in err
+    assert Path(src).read_bytes() == recorded

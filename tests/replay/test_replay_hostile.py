@@ -157,3 +157,19 @@ def test_a_file_of_another_format_is_named_as_such(
     assert main([format, str(path), "--out", str(tmp_path / "spans.jsonl"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert f"toolguard: error: {path}:1" in err and hint in err
+
+
+@pytest.mark.parametrize("append", [False, True])
+def test_out_naming_an_input_is_refused_and_the_input_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], append: bool
+) -> None:
+    log = _runs(tmp_path)
+    recorded = log.read_bytes()
+    (tmp_path / "sub").mkdir()
+    other = tmp_path / "sub" / ".." / log.name  # the same file by another path
+    argv = ["openai", str(log), "--out", str(other), "--quiet", *(["--append"] * append)]
+    assert main(argv) == 2
+    assert f"--out {other} is the input {log}: writing the spans there would lose it" in (
+        capsys.readouterr().err
+    )
+    assert log.read_bytes() == recorded

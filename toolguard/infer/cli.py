@@ -17,6 +17,7 @@ from .._errors import ToolGuardError
 from ..replay.model import RecordedRun
 from ..replay.sources import FORMATS, read_runs
 from ..report.escape import printable
+from ..report.reader import input_named_by
 from .explain import explain
 from .flow import Flow, trace_runs
 from .propose import propose
@@ -133,6 +134,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv, namespace=_Args())
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    clash = input_named_by(args.out, args.sources)
+    if clash is not None:
+        print(
+            f"toolguard: error: --out {args.out} is the source {clash}: writing the contract "
+            "there would lose it",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     flow = Flow()
     rule = CommonRule(min_length=args.min_length, min_int=args.min_int)
     unread = 0

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from .._argtypes import positive
 from .._errors import ToolGuardError
+from ..report.reader import input_named_by
 from .jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES
 from .sources import FORMATS
 
@@ -153,6 +154,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     if args.bfcl_scores and args.format != "bfcl":
         print("toolguard: error: --bfcl-scores is for the bfcl format", file=sys.stderr)
+        return EXIT_ERROR
+    inputs = [*args.files, *filter(None, [args.contract])]
+    clash = input_named_by(args.out, inputs)
+    if clash is not None:
+        print(
+            f"toolguard: error: --out {args.out} is the input {clash}: writing the spans there "
+            "would lose it",
+            file=sys.stderr,
+        )
         return EXIT_ERROR
     from .api import replay_files  # the SDK and exporter load only for a real run
 

@@ -1,0 +1,36 @@
+"""`toolguard report` / `compare` arguments that would lose data: an error, the input kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from spanfiles import Writer, export, trajectory
+
+from toolguard._cli import main
+
+
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_out_naming_an_input_is_refused_and_the_input_kept(
+    write_lines: Writer, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    spans = write_lines([export(*trajectory("A", [True], True, {"m": "x"}))])
+    kept = spans.read_bytes()
+    pattern = str(tmp_path / "*.jsonl")  # a glob naming it
+    extra = ["--by", "m", "--a", "x", "--b", "y"] if command == "compare" else []
+    assert main([command, pattern, "--out", str(spans), *extra]) == 2
+    assert f"--out {spans} is the input {spans}: writing it would lose it" in (
+        capsys.readouterr().err
+    )
+    assert spans.read_bytes() == kept
+
+
+def test_out_naming_the_outcomes_file_is_refused(
+    write_lines: Writer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spans = write_lines([export(*trajectory("A", [True], True))])
+    outcomes = tmp_path / "outcomes.csv"
+    outcomes.write_text("trajectory_id,success\nA,true\n")
+    assert main(["report", str(spans), "--outcomes", str(outcomes), "--out", str(outcomes)]) == 2
+    assert outcomes.read_text() == "trajectory_id,success\nA,true\n"
+    assert "is the input" in capsys.readouterr().err
