@@ -110,12 +110,21 @@ def test_appending_to_a_span_file_holding_a_line_nested_past_the_parsers_stack(
     assert "Traceback" not in capsys.readouterr().err
 
 
-def test_a_recorded_schema_whose_ref_resolves_nowhere_is_an_input_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("schema", "why"),
+    [
+        ({"$ref": "#/x"}, "$ref '#/x' does not resolve within the schema"),
+        ({"type": 5}, "not a valid JSON Schema at type: 5 is not valid under any"),
+    ],
+)
+def test_a_recorded_schema_that_cannot_check_a_call_is_an_input_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], schema: dict[str, object], why: str
 ) -> None:
+    # The recording's fault, named with the run: not a traceback at the first call, and not
+    # an error blaming the contract file.
     row = {
         "id": "r",
-        "tools": [{"type": "function", "function": {"name": "f", "parameters": {"$ref": "#/x"}}}],
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": schema}}],
         "messages": [user("go"), calls(("c1", "f", {"x": 1})), tool("c1", "ok")],
     }
     log = write_jsonl(tmp_path / "runs.jsonl", [row])
@@ -126,7 +135,8 @@ def test_a_recorded_schema_whose_ref_resolves_nowhere_is_an_input_error(
         main(["openai", str(log), "--out", str(out), "--quiet", "--contract", str(contract)]) == 2
     )
     err = capsys.readouterr().err
-    assert f"{log}:1 (run 1): tool 'f': its schema's $ref '#/x' does not resolve" in err
+    assert f"{log}:1 (run 1): tool 'f''s schema: {why}" in err
+    assert str(contract) not in err
     assert "Traceback" not in err
 
 
@@ -173,3 +183,33 @@ def test_out_naming_an_input_is_refused_and_the_input_kept(
         capsys.readouterr().err
     )
     assert log.read_bytes() == recorded
+
+
+def test_tool_calls_that_are_not_a_list_are_an_input_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    row = {"id": "r", "messages": [user("go"), {"role": "assistant", "tool_calls": 1}]}
+    log = write_jsonl(tmp_path / "runs.jsonl", [row])
+    assert main(["openai", str(log), "--out", str(tmp_path / "spans.jsonl"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{log}:1 (run 1): message 1: tool_calls is a int, not a list" in err
+
+
+def test_tau2_tool_defs_whose_params_are_no_schema_are_no_schema(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    simulation = {
+        "id": "s",
+        "messages": [user("go"), calls(("c1", "f", {"x": 1})), tool("c1", "ok")],
+    }
+    doc = {
+        "info": {"environment_info": {"tool_defs": {"f": {"params": 5}}}},
+        "simulations": [simulation],
+    }
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(doc))
+    contract = tmp_path / "c.toml"
+    contract.write_text('[tools.f]\nrefs = { x = "thing" }\n')
+    out = tmp_path / "spans.jsonl"
+    assert main(["tau2", str(path), "--out", str(out), "--quiet", "--contract", str(contract)]) == 0
+    assert "Traceback" not in capsys.readouterr().err

@@ -125,7 +125,7 @@ def tau2_run(
         defs = env.get("tool_defs")
         if isinstance(defs, Mapping):
             tools = {
-                str(name): d.get("params") if isinstance(d, Mapping) else None
+                str(name): _params(d.get("params") if isinstance(d, Mapping) else None)
                 for name, d in defs.items()
             }
     if isinstance(agent, Mapping) and isinstance(agent.get("llm"), str):
@@ -148,6 +148,11 @@ def tau2_run(
         tools=tools,
         null_as_default=True,  # tau2's tools take null for an optional parameter
     )
+
+
+def _params(params: Any) -> Mapping[str, Any] | None:
+    # Not a schema object: none recorded (as the openai format reads a tools list).
+    return params if isinstance(params, Mapping) else None
 
 
 def _labels(raw: Any, where: str) -> dict[str, str]:

@@ -311,11 +311,13 @@ class Replayer:
             if contract is None:
                 spec = ToolSpec(name=name, json_schema=PERMISSIVE)
             else:
-                # The run's own schema, read from the recording: a $ref that resolves
-                # nowhere would fail the first call's check with a traceback.
-                why = unresolvable_ref(schema) if schema is not None else None
-                if why is not None:
-                    raise ReplayInputError(f"{run.where}: tool {name!r}: its schema's {why}")
+                own = contract.tools.get(name)
+                if schema is not None and (own is None or own.json_schema is None):
+                    # The run's own schema, read from the recording, is used: what is wrong
+                    # with it is the recording's fault, not the contract file's.
+                    why = _schema_problem(schema)
+                    if why is not None:
+                        raise ReplayInputError(f"{run.where}: tool {name!r}'s schema: {why}")
                 spec = contract.spec_for(name, schema, null_as_default=null_as_default)
             self._specs[key] = spec
         return spec
@@ -331,6 +333,20 @@ def _in_contract(contract: Contract | None) -> Iterator[None]:
         if contract is None or not contract.path or contract is RUN_SCHEMAS:
             raise
         raise ContractFileError(f"{contract.path}: {exc}") from exc
+
+
+def _schema_problem(schema: Mapping[str, Any]) -> str | None:
+    """Why a recorded JSON Schema cannot check a call, or None: not a valid schema (the
+    guard refuses to declare the tool), or a ``$ref`` that resolves nowhere (the first call's
+    check would fail with a traceback)."""
+    from jsonschema import exceptions, validators
+
+    try:
+        validators.validator_for(schema).check_schema(dict(schema))
+    except exceptions.SchemaError as exc:
+        at = "/".join(str(p) for p in exc.path) or "(root)"
+        return f"not a valid JSON Schema at {at}: {exc.message}"
+    return unresolvable_ref(schema)
 
 
 def _top(path: str) -> str:
