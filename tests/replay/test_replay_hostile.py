@@ -213,3 +213,17 @@ def test_tau2_tool_defs_whose_params_are_no_schema_are_no_schema(
     out = tmp_path / "spans.jsonl"
     assert main(["tau2", str(path), "--out", str(out), "--quiet", "--contract", str(contract)]) == 0
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_no_control_character_of_the_input_reaches_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = {"id": "r", "messages": [user("hi")]}
+    log = write_jsonl(tmp_path / "runs.jsonl", [{"\x1b]0;owned\x07": 1}, good])
+    out = str(tmp_path / "spans.jsonl")
+    assert main(["openai", str(log), "--out", out]) == 2
+    first = capsys.readouterr().err
+    assert main(["openai", str(log), "--out", out, "--skip-invalid"]) == 0
+    skipped = capsys.readouterr().err
+    for err in (first, skipped):
+        assert "\x1b" not in err and "\\x1b]0;owned\\x07" in err
