@@ -196,3 +196,27 @@ def test_out_naming_a_source_is_refused_and_the_source_kept(
     err = capsys.readouterr().err
     assert f"--out {link} is the source {src}: writing the contract there would lose it" in err
     assert Path(src).read_bytes() == recorded
+
+
+@pytest.mark.parametrize(
+    ("raised", "status", "said"),
+    [(KeyboardInterrupt, 130, "toolguard: interrupted"), (MemoryError, 2, "out of memory")],
+)
+def test_an_interrupt_or_no_memory_is_one_line(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    raised: type[BaseException],
+    status: int,
+    said: str,
+) -> None:
+    import toolguard.infer.cli as cli
+
+    def stop(*args: object, **kwargs: object) -> None:
+        raise raised
+
+    monkeypatch.setattr(cli, "trace_runs", stop)
+    src = write(str(tmp_path), [run("r0", "hi", ("tool", {"a": "value-1"}, {"ok": True}))])
+    assert main(["infer", src, "--out", str(tmp_path / "c.toml")]) == status
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err

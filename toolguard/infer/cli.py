@@ -134,6 +134,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv, namespace=_Args())
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    try:
+        return _infer(args)
+    except KeyboardInterrupt:  # as replay and report: one line, status 130
+        print("toolguard: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:  # one line, not a traceback that may itself not fit
+        print("toolguard: error: out of memory", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _infer(args: _Args) -> int:
     clash = input_named_by(args.out, args.sources)
     if clash is not None:
         print(
