@@ -307,4 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("toolguard: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:  # as replay: one line, not a traceback that may itself not fit
+        print("toolguard: error: out of memory", file=sys.stderr)
+        return EXIT_ERROR
     return 0

@@ -34,3 +34,18 @@ def test_out_naming_the_outcomes_file_is_refused(
     assert main(["report", str(spans), "--outcomes", str(outcomes), "--out", str(outcomes)]) == 2
     assert outcomes.read_text() == "trajectory_id,success\nA,true\n"
     assert "is the input" in capsys.readouterr().err
+
+
+def test_running_out_of_memory_is_one_line(
+    write_lines: Writer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import toolguard._cli as cli
+
+    def no_memory(*args: object, **kwargs: object) -> None:
+        raise MemoryError
+
+    monkeypatch.setattr(cli, "read_records", no_memory)
+    spans = write_lines([export(*trajectory("A", [True], True))])
+    assert main(["report", str(spans)]) == 2
+    err = capsys.readouterr().err
+    assert "toolguard: error: out of memory" in err and "Traceback" not in err
