@@ -220,3 +220,19 @@ def test_an_interrupt_or_no_memory_is_one_line(
     assert main(["infer", src, "--out", str(tmp_path / "c.toml")]) == status
     err = capsys.readouterr().err
     assert said in err and "Traceback" not in err
+
+
+def test_one_span_id_holding_two_different_spans_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "spans.jsonl"
+    first = _call_span("a" * 16, {})
+    again = _call_span("a" * 16, {})  # the same span exported twice: read once, not named
+    other = _call_span("a" * 16, {"toolguard.step": {"intValue": "2"}})
+    path.write_text(_span_line(first, again) + "\n" + _span_line(other) + "\n")
+    assert main(["infer", str(path), "--format", "spans", "--out", str(tmp_path / "c")]) == 0
+    err = capsys.readouterr().err
+    assert (
+        f"{path}: 1 span(s) under the trace and span id of an earlier, different span, not "
+        f"read (the first at {path}:2, span id 'aaaaaaaaaaaaaaaa')" in err
+    )

@@ -94,11 +94,14 @@ def span_runs(path: str | os.PathLike[str], read: SpanRead | None = None) -> Ite
     read = read if read is not None else SpanRead()
     calls: dict[str, list[_Call]] = {}
     summaries: dict[str, dict[str, Any]] = {}
-    seen: set[tuple[str, str]] = set()
+    # (trace id, span id) -> a digest of what the span said: a span exported twice is read
+    # once; one id holding two different spans (a broken writer) is said.
+    seen: dict[tuple[str, str], int] = {}
     # A call span the reader cannot place is evidence lost: said, never dropped in silence
     # (a file of them would otherwise read as "no recorded run").
     bad_step = _Unread(f"call span(s) whose {STEP} is not a whole number >= 1")
     no_tid = _Unread(f"call span(s) with {STEP} but no {TRAJECTORY_ID} string")
+    reused = _Unread("span(s) under the trace and span id of an earlier, different span")
     for located in iter_values(name, json_lines=True):
         if located.error is not None:
             hint = json_lines_hint(name) if located.top == 0 else ""
@@ -110,9 +113,12 @@ def span_runs(path: str | os.PathLike[str], read: SpanRead | None = None) -> Ite
             )
         for ident, attributes, status in _spans(located.value):
             if ident is not None:
+                digest = hash(repr((sorted(attributes.items()), status)))
                 if ident in seen:
+                    if seen[ident] != digest:
+                        reused.add(f"{located.where}, span id {ident[1]!r}")
                     continue
-                seen.add(ident)
+                seen[ident] = digest
             tid = attributes.get(TRAJECTORY_ID)
             if not isinstance(tid, str) or not tid:
                 if STEP in attributes and TRAJECTORY_LENGTH not in attributes:
@@ -126,7 +132,8 @@ def span_runs(path: str | os.PathLike[str], read: SpanRead | None = None) -> Ite
                     bad_step.add(f"{located.where}, trajectory {tid!r}")
                     continue
                 calls.setdefault(tid, []).append(_call(step, attributes, status))
-    read.warnings += [w for u in (bad_step, no_tid) if (w := u.warning(name)) is not None]
+    unread = (bad_step, no_tid, reused)
+    read.warnings += [w for u in unread if (w := u.warning(name)) is not None]
     empty = sorted(
         t for t, s in summaries.items() if t not in calls and _int(s.get(TRAJECTORY_LENGTH))
     )
