@@ -23,7 +23,8 @@ _ARG_BREAK_OUT = '\nmode = "block"\nstrict = false\n#'  # no '.' or '[]': one ar
 def test_names_from_the_recording_stay_inside_their_comments(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    find, cancel, arg = f"find{_BREAK_OUT}", f"cancel{_BREAK_OUT}", f"order_id{_ARG_BREAK_OUT}\x1b"
+    find, cancel = f"find{_BREAK_OUT}", f"cancel\u2028{_BREAK_OUT}"
+    arg = f"order_id{_ARG_BREAK_OUT}\x1b"
     rows = [
         run(
             f"r{i}{_BREAK_OUT}",
@@ -39,6 +40,7 @@ def test_names_from_the_recording_stay_inside_their_comments(
     assert main(["infer", write(str(tmp_path), rows), "--out", str(out), "--explain"]) == 0
     printed = capsys.readouterr()
     assert "\x1b" not in printed.out + printed.err and "Traceback" not in printed.err
+    assert "\u2028" not in printed.out and "cancel\\u2028" in printed.out
     text = out.read_text(encoding="utf-8")
     data = tomllib.loads(text)  # parses: no line of a name became a key
     assert data["mode"] == "log"

@@ -216,7 +216,8 @@ def _infer(args: _Args) -> int:
     for warning in flow.warnings:
         print(f"toolguard: warning: {printable(warning)}", file=sys.stderr)
     if args.explain:
-        sys.stdout.write("".join(printable(line) + "\n" for line in explain(flow).splitlines()))
+        # split("\n"), not splitlines(): a name holding U+2028 stays one row, escaped.
+        sys.stdout.write("\n".join(map(printable, explain(flow).split("\n"))))
     print(
         f"inferred {len(proposals)} rule(s) from {flow.runs} trajectories: {os.fspath(args.out)}",
         file=sys.stderr,
