@@ -238,3 +238,23 @@ def test_one_span_id_holding_two_different_spans_is_named(
         f"{path}: 1 span(s) under the trace and span id of an earlier, different span, not "
         f"read (the first at {path}:2, span id 'aaaaaaaaaaaaaaaa')" in err
     )
+
+
+@pytest.mark.parametrize("format", ["openai", "spans"])
+def test_the_limit_a_warning_names_is_an_option_of_infer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], format: str
+) -> None:
+    # The reader's warning says "raise it with --max-element-bytes": infer takes it.
+    if format == "spans":
+        path = tmp_path / "spans.jsonl"
+        path.write_text(_span_line(_call_span("a" * 16, {})) + "\n")
+        src = str(path)
+    else:
+        src = write(str(tmp_path), [run("r0", "hi", ("tool", {"a": "value-1"}, {"ok": True}))])
+    out = str(tmp_path / "c.toml")
+    argv = ["infer", src, "--format", format, "--out", out]
+    assert main([*argv, "--max-element-bytes", "50"]) == 0
+    err = capsys.readouterr().err
+    assert "line longer than 50 bytes (the element limit; raise it with --max-element-bytes)" in err
+    assert main([*argv, "--max-element-bytes", "100000", "--max-string-bytes", "100000"]) == 0
+    assert "not read as" not in capsys.readouterr().err

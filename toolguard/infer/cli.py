@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from .._argtypes import positive
 from .._errors import ToolGuardError
+from ..replay.jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES
 from ..replay.model import RecordedRun
 from ..replay.sources import FORMATS, read_runs
 from ..report.escape import printable
@@ -40,6 +41,8 @@ class _Args(argparse.Namespace):
     max_initial_places: int
     explain: bool
     show_values: bool
+    max_element_bytes: int
+    max_string_bytes: int
 
 
 def _share(text: str) -> float:
@@ -112,6 +115,21 @@ def _parser() -> argparse.ArgumentParser:
         help="a run's initial state with more mapping places than N (a whole database) is "
         "not traced as a source, with a warning (%(default)s)",
     )
+    p.add_argument(
+        "--max-element-bytes",
+        type=positive,
+        default=DEFAULT_MAX_ELEMENT_BYTES,
+        metavar="N",
+        help="longest JSON text of one run or span file line, in bytes (%(default)s); a "
+        "longer one makes its source unread, with a warning",
+    )
+    p.add_argument(
+        "--max-string-bytes",
+        type=positive,
+        default=DEFAULT_MAX_STRING_BYTES,
+        metavar="N",
+        help="longest string in a JSON document, in bytes (%(default)s)",
+    )
     p.add_argument("--explain", action="store_true", help="print the sources per argument")
     p.add_argument("--show-values", action="store_true", help="put example values in the comments")
     return p
@@ -160,10 +178,13 @@ def _infer(args: _Args) -> int:
     for source in args.sources:
         try:
             read = SpanRead()
+            element, string = args.max_element_bytes, args.max_string_bytes
             runs = (
-                span_runs(source, read)
+                span_runs(source, read, max_element_bytes=element, max_string_bytes=string)
                 if args.format in SPAN_FORMATS
-                else read_runs(args.format, [source])
+                else read_runs(
+                    args.format, [source], max_element_bytes=element, max_string_bytes=string
+                )
             )
             trace_runs(
                 _unique(runs, ids),

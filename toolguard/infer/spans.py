@@ -44,7 +44,7 @@ from .._contract import (
     TRAJECTORY_SUCCESS,
 )
 from ..replay.hints import format_hint, json_lines_hint
-from ..replay.jsonstream import iter_values
+from ..replay.jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES, iter_values
 from ..replay.model import Answer, RecordedCall, RecordedRun, ReplayInputError, Turn
 
 SPAN_FORMATS = ("spans", "mcp")
@@ -86,10 +86,16 @@ class _Unread:
         return f"{name}: {self.count} {self.why}, not read (the first at {self.first})"
 
 
-def span_runs(path: str | os.PathLike[str], read: SpanRead | None = None) -> Iterator[RecordedRun]:
-    """The trajectories of one span file, sorted by id. A line that is not JSON raises
-    :class:`ReplayInputError` naming the file and line; content missing or cut is a warning
-    in ``read``."""
+def span_runs(
+    path: str | os.PathLike[str],
+    read: SpanRead | None = None,
+    *,
+    max_element_bytes: int = DEFAULT_MAX_ELEMENT_BYTES,
+    max_string_bytes: int = DEFAULT_MAX_STRING_BYTES,
+) -> Iterator[RecordedRun]:
+    """The trajectories of one span file, sorted by id. A line that is not JSON, or longer
+    than ``max_element_bytes``, raises :class:`ReplayInputError` naming the file and line;
+    content missing or cut is a warning in ``read``."""
     name = os.fspath(path)
     read = read if read is not None else SpanRead()
     calls: dict[str, list[_Call]] = {}
@@ -102,7 +108,13 @@ def span_runs(path: str | os.PathLike[str], read: SpanRead | None = None) -> Ite
     bad_step = _Unread(f"call span(s) whose {STEP} is not a whole number >= 1")
     no_tid = _Unread(f"call span(s) with {STEP} but no {TRAJECTORY_ID} string")
     reused = _Unread("span(s) under the trace and span id of an earlier, different span")
-    for located in iter_values(name, json_lines=True):
+    values = iter_values(
+        name,
+        json_lines=True,
+        max_element_bytes=max_element_bytes,
+        max_string_bytes=max_string_bytes,
+    )
+    for located in values:
         if located.error is not None:
             hint = json_lines_hint(name) if located.top == 0 else ""
             raise ReplayInputError(f"{located.where}: {located.error}{hint}")
