@@ -49,3 +49,13 @@ def test_running_out_of_memory_is_one_line(
     assert main(["report", str(spans)]) == 2
     err = capsys.readouterr().err
     assert "toolguard: error: out of memory" in err and "Traceback" not in err
+
+
+def test_a_glob_matching_only_folders_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "run1").mkdir()
+    pattern = str(tmp_path / "run*")
+    assert main(["report", pattern]) == 2
+    err = capsys.readouterr().err
+    assert f"{pattern}: matches only folders ({tmp_path / 'run1'}), no span file" in err

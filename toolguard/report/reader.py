@@ -97,7 +97,11 @@ def expand_paths(patterns: Iterable[str]) -> list[str]:
         matches = sorted(glob.glob(pattern, recursive=True))
         if not matches:
             raise ReportInputError(f"{pattern}: no such file (and no file matches it as a glob)")
-        paths.extend(m for m in matches if os.path.isfile(m))
+        files = [m for m in matches if os.path.isfile(m)]
+        if not files:  # else "no input files", naming no pattern
+            folders = short_id(", ".join(matches), 200)
+            raise ReportInputError(f"{pattern}: matches only folders ({folders}), no span file")
+        paths.extend(files)
     return paths
 
 
