@@ -227,3 +227,17 @@ def test_no_control_character_of_the_input_reaches_the_terminal(
     skipped = capsys.readouterr().err
     for err in (first, skipped):
         assert "\x1b" not in err and "\\x1b]0;owned\\x07" in err
+
+
+def test_a_toolsandbox_summary_nested_past_the_parsers_stack(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "agent_m_user_u_01_01_2026_00_00_00"
+    scenario = run_dir / "trajectories" / "s1"
+    scenario.mkdir(parents=True)
+    (scenario / "conversation.json").write_text(json.dumps([user("hi")]))
+    (run_dir / "result_summary.json").write_text('{"per_scenario_results": ' + _DEEP + "}")
+    assert main(["toolsandbox", str(run_dir), "--out", str(tmp_path / "spans.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert f"{run_dir / 'result_summary.json'}: cannot read a ToolSandbox summary" in err
+    assert "Traceback" not in err
