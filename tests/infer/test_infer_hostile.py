@@ -258,3 +258,22 @@ def test_the_limit_a_warning_names_is_an_option_of_infer(
     assert "line longer than 50 bytes (the element limit; raise it with --max-element-bytes)" in err
     assert main([*argv, "--max-element-bytes", "100000", "--max-string-bytes", "100000"]) == 0
     assert "not read as" not in capsys.readouterr().err
+
+
+def test_values_shown_are_cut(tmp_path: Path) -> None:
+    big = "x" * 100_000
+    rows = [
+        run(
+            f"r{i}",
+            "cancel",
+            ("find", {"q": f"query {i}"}, {"order_id": f"ORD-{i}-{big}"}),
+            ("cancel", {"order_id": f"ORD-{i}-{big}", "reason": big}, {"ok": True}),
+        )
+        for i in range(6)
+    ]
+    out = tmp_path / "c.toml"
+    assert main(["infer", write(str(tmp_path), rows), "--out", str(out), "--show-values"]) == 0
+    text = out.read_text()
+    assert "# values seen: 'ORD-0-xxx" in text and "..." in text
+    assert max(map(len, text.splitlines())) < 1000
+    tomllib.loads(text)

@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable
 
 from ..report.escape import printable
-from .domains import comments
+from .domains import comments, cut_example
 from .flow import Flow
 from .holders import MAX_DISTINCT
 from .propose import Proposal
@@ -89,7 +89,7 @@ def render(
             sources = ", ".join(f"{t}: {p}" for t, p in rule.places)
             out.append(f"# refs {rule.path} <- {rule.kind} ({sources}): {_evidence(rule)}")
             if show_values and rule.examples:
-                out.append(f"# values seen: {', '.join(rule.examples)}")
+                out.append(f"# values seen: {', '.join(map(cut_example, rule.examples))}")
             out.append(f"refs.{_q(rule.path)} = {_q(rule.kind)}")
         elif rule.what == "invalidates":
             out.append(
@@ -105,7 +105,7 @@ def render(
         for rule in sorted(items, key=lambda r: r.path):
             out.append(f"# grounded {rule.path}: {_evidence(rule)}")
             if show_values and rule.examples:
-                out.append(f"# values seen: {', '.join(rule.examples)}")
+                out.append(f"# values seen: {', '.join(map(cut_example, rule.examples))}")
         names = ", ".join(_q(r.path) for r in sorted(items, key=lambda r: r.path))
         out.append(f"grounded = [{names}]")
     producers: dict[str, dict[str, tuple[str, list[str]]]] = {}
