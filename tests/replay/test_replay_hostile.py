@@ -241,3 +241,13 @@ def test_a_toolsandbox_summary_nested_past_the_parsers_stack(
     err = capsys.readouterr().err
     assert f"{run_dir / 'result_summary.json'}: cannot read a ToolSandbox summary" in err
     assert "Traceback" not in err
+
+
+def test_a_replay_label_that_would_merge_the_readings_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "spans.jsonl"
+    argv = ["openai", str(_runs(tmp_path)), "--out", str(out), "--labels", "replay=mine"]
+    assert main(argv) == 2
+    assert "labels: 'replay' is the reading each trajectory is" in capsys.readouterr().err
+    assert not out.exists()

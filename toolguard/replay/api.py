@@ -78,6 +78,12 @@ def replay_files(
     loaded = load_contract(contract) if isinstance(contract, str | os.PathLike) else contract
     out = os.fspath(out)
     labels = dict(labels or {})
+    if "replay" in labels:
+        # Every reading would carry the one value: `--by replay` could not tell them apart.
+        raise ReplayInputError(
+            "labels: 'replay' is the reading each trajectory is (environment, with_contract, "
+            "dry_run), set by the replay itself: name your label otherwise"
+        )
     if id_prefix is None:
         id_prefix = default_id_prefix(labels)
     already = existing.trajectories(out) if append else {}
