@@ -277,3 +277,13 @@ def test_values_shown_are_cut(tmp_path: Path) -> None:
     assert "# values seen: 'ORD-0-xxx" in text and "..." in text
     assert max(map(len, text.splitlines())) < 1000
     tomllib.loads(text)
+
+
+def test_run_ids_made_unique_stay_unique_past_recorded_ones() -> None:
+    from toolguard.infer.cli import _unique
+    from toolguard.replay.model import RecordedRun
+
+    given = ["r0", "r0", "r0~2", "r0~2", "r0"]
+    runs = [RecordedRun(i, [], "here") for i in given]
+    ids = [r.id for r in _unique(runs, {})]
+    assert len(set(ids)) == len(given), ids

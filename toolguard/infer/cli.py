@@ -142,7 +142,12 @@ def _unique(runs: Iterable[RecordedRun], ids: dict[str, int]) -> Iterator[Record
         count = ids.get(run.id, 0) + 1
         ids[run.id] = count
         if count > 1:
-            run.id = f"{run.id}~{count}"
+            # Past ids a run of the input already has (a recorded "r0~2"): one id, one run.
+            while (renamed := f"{run.id}~{count}") in ids:
+                count += 1
+            ids[run.id] = count
+            ids[renamed] = 1
+            run.id = renamed
         yield run
 
 
