@@ -251,3 +251,14 @@ def test_a_replay_label_that_would_merge_the_readings_is_refused(
     assert main(argv) == 2
     assert "labels: 'replay' is the reading each trajectory is" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_run_ids_made_unique_stay_unique_past_recorded_ones(tmp_path: Path) -> None:
+    import toolguard as tg
+
+    rows = [{"id": i, "messages": [user("hi")]} for i in ["r0", "r0", "r0~2", "r0"]]
+    log = write_jsonl(tmp_path / "runs.jsonl", rows)
+    out = tmp_path / "spans.jsonl"
+    assert main(["openai", str(log), "--out", str(out), "--quiet"]) == 0
+    records, _ = tg.read_records([str(out)])
+    assert len(records) == 4 and not any(r.disagreements for r in records)

@@ -80,7 +80,13 @@ def read_runs(
             count = seen.get(run.id, 0) + 1
             seen[run.id] = count
             if count > 1:
-                run.id = f"{run.id}~{count}"
+                # Past ids a run of the input already has (a recorded "r0~2"): two runs under
+                # one trajectory id would be merged by the report.
+                while (renamed := f"{run.id}~{count}") in seen:
+                    count += 1
+                seen[run.id] = count
+                seen[renamed] = 1
+                run.id = renamed
             stats.runs += 1
             stats.calls += run.length
             yield run
