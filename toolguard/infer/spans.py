@@ -43,9 +43,16 @@ from .._contract import (
     TRAJECTORY_LENGTH,
     TRAJECTORY_SUCCESS,
 )
-from ..replay.hints import format_hint, json_lines_hint
 from ..replay.jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES, iter_values
-from ..replay.model import Answer, RecordedCall, RecordedRun, ReplayInputError, Turn
+from ..replay.model import (
+    Answer,
+    RecordedCall,
+    RecordedRun,
+    ReplayInputError,
+    Turn,
+    format_hint,
+    json_lines_hint,
+)
 
 SPAN_FORMATS = ("spans", "mcp")
 _CUT = "…"  # what the guard appends to content it cut (telemetry/spans.py's content)

@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .hints import format_hint, json_lines_hint
 from .jsonstream import DEFAULT_MAX_ELEMENT_BYTES, iter_values
-from .model import ReplayInputError
+from .model import ReplayInputError, format_hint, json_lines_hint
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,9 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .hints import format_hint
 from .jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES, Located, iter_values
 from .messages import events_of, outcome_of, reward_success, tool_schemas
-from .model import RecordedRun, ReplayInputError
+from .model import RecordedRun, ReplayInputError, format_hint
 
 
 def _is_message(value: Any) -> bool:
