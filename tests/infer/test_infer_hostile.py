@@ -194,7 +194,8 @@ def test_out_naming_a_source_is_refused_and_the_source_kept(
     recorded = Path(src).read_bytes()
     link = tmp_path / "link.jsonl"
     link.symlink_to(src)
-    assert main(["infer", src, "--out", str(link)]) == 2
+    missing = str(tmp_path / "missing.jsonl")  # a source naming nothing hides no other
+    assert main(["infer", missing, src, "--out", str(link)]) == 2
     err = capsys.readouterr().err
     assert f"--out {link} is the source {src}: writing the contract there would lose it" in err
     assert Path(src).read_bytes() == recorded

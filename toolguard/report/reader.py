@@ -109,18 +109,19 @@ def input_named_by(out: str, inputs: Iterable[str]) -> str | None:
     """The input (a path or glob of ``inputs``) that ``out`` is the same file as, or None: a
     command writing its output over what it reads would lose the input, or read a half
     written file. Inputs that name nothing are left to the reader's own error."""
-    try:
-        if not os.path.isfile(out):
-            return None
-        paths = expand_paths(p for p in inputs if p != STDIN)
-    except (OSError, ReportInputError):
+    if not os.path.isfile(out):
         return None
-    for path in paths:
-        try:
-            if os.path.samefile(out, path):
-                return path
-        except OSError:
+    for pattern in inputs:
+        try:  # one by one: an input that names nothing does not hide the others
+            paths = expand_paths([pattern]) if pattern != STDIN else []
+        except ReportInputError:
             continue
+        for path in paths:
+            try:
+                if os.path.samefile(out, path):
+                    return path
+            except OSError:
+                continue
     return None
 
 
