@@ -262,3 +262,29 @@ def test_run_ids_made_unique_stay_unique_past_recorded_ones(tmp_path: Path) -> N
     assert main(["openai", str(log), "--out", str(out), "--quiet"]) == 0
     records, _ = tg.read_records([str(out)])
     assert len(records) == 4 and not any(r.disagreements for r in records)
+
+
+@pytest.mark.parametrize("given", ["a file", "nothing", "an empty folder"])
+def test_a_bfcl_scores_path_that_is_no_score_folder_is_named(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    given: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)  # a result file named without its model's folder
+    result = Path("BFCL_v4_multi_turn_base_result.json")
+    result.write_text(json.dumps(_BFCL_LINE) + "\n")
+    scores = Path("scores")
+    if given == "a file":
+        scores.write_text("{}")
+    elif given == "an empty folder":
+        scores.mkdir()
+    argv = ["bfcl", str(result), "--out", str(tmp_path / "s.jsonl"), "--bfcl-scores", str(scores)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    if given == "an empty folder":
+        looked = scores / "multi_turn" / "BFCL_v4_multi_turn_base_score.json"
+        assert err.count(str(looked)) == 1  # each place looked in named once
+    else:
+        what = "is a file" if given == "a file" else "does not exist"
+        assert f"--bfcl-scores {scores} {what}: give BFCL's score folder" in err
