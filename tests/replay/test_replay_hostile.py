@@ -288,3 +288,22 @@ def test_a_bfcl_scores_path_that_is_no_score_folder_is_named(
     else:
         what = "is a file" if given == "a file" else "does not exist"
         assert f"--bfcl-scores {scores} {what}: give BFCL's score folder" in err
+
+
+@pytest.mark.parametrize("append", [False, True])
+@pytest.mark.parametrize("where", ["a folder", "under a file"])
+def test_an_out_that_cannot_be_written_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], append: bool, where: str
+) -> None:
+    blocker = tmp_path / "blocker"
+    if where == "a folder":
+        blocker.mkdir()
+        out = blocker
+    else:
+        blocker.write_text("")
+        out = blocker / "spans.jsonl"
+    argv = ["openai", str(_runs(tmp_path)), "--out", str(out), "--quiet", *["--append"] * append]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"toolguard: error: {out}: cannot write the spans: " in err
+    assert "Traceback" not in err and not list(tmp_path.glob("*.part"))

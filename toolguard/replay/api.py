@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import TextIO
 
 from .. import Contract, load_contract  # the public names, not the runtime's modules
+from .._errors import ToolGuardError
 from .._extras import is_missing, missing_extra
 from . import existing
 from .engine import Replayer
@@ -102,11 +103,16 @@ def replay_files(
         what = f"no valid run ({stats.skipped} skipped)" if stats.skipped else "no run"
         raise ReplayInputError(f"{', '.join(stats.files) or 'no input files'}: {what}")
     directory = os.path.dirname(os.path.abspath(out))
-    os.makedirs(directory, exist_ok=True)
     # An append goes to a file of its own first, joined to ``out`` once the whole replay
     # succeeded: a refused or failed append leaves ``out`` as it was.
     target = f"{out}.{os.getpid()}.part" if append else out
-    open(target, "w").close()
+    try:
+        if os.path.isdir(out):  # an append would find out only when joining, at the end
+            raise IsADirectoryError(21, "Is a directory")
+        os.makedirs(directory, exist_ok=True)
+        open(target, "w").close()
+    except OSError as exc:
+        raise ToolGuardError(f"{out}: cannot write the spans: {exc.strerror or exc}") from None
     provider = TracerProvider(resource=Resource.create({"service.name": "toolguard-replay"}))
     provider.add_span_processor(
         BatchSpanProcessor(
