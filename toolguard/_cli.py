@@ -25,7 +25,7 @@ from .report.outcomes import join_outcomes, load_outcomes
 from .report.phoenix import DEFAULT_DEADLINE_S, DEFAULT_MAX_PAGES, MAX_DEADLINE_S
 from .report.plot import PLOT_EXTRA_HINT
 from .report.read import read_phoenix, read_records
-from .report.reader import ReadStats
+from .report.reader import ReadStats, input_named_by
 from .report.render import render_csv, render_markdown, render_text
 
 
@@ -192,6 +192,13 @@ def _pairs(keys: list[str], values: str, flag: str) -> dict[str, str]:
 
 
 def _run(args: Args) -> str:
+    clash = (
+        input_named_by(args.out, [*args.files, *filter(None, [args.outcomes])])
+        if args.out
+        else None
+    )
+    if clash is not None:
+        raise ToolGuardError(f"--out {args.out} is the input {clash}: writing it would lose it")
     if args.format == "html" and importlib.util.find_spec("plotly") is None:
         raise ToolGuardError(HTML_EXTRA_HINT)  # before a long read, as for --plot
     if args.command == "report":
@@ -223,6 +230,8 @@ def _run(args: Args) -> str:
             return render_html(report, records, by=args.by, title=_title(args))
         return _format(report, args.format, args.depths)
     a, b = _pairs(args.by, args.a, "--a"), _pairs(args.by, args.b, "--b")
+    if a == b:  # every difference 0, its interval of width 0: a typo, not a finding
+        raise ToolGuardError(f"--a and --b name the same group ({args.a!r}): nothing to compare")
     records, warnings = _read(args)
     result = compare(
         records, a, b, task_label=args.task_label, seed=args.seed, resamples=args.resamples
@@ -298,4 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("toolguard: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:  # as replay: one line, not a traceback that may itself not fit
+        print("toolguard: error: out of memory", file=sys.stderr)
+        return EXIT_ERROR
     return 0

@@ -61,6 +61,17 @@ def test_nothing_to_pair_is_an_error(runs: Path, capsys: pytest.CaptureFixture[s
     assert main(["compare", str(runs), "--by", "method,task", "--a", "react", "--b", "x,y"]) == 2
 
 
+def test_a_group_compared_with_itself_is_an_error(
+    runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["compare", str(runs), "--by", "method", "--a", "react", "--b", "react"]) == 2
+    assert "--a and --b name the same group ('react'): nothing to compare" in (
+        capsys.readouterr().err
+    )
+    argv = ["compare", str(runs), "--by", "method,task", "--a", "react, t1", "--b", "react,t1"]
+    assert main(argv) == 2
+
+
 def test_api_identical_groups_differ_by_zero() -> None:
     recs = [
         TrajectoryRecord(f"{g}{i}", 3, 1 + i % 4, "schema" if i % 4 < 3 else None, i % 2 == 0,

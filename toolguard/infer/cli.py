@@ -14,8 +14,11 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from .._argtypes import positive
 from .._errors import ToolGuardError
+from ..replay.jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES
 from ..replay.model import RecordedRun
 from ..replay.sources import FORMATS, read_runs
+from ..report.escape import printable
+from ..report.reader import input_named_by
 from .explain import explain
 from .flow import Flow, trace_runs
 from .propose import propose
@@ -38,6 +41,8 @@ class _Args(argparse.Namespace):
     max_initial_places: int
     explain: bool
     show_values: bool
+    max_element_bytes: int
+    max_string_bytes: int
 
 
 def _share(text: str) -> float:
@@ -110,6 +115,21 @@ def _parser() -> argparse.ArgumentParser:
         help="a run's initial state with more mapping places than N (a whole database) is "
         "not traced as a source, with a warning (%(default)s)",
     )
+    p.add_argument(
+        "--max-element-bytes",
+        type=positive,
+        default=DEFAULT_MAX_ELEMENT_BYTES,
+        metavar="N",
+        help="longest JSON text of one run or span file line, in bytes (%(default)s); a "
+        "longer one makes its source unread, with a warning",
+    )
+    p.add_argument(
+        "--max-string-bytes",
+        type=positive,
+        default=DEFAULT_MAX_STRING_BYTES,
+        metavar="N",
+        help="longest string in a JSON document, in bytes (%(default)s)",
+    )
     p.add_argument("--explain", action="store_true", help="print the sources per argument")
     p.add_argument("--show-values", action="store_true", help="put example values in the comments")
     return p
@@ -122,7 +142,12 @@ def _unique(runs: Iterable[RecordedRun], ids: dict[str, int]) -> Iterator[Record
         count = ids.get(run.id, 0) + 1
         ids[run.id] = count
         if count > 1:
-            run.id = f"{run.id}~{count}"
+            # Past ids a run of the input already has (a recorded "r0~2"): one id, one run.
+            while (renamed := f"{run.id}~{count}") in ids:
+                count += 1
+            ids[run.id] = count
+            ids[renamed] = 1
+            run.id = renamed
         yield run
 
 
@@ -132,6 +157,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv, namespace=_Args())
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    try:
+        return _infer(args)
+    except KeyboardInterrupt:  # as replay and report: one line, status 130
+        print("toolguard: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:  # one line, not a traceback that may itself not fit
+        print("toolguard: error: out of memory", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _infer(args: _Args) -> int:
+    clash = input_named_by(args.out, args.sources)
+    if clash is not None:
+        print(
+            f"toolguard: error: --out {args.out} is the source {clash}: writing the contract "
+            "there would lose it",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     flow = Flow()
     rule = CommonRule(min_length=args.min_length, min_int=args.min_int)
     unread = 0
@@ -139,10 +183,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for source in args.sources:
         try:
             read = SpanRead()
+            element, string = args.max_element_bytes, args.max_string_bytes
             runs = (
-                span_runs(source, read)
+                span_runs(source, read, max_element_bytes=element, max_string_bytes=string)
                 if args.format in SPAN_FORMATS
-                else read_runs(args.format, [source])
+                else read_runs(
+                    args.format, [source], max_element_bytes=element, max_string_bytes=string
+                )
             )
             trace_runs(
                 _unique(runs, ids),
@@ -190,10 +237,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"toolguard: error: cannot write {args.out}: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    # Names and ids come from the recording: no control character of theirs reaches the
+    # terminal (the report's rule).
     for warning in flow.warnings:
-        print(f"toolguard: warning: {warning}", file=sys.stderr)
+        print(f"toolguard: warning: {printable(warning)}", file=sys.stderr)
     if args.explain:
-        sys.stdout.write(explain(flow))
+        # split("\n"), not splitlines(): a name holding U+2028 stays one row, escaped.
+        sys.stdout.write("\n".join(map(printable, explain(flow).split("\n"))))
     print(
         f"inferred {len(proposals)} rule(s) from {flow.runs} trajectories: {os.fspath(args.out)}",
         file=sys.stderr,

@@ -16,6 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_ENUM = 8  # more distinct strings than this is no enum
+MAX_EXAMPLE = 120  # characters of one value shown with --show-values
+
+
+def cut_example(text: str) -> str:
+    """A value's repr for a comment, cut: a recorded 200 KB string made one comment line
+    of the contract 600 KB long."""
+    return text if len(text) <= MAX_EXAMPLE else f"{text[: MAX_EXAMPLE - 3]}..."
 
 
 @dataclass(slots=True)
@@ -73,7 +80,7 @@ def comments(path: str, domain: Domain, *, min_support: int, show_values: bool) 
     ):
         text = f"# seen {path}: {len(few)} distinct strings in {where} (the schema lists no enum)"
         if show_values:
-            text += ": " + ", ".join(repr(v) for v in sorted(few))
+            text += ": " + ", ".join(cut_example(repr(v)) for v in sorted(few))
         out.append(text)
     if not domain.schema_range and domain.numbers == domain.calls and domain.calls:
         text = f"# seen {path}: numbers in {where} (the schema gives no range)"

@@ -337,7 +337,7 @@ def _arguments(raw: Any) -> Mapping[str, Any] | None:
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the parser's stack: unread too
             return None
     return raw if isinstance(raw, Mapping) else None
 

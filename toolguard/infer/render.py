@@ -15,11 +15,20 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from .domains import comments
+from ..report.escape import printable
+from .domains import comments, cut_example
 from .flow import Flow
 from .holders import MAX_DISTINCT
 from .propose import Proposal
 from .values import INITIAL
+
+
+def _line(text: str) -> str:
+    # Tool and argument names, trajectory ids and warnings come from the recording: a
+    # newline in one would end its comment and make the rest of it keys of the contract, and
+    # TOML refuses any other control character in a comment. Keys are JSON-escaped already
+    # (``_q``), so escaping every line only touches the comments.
+    return printable(text)
 
 
 def _q(text: str) -> str:
@@ -80,7 +89,7 @@ def render(
             sources = ", ".join(f"{t}: {p}" for t, p in rule.places)
             out.append(f"# refs {rule.path} <- {rule.kind} ({sources}): {_evidence(rule)}")
             if show_values and rule.examples:
-                out.append(f"# values seen: {', '.join(rule.examples)}")
+                out.append(f"# values seen: {', '.join(map(cut_example, rule.examples))}")
             out.append(f"refs.{_q(rule.path)} = {_q(rule.kind)}")
         elif rule.what == "invalidates":
             out.append(
@@ -96,7 +105,7 @@ def render(
         for rule in sorted(items, key=lambda r: r.path):
             out.append(f"# grounded {rule.path}: {_evidence(rule)}")
             if show_values and rule.examples:
-                out.append(f"# values seen: {', '.join(rule.examples)}")
+                out.append(f"# values seen: {', '.join(map(cut_example, rule.examples))}")
         names = ", ".join(_q(r.path) for r in sorted(items, key=lambda r: r.path))
         out.append(f"grounded = [{names}]")
     producers: dict[str, dict[str, tuple[str, list[str]]]] = {}
@@ -144,4 +153,4 @@ def render(
         for tool in sorted(seen):
             lines.append(f"# {tool}:")
             lines.extend(seen[tool])
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(_line, lines)) + "\n"

@@ -43,8 +43,16 @@ from .._contract import (
     TRAJECTORY_LENGTH,
     TRAJECTORY_SUCCESS,
 )
-from ..replay.jsonstream import iter_values
-from ..replay.model import Answer, RecordedCall, RecordedRun, ReplayInputError, Turn
+from ..replay.jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES, iter_values
+from ..replay.model import (
+    Answer,
+    RecordedCall,
+    RecordedRun,
+    ReplayInputError,
+    Turn,
+    format_hint,
+    json_lines_hint,
+)
 
 SPAN_FORMATS = ("spans", "mcp")
 _CUT = "…"  # what the guard appends to content it cut (telemetry/spans.py's content)
@@ -66,34 +74,93 @@ class SpanRead:
     warnings: list[str] = field(default_factory=list)
 
 
-def span_runs(path: str | os.PathLike[str], read: SpanRead | None = None) -> Iterator[RecordedRun]:
-    """The trajectories of one span file, sorted by id. A line that is not JSON raises
-    :class:`ReplayInputError` naming the file and line; content missing or cut is a warning
-    in ``read``."""
+@dataclass(slots=True)
+class _Unread:
+    """Spans of one kind of damage, not read: how many, and where the first one was."""
+
+    why: str
+    count: int = 0
+    first: str = ""
+
+    def add(self, where: str) -> None:
+        self.count += 1
+        if not self.first:
+            self.first = where
+
+    def warning(self, name: str) -> str | None:
+        if not self.count:
+            return None
+        return f"{name}: {self.count} {self.why}, not read (the first at {self.first})"
+
+
+def span_runs(
+    path: str | os.PathLike[str],
+    read: SpanRead | None = None,
+    *,
+    max_element_bytes: int = DEFAULT_MAX_ELEMENT_BYTES,
+    max_string_bytes: int = DEFAULT_MAX_STRING_BYTES,
+) -> Iterator[RecordedRun]:
+    """The trajectories of one span file, sorted by id. A line that is not JSON, or longer
+    than ``max_element_bytes``, raises :class:`ReplayInputError` naming the file and line;
+    content missing or cut is a warning in ``read``."""
     name = os.fspath(path)
     read = read if read is not None else SpanRead()
     calls: dict[str, list[_Call]] = {}
     summaries: dict[str, dict[str, Any]] = {}
-    seen: set[tuple[str, str]] = set()
-    for located in iter_values(name, json_lines=True):
+    # (trace id, span id) -> a digest of what the span said: a span exported twice is read
+    # once; one id holding two different spans (a broken writer) is said.
+    seen: dict[tuple[str, str], int] = {}
+    # A call span the reader cannot place is evidence lost: said, never dropped in silence
+    # (a file of them would otherwise read as "no recorded run").
+    bad_step = _Unread(f"call span(s) whose {STEP} is not a whole number >= 1")
+    no_tid = _Unread(f"call span(s) with {STEP} but no {TRAJECTORY_ID} string")
+    reused = _Unread("span(s) under the trace and span id of an earlier, different span")
+    values = iter_values(
+        name,
+        json_lines=True,
+        max_element_bytes=max_element_bytes,
+        max_string_bytes=max_string_bytes,
+    )
+    for located in values:
         if located.error is not None:
-            raise ReplayInputError(f"{located.where}: {located.error}")
+            hint = json_lines_hint(name) if located.top == 0 else ""
+            raise ReplayInputError(f"{located.where}: {located.error}{hint}")
         if not isinstance(located.value, Mapping) or "resourceSpans" not in located.value:
-            raise ReplayInputError(f"{located.where}: not an OTLP trace export (resourceSpans)")
+            raise ReplayInputError(
+                f"{located.where}: not an OTLP trace export (resourceSpans)"
+                f"{format_hint(located.value, 'spans')}"
+            )
         for ident, attributes, status in _spans(located.value):
             if ident is not None:
+                digest = hash(repr((sorted(attributes.items()), status)))
                 if ident in seen:
+                    if seen[ident] != digest:
+                        reused.add(f"{located.where}, span id {ident[1]!r}")
                     continue
-                seen.add(ident)
+                seen[ident] = digest
             tid = attributes.get(TRAJECTORY_ID)
-            if not isinstance(tid, str):
+            if not isinstance(tid, str) or not tid:
+                if STEP in attributes and TRAJECTORY_LENGTH not in attributes:
+                    no_tid.add(located.where)
                 continue
             if TRAJECTORY_LENGTH in attributes:
                 summaries[tid] = attributes
             elif STEP in attributes:
                 step = _int(attributes.get(STEP))
-                if step is not None:
-                    calls.setdefault(tid, []).append(_call(step, attributes, status))
+                if step is None or step < 1:
+                    bad_step.add(f"{located.where}, trajectory {tid!r}")
+                    continue
+                calls.setdefault(tid, []).append(_call(step, attributes, status))
+    unread = (bad_step, no_tid, reused)
+    read.warnings += [w for u in unread if (w := u.warning(name)) is not None]
+    empty = sorted(
+        t for t, s in summaries.items() if t not in calls and _int(s.get(TRAJECTORY_LENGTH))
+    )
+    if empty:
+        read.warnings.append(
+            f"{name}: {len(empty)} trajector(y/ies) with a summary span of calls but no call "
+            f"span (the first: {empty[0]!r}): lost calls, nothing to read"
+        )
     total = sum(len(c) for c in calls.values())
     bare = sum(1 for c in calls.values() for one in c if not one.content)
     if total and bare == total:
@@ -164,7 +231,7 @@ def _json(text: Any) -> Any:
         return text  # cut at the recording limit: not JSON any more
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested deeper than the parser's stack: text too
         return text
 
 

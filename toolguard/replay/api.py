@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import TextIO
 
 from .. import Contract, load_contract  # the public names, not the runtime's modules
+from .._errors import ToolGuardError
 from .._extras import is_missing, missing_extra
 from . import existing
 from .engine import Replayer
@@ -78,6 +79,12 @@ def replay_files(
     loaded = load_contract(contract) if isinstance(contract, str | os.PathLike) else contract
     out = os.fspath(out)
     labels = dict(labels or {})
+    if "replay" in labels:
+        # Every reading would carry the one value: `--by replay` could not tell them apart.
+        raise ReplayInputError(
+            "labels: 'replay' is the reading each trajectory is (environment, with_contract, "
+            "dry_run), set by the replay itself: name your label otherwise"
+        )
     if id_prefix is None:
         id_prefix = default_id_prefix(labels)
     already = existing.trajectories(out) if append else {}
@@ -96,11 +103,16 @@ def replay_files(
         what = f"no valid run ({stats.skipped} skipped)" if stats.skipped else "no run"
         raise ReplayInputError(f"{', '.join(stats.files) or 'no input files'}: {what}")
     directory = os.path.dirname(os.path.abspath(out))
-    os.makedirs(directory, exist_ok=True)
     # An append goes to a file of its own first, joined to ``out`` once the whole replay
     # succeeded: a refused or failed append leaves ``out`` as it was.
     target = f"{out}.{os.getpid()}.part" if append else out
-    open(target, "w").close()
+    try:
+        if os.path.isdir(out):  # an append would find out only when joining, at the end
+            raise IsADirectoryError(21, "Is a directory")
+        os.makedirs(directory, exist_ok=True)
+        open(target, "w").close()
+    except OSError as exc:
+        raise ToolGuardError(f"{out}: cannot write the spans: {exc.strerror or exc}") from None
     provider = TracerProvider(resource=Resource.create({"service.name": "toolguard-replay"}))
     provider.add_span_processor(
         BatchSpanProcessor(
@@ -128,6 +140,7 @@ def replay_files(
             meter.update(stats)
             run = next(runs, None)
         stats.unknown_contract_tools = replayer.unknown_contract_tools()
+        stats.unused_contract_arguments = replayer.unused_contract_arguments()
         completed = True
     except (ReplayInputError, MemoryError):
         failed = True

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .jsonstream import DEFAULT_MAX_ELEMENT_BYTES, iter_values
-from .model import ReplayInputError
+from .model import ReplayInputError, format_hint, json_lines_hint
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def decode_step(item: Any) -> list[Call]:
                 ((name, args),) = element.items()
                 try:
                     kwargs = json.loads(args) if isinstance(args, str) else dict(args)
-                except (ValueError, TypeError) as exc:
+                except (ValueError, TypeError, RecursionError) as exc:
                     raise CallParseError(f"arguments of {name!r} are not an object") from exc
                 if not isinstance(kwargs, dict):
                     raise CallParseError(f"arguments of {name!r} are not an object")
@@ -167,7 +167,8 @@ def iter_entries(
     for item in iter_values(name, max_element_bytes=max_element_bytes, json_lines=True):
         try:
             if item.error is not None:
-                raise ReplayInputError(f"{item.where}: {item.error}")
+                hint = json_lines_hint(name) if item.top == 0 else ""
+                raise ReplayInputError(f"{item.where}: {item.error}{hint}")
             entry = _entry(item.value, item.where)
         except ReplayInputError as exc:
             if not skip_invalid:
@@ -191,7 +192,10 @@ def iter_entries(
 
 def _entry(obj: Any, where: str) -> Entry:
     if not isinstance(obj, dict) or not isinstance(obj.get("id"), str) or "result" not in obj:
-        raise ReplayInputError(f"{where}: a BFCL result line is an object with 'id' and 'result'")
+        raise ReplayInputError(
+            f"{where}: a BFCL result line is an object with 'id' and 'result'"
+            f"{format_hint(obj, 'bfcl')}"
+        )
     result = obj["result"]
     if isinstance(result, str):  # BFCL's generator: "Error during inference: ..."
         return Entry(obj["id"], 0, [], where, inference_error=result)

@@ -58,13 +58,24 @@ def find(directory: str | os.PathLike[str], result_path: str, model: str) -> Pat
     (``<model>/multi_turn/<name>``), a model's (``multi_turn/<name>``) or the folder
     holding the file itself."""
     root = Path(directory)
+    if not root.is_dir():
+        what = "is a file" if root.exists() else "does not exist"
+        raise ReplayInputError(
+            f"--bfcl-scores {directory} {what}: give BFCL's score folder (score/, a model's, "
+            "or the folder of the score files)"
+        )
     name = score_name(result_path)
-    candidates = [
-        root / model / "multi_turn" / name,
-        root / model / name,
-        root / "multi_turn" / name,
-        root / name,
-    ]
+    # dict.fromkeys: without a model folder in the path the first two are the last two.
+    candidates = list(
+        dict.fromkeys(
+            [
+                root / model / "multi_turn" / name,
+                root / model / name,
+                root / "multi_turn" / name,
+                root / name,
+            ]
+        )
+    )
     for path in candidates:
         if path.is_file():
             return path
@@ -87,8 +98,8 @@ def load(path: Path) -> Scores:
             continue
         try:
             rows.append((number, json.loads(line)))
-        except ValueError as exc:
-            raise ReplayInputError(f"{where}:{number}: not valid JSON ({exc})") from exc
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+            raise ReplayInputError(f"{where}:{number}: not valid JSON ({exc})") from None
     if not rows or not isinstance(rows[0][1], dict) or "total_count" not in rows[0][1]:
         raise ReplayInputError(
             f"{where}:1: a BFCL score file starts with its summary "

@@ -20,7 +20,7 @@ from typing import Any
 
 from .jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES, Located, iter_values
 from .messages import events_of, outcome_of, reward_success, tool_schemas
-from .model import RecordedRun, ReplayInputError
+from .model import RecordedRun, ReplayInputError, format_hint
 
 
 def _is_message(value: Any) -> bool:
@@ -81,7 +81,10 @@ def openai_run(value: Any, where: str, path: str, index: int) -> RecordedRun:
     messages = value.get("messages", value.get("traj"))
     if messages is None:
         keys = ", ".join(sorted(map(str, value))[:6]) or "no keys"
-        raise ReplayInputError(f"{where}: a run object needs 'messages' or 'traj' ({keys})")
+        raise ReplayInputError(
+            f"{where}: a run object needs 'messages' or 'traj' ({keys})"
+            f"{format_hint(value, 'openai')}"
+        )
     task = value.get("task_id")
     labels = _labels(value.get("labels"), where)
     trial = value.get("trial")
@@ -107,7 +110,9 @@ def tau2_run(
     value: Any, where: str, header: Mapping[str, Any], path: str, index: int
 ) -> RecordedRun:
     if not isinstance(value, Mapping) or not isinstance(value.get("messages"), list):
-        raise ReplayInputError(f"{where}: a tau2 simulation is an object with 'messages'")
+        raise ReplayInputError(
+            f"{where}: a tau2 simulation is an object with 'messages'{format_hint(value, 'tau2')}"
+        )
     info = header.get("info") if isinstance(header.get("info"), Mapping) else {}
     labels: dict[str, str] = {}
     env = info.get("environment_info") if isinstance(info, Mapping) else None
@@ -119,7 +124,7 @@ def tau2_run(
         defs = env.get("tool_defs")
         if isinstance(defs, Mapping):
             tools = {
-                str(name): d.get("params") if isinstance(d, Mapping) else None
+                str(name): _params(d.get("params") if isinstance(d, Mapping) else None)
                 for name, d in defs.items()
             }
     if isinstance(agent, Mapping) and isinstance(agent.get("llm"), str):
@@ -142,6 +147,11 @@ def tau2_run(
         tools=tools,
         null_as_default=True,  # tau2's tools take null for an optional parameter
     )
+
+
+def _params(params: Any) -> Mapping[str, Any] | None:
+    # Not a schema object: none recorded (as the openai format reads a tools list).
+    return params if isinstance(params, Mapping) else None
 
 
 def _labels(raw: Any, where: str) -> dict[str, str]:

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 from .._argtypes import positive
 from .._errors import ToolGuardError
+from ..report.escape import printable
+from ..report.reader import input_named_by
 from .jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES
 from .sources import FORMATS
 
@@ -154,6 +156,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.bfcl_scores and args.format != "bfcl":
         print("toolguard: error: --bfcl-scores is for the bfcl format", file=sys.stderr)
         return EXIT_ERROR
+    inputs = [*args.files, *filter(None, [args.contract])]
+    clash = input_named_by(args.out, inputs)
+    if clash is not None:
+        print(
+            f"toolguard: error: --out {args.out} is the input {clash}: writing the spans there "
+            "would lose it",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     from .api import replay_files  # the SDK and exporter load only for a real run
 
     try:
@@ -173,7 +184,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             dry_run=args.dry_run,
         )
     except ToolGuardError as exc:  # a ReplayMemoryError too: it names the file and line
-        print(f"toolguard: error: {exc}", file=sys.stderr)
+        # Messages quote what the input held (keys, ids): no control character of theirs
+        # reaches the terminal (the report's rule).
+        print(f"toolguard: error: {printable(str(exc))}", file=sys.stderr)
         return EXIT_ERROR
     except MemoryError:  # anywhere else: one line, not a traceback that may itself not fit
         print("toolguard: error: out of memory", file=sys.stderr)
@@ -188,13 +201,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if stats.unknown_contract_tools:
         print(
             "toolguard: warning: the contract names tool(s) no replayed run offered or called, "
-            f"whose rules checked nothing (misspelt?): {', '.join(stats.unknown_contract_tools)}",
+            "whose rules checked nothing (misspelt?): "
+            f"{printable(', '.join(stats.unknown_contract_tools))}",
+            file=sys.stderr,
+        )
+    if stats.unused_contract_arguments:
+        print(
+            "toolguard: warning: the contract names argument(s) that no replayed call of "
+            "their tool carried, whose rules checked nothing (misspelt? the runs record no "
+            f"schema to say): {printable(', '.join(stats.unused_contract_arguments))}",
             file=sys.stderr,
         )
     if stats.skipped:
         print(
             f"toolguard: warning: skipped {stats.skipped} invalid run(s); first: "
-            f"{stats.first_skipped}",
+            f"{printable(stats.first_skipped or '')}",
             file=sys.stderr,
         )
     if stats.bfcl_eval:

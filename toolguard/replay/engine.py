@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -37,6 +38,7 @@ from .. import (
     Trajectory,
     UndoLogFork,
 )
+from ..runtime.contract_file import unresolvable_ref
 from .given import user_values
 from .model import Executor, LiveEnvironment, RecordedCall, RecordedRun, ReplayInputError, Said
 
@@ -93,11 +95,43 @@ class Replayer:
         # Every tool a replayed run offered or called: a contract's tool outside it is
         # probably misspelt (``unknown_contract_tools``).
         self.tools_seen: set[str] = set()
+        # With a contract: every top-level argument name each called tool's calls carried.
+        # Without a schema nothing else can tell that a contract's ``refs`` or ``grounded``
+        # names no argument of the tool (``unused_contract_arguments``).
+        self.arguments_seen: dict[str, set[str]] = {}
 
     def unknown_contract_tools(self) -> list[str]:
         """The contract's tools no replayed run offered or called (a misspelt name checks
         nothing), sorted; empty without a contract."""
         return [] if self.contract is None else self.contract.unknown_tools(self.tools_seen)
+
+    def unused_contract_arguments(self) -> list[str]:
+        """``tool.argument (refs)`` / ``(grounded)`` for each argument the contract names
+        that no replayed call of its tool carried (misspelt, or never used: its rule checked
+        nothing), sorted; tools never called are ``unknown_contract_tools``' or unused."""
+        if self.contract is None:
+            return []
+        out = []
+        for name, spec in self.contract.tools.items():
+            seen = self.arguments_seen.get(name)
+            if seen is None:
+                continue
+            named = [(path, "refs") for path in spec.refs] + [
+                (g, "grounded") for g in spec.grounded
+            ]
+            out += [f"{name}.{path} ({what})" for path, what in named if _top(path) not in seen]
+        return sorted(set(out))
+
+    def _saw_arguments(self, call: RecordedCall) -> None:
+        seen = self.arguments_seen.setdefault(call.name, set())
+        arguments = call.arguments
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except (ValueError, RecursionError):
+                return
+        if isinstance(arguments, Mapping):
+            seen.update(k for k in arguments if isinstance(k, str))
 
     @property
     def cohorts(self) -> tuple[str, ...]:
@@ -201,6 +235,8 @@ class Replayer:
                 traj.reserve(ids)  # steps in emission order, by call id
                 for call, call_id in zip(event.calls, ids, strict=True):
                     self.tools_seen.add(call.name)
+                    if cohort == WITH_CONTRACT:  # once per run, where the contract is read
+                        self._saw_arguments(call)
                     if declare_on_sight and call.name not in declared:
                         with _in_contract(contract):
                             guard.declare(call.name, self._spec(call.name, None, contract, run))
@@ -275,6 +311,13 @@ class Replayer:
             if contract is None:
                 spec = ToolSpec(name=name, json_schema=PERMISSIVE)
             else:
+                own = contract.tools.get(name)
+                if schema is not None and (own is None or own.json_schema is None):
+                    # The run's own schema, read from the recording, is used: what is wrong
+                    # with it is the recording's fault, not the contract file's.
+                    why = _schema_problem(schema)
+                    if why is not None:
+                        raise ReplayInputError(f"{run.where}: tool {name!r}'s schema: {why}")
                 spec = contract.spec_for(name, schema, null_as_default=null_as_default)
             self._specs[key] = spec
         return spec
@@ -290,6 +333,25 @@ def _in_contract(contract: Contract | None) -> Iterator[None]:
         if contract is None or not contract.path or contract is RUN_SCHEMAS:
             raise
         raise ContractFileError(f"{contract.path}: {exc}") from exc
+
+
+def _schema_problem(schema: Mapping[str, Any]) -> str | None:
+    """Why a recorded JSON Schema cannot check a call, or None: not a valid schema (the
+    guard refuses to declare the tool), or a ``$ref`` that resolves nowhere (the first call's
+    check would fail with a traceback)."""
+    from jsonschema import exceptions, validators
+
+    try:
+        validators.validator_for(schema).check_schema(dict(schema))
+    except exceptions.SchemaError as exc:
+        at = "/".join(str(p) for p in exc.path) or "(root)"
+        return f"not a valid JSON Schema at {at}: {exc.message}"
+    return unresolvable_ref(schema)
+
+
+def _top(path: str) -> str:
+    """The argument an argument path starts at: ``a`` of ``a``, ``a.b``, ``a[].b``."""
+    return re.split(r"[.\[]", path, maxsplit=1)[0]
 
 
 def _schema(run: RecordedRun, name: str) -> Mapping[str, Any] | None:

@@ -28,7 +28,7 @@ def trajectories(path: str | os.PathLike[str]) -> dict[str, dict[str, str]]:
         for line in fh:
             try:
                 request = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             for attributes in _spans(request):
                 tid = attributes.get(_ID)

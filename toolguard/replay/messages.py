@@ -48,7 +48,7 @@ def result_of(content: Any) -> Any:
     if stripped[:1] in ("{", "["):
         try:
             return json.loads(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the parser's stack: text too
             pass
     return text
 
@@ -152,7 +152,11 @@ def _message(
             events.append(Said(text))
         return None  # a user's own tool calls (tau2's telecom user) are not the agent's
     if role == "assistant":
-        calls = [_call(c, index, k, where) for k, c in enumerate(message.get("tool_calls") or ())]
+        raw_calls = message.get("tool_calls") or ()
+        if not isinstance(raw_calls, list | tuple):
+            kind = type(raw_calls).__name__
+            raise ReplayInputError(f"{where}: message {index}: tool_calls is a {kind}, not a list")
+        calls = [_call(c, index, k, where) for k, c in enumerate(raw_calls)]
         legacy = message.get("function_call")
         if not calls and isinstance(legacy, Mapping):
             calls = [_call(legacy, index, 0, where)]

@@ -30,6 +30,8 @@ class ReplayStats:
     bfcl_scored: int = 0  # BFCL entries whose outcome is BFCL's own verdict (a score file)
     # the contract's tools that no replayed run offered or called (misspelt: they check nothing)
     unknown_contract_tools: list[str] = field(default_factory=list)
+    # ``tool.argument (refs|grounded)``: contract arguments no replayed call of the tool carried
+    unused_contract_arguments: list[str] = field(default_factory=list)
 
     def skip(self, why: str) -> None:
         self.skipped += 1
@@ -78,7 +80,13 @@ def read_runs(
             count = seen.get(run.id, 0) + 1
             seen[run.id] = count
             if count > 1:
-                run.id = f"{run.id}~{count}"
+                # Past ids a run of the input already has (a recorded "r0~2"): two runs under
+                # one trajectory id would be merged by the report.
+                while (renamed := f"{run.id}~{count}") in seen:
+                    count += 1
+                seen[run.id] = count
+                seen[renamed] = 1
+                run.id = renamed
             stats.runs += 1
             stats.calls += run.length
             yield run

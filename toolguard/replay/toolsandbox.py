@@ -84,8 +84,8 @@ def outcomes(run_dir: Path | None) -> dict[str, bool]:
     where = os.fspath(run_dir / SUMMARY)
     try:
         summary = json.loads((run_dir / SUMMARY).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ReplayInputError(f"{where}: cannot read a ToolSandbox summary: {exc}") from exc
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+        raise ReplayInputError(f"{where}: cannot read a ToolSandbox summary: {exc}") from None
     rows = summary.get("per_scenario_results") if isinstance(summary, Mapping) else None
     if not isinstance(rows, list):
         raise ReplayInputError(f"{where}: no 'per_scenario_results' list")

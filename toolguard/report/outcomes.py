@@ -13,6 +13,7 @@ import io
 import json
 from collections.abc import Iterable
 
+from .escape import short
 from .metrics import TrajectoryRecord
 from .reader import ReportInputError
 
@@ -50,7 +51,10 @@ def load_outcomes(path: str) -> dict[str, bool | None]:
         ) from None
     if text.lstrip().startswith("{"):
         return _from_jsonl(text, path)
-    return _from_csv(text, path)
+    try:
+        return _from_csv(text, path)
+    except csv.Error as exc:  # in the header: a field past the csv module's limit
+        raise ReportInputError(f"{path}:1: not a CSV header: {exc}") from None
 
 
 def _from_jsonl(text: str, path: str) -> dict[str, bool | None]:
@@ -61,12 +65,29 @@ def _from_jsonl(text: str, path: str) -> dict[str, bool | None]:
         where = f"{path}:{lineno}"
         try:
             obj = json.loads(line)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested past the stack
             raise ReportInputError(f"{where}: not valid JSON ({exc})") from None
         if not isinstance(obj, dict) or "trajectory_id" not in obj or "success" not in obj:
             raise ReportInputError(f"{where}: need an object with trajectory_id and success")
-        out[str(obj["trajectory_id"])] = _parse_bool(obj["success"], where)
+        tid = obj["trajectory_id"]
+        if isinstance(tid, int) and not isinstance(tid, bool):
+            tid = str(tid)  # an id a table tool wrote as a number
+        if not isinstance(tid, str) or not tid:
+            # str() of a list, a float or null would name no trajectory, silently.
+            raise ReportInputError(
+                f"{where}: trajectory_id must be a non-empty string, got {short(tid)}"
+            )
+        _put(out, tid, _parse_bool(obj["success"], where), where)
     return out
+
+
+def _put(out: dict[str, bool | None], tid: str, success: bool | None, where: str) -> None:
+    if tid in out and out[tid] != success:
+        raise ReportInputError(
+            f"{where}: trajectory {short(tid)} is listed again with another outcome "
+            f"({out[tid]} before, {success} here)"
+        )
+    out[tid] = success
 
 
 def _from_csv(text: str, path: str) -> dict[str, bool | None]:
@@ -79,12 +100,17 @@ def _from_csv(text: str, path: str) -> dict[str, bool | None]:
         )
     reader.fieldnames = fields
     out: dict[str, bool | None] = {}
-    for row in reader:
-        where = f"{path}:{reader.line_num}"
-        tid = (row.get("trajectory_id") or "").strip()
-        if not tid:
-            raise ReportInputError(f"{where}: empty trajectory_id")
-        out[tid] = _parse_bool(row.get("success"), where)
+    try:
+        for row in reader:
+            where = f"{path}:{reader.line_num}"
+            tid = (row.get("trajectory_id") or "").strip()
+            if not tid:
+                raise ReportInputError(f"{where}: empty trajectory_id")
+            _put(out, tid, _parse_bool(row.get("success"), where), where)
+    except csv.Error as exc:  # a field past the csv module's limit, a quote never closed
+        raise ReportInputError(
+            f"{path}: not a CSV row after line {reader.line_num}: {exc}"
+        ) from None
     return out
 
 

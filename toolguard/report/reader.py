@@ -97,8 +97,32 @@ def expand_paths(patterns: Iterable[str]) -> list[str]:
         matches = sorted(glob.glob(pattern, recursive=True))
         if not matches:
             raise ReportInputError(f"{pattern}: no such file (and no file matches it as a glob)")
-        paths.extend(m for m in matches if os.path.isfile(m))
+        files = [m for m in matches if os.path.isfile(m)]
+        if not files:  # else "no input files", naming no pattern
+            folders = short_id(", ".join(matches), 200)
+            raise ReportInputError(f"{pattern}: matches only folders ({folders}), no span file")
+        paths.extend(files)
     return paths
+
+
+def input_named_by(out: str, inputs: Iterable[str]) -> str | None:
+    """The input (a path or glob of ``inputs``) that ``out`` is the same file as, or None: a
+    command writing its output over what it reads would lose the input, or read a half
+    written file. Inputs that name nothing are left to the reader's own error."""
+    if not os.path.isfile(out):
+        return None
+    for pattern in inputs:
+        try:  # one by one: an input that names nothing does not hide the others
+            paths = expand_paths([pattern]) if pattern != STDIN else []
+        except ReportInputError:
+            continue
+        for path in paths:
+            try:
+                if os.path.samefile(out, path):
+                    return path
+            except OSError:
+                continue
+    return None
 
 
 def _open(path: str) -> _Stream:

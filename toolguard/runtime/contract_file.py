@@ -154,7 +154,14 @@ def load_contract(path: str | os.PathLike[str]) -> Contract:
             f"{where}: not UTF-8 text (byte {exc.start}: {exc.object[exc.start : exc.start + 1]!r})"
         ) from None
     except tomllib.TOMLDecodeError as exc:
-        raise ContractFileError(f"{where}: not valid TOML: {exc}") from None
+        bom = "; it starts with a byte order mark (save it as UTF-8 without BOM)"
+        raise ContractFileError(
+            f"{where}: not valid TOML: {exc}{bom if _starts_with_bom(where) else ''}"
+        ) from None
+    except RecursionError:  # tomllib parses nested arrays and tables by recursion
+        raise ContractFileError(
+            f"{where}: not a contract: arrays or tables nested deeper than Python's stack"
+        ) from None
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
         raise ContractFileError(
@@ -223,6 +230,13 @@ def _tool_spec(where: str, name: str, table: Any) -> ToolSpec:
     schema = table.get("json_schema")
     if schema is not None and not isinstance(schema, dict):
         raise fail("json_schema", "must be a table (a JSON Schema object)")
+    if schema is not None:
+        why = unresolvable_ref(schema)
+        if why is not None:
+            raise fail("json_schema", why)
+    description = table.get("description")
+    if description is not None and not isinstance(description, str):
+        raise fail("description", "must be a string")
     produces: dict[Any, str] = {}
     for place, kind in table.get("produces", {}).items():
         if place.startswith(REGEX_PREFIX):
@@ -234,7 +248,7 @@ def _tool_spec(where: str, name: str, table: Any) -> ToolSpec:
             produces[place] = kind
     return ToolSpec(
         name=name,
-        description=table.get("description"),
+        description=description,
         json_schema=schema,
         refs=dict(table.get("refs", {})),
         produces=produces,
@@ -294,7 +308,9 @@ def _condition(
         ) from None
     if not callable(predicate):
         raise fail(key, f"condition {cid!r}: {target!r} is not callable")
-    return cid, predicate, str(message)
+    if not isinstance(message, str):
+        raise fail(key, f"condition {cid!r}: message must be a string, not {message!r}")
+    return cid, predicate, message
 
 
 def _import_beside(module_name: str, where: str) -> Any:
@@ -309,6 +325,56 @@ def _import_beside(module_name: str, where: str) -> Any:
             return importlib.import_module(module_name)
         finally:
             sys.path.remove(folder)
+
+
+def _starts_with_bom(where: str) -> bool:
+    try:
+        with open(where, "rb") as f:
+            return f.read(3) == b"\xef\xbb\xbf"
+    except OSError:
+        return False
+
+
+# Values, not subschemas: a ``{"$ref": ...}`` inside them is data.
+_DATA_KEYWORDS = frozenset({"const", "default", "enum", "examples"})
+
+
+def unresolvable_ref(schema: Mapping[str, Any]) -> str | None:
+    """Why a ``$ref`` of the JSON Schema ``schema`` does not resolve, or None when every one
+    does. Resolved within the schema and the JSON Schema metaschemas only, nothing fetched:
+    the validator would fail on it at the first call it checks, not when the tool is declared.
+    A schema with an ``$id`` below its root (a base URI of its own) is not checked."""
+    from jsonschema import validators
+    from jsonschema_specifications import REGISTRY  # type: ignore[import-untyped]
+    from referencing.jsonschema import DRAFT202012, specification_with
+
+    refs: list[str] = []
+    stack: list[Any] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            if node is not schema and "$id" in node:
+                return None
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                refs.append(ref)
+            stack.extend(v for k, v in node.items() if k not in _DATA_KEYWORDS)
+        elif isinstance(node, list):
+            stack.extend(node)
+    if not refs:
+        return None
+    cls = validators.validator_for(schema)
+    dialect = specification_with(str(cls.META_SCHEMA.get("$schema", "")), default=DRAFT202012)
+    resolver = REGISTRY.resolver_with_root(dialect.create_resource(schema))
+    for ref in refs:
+        try:
+            resolver.lookup(ref)
+        except Exception:  # Unresolvable, or a reference that is no URI at all
+            return (
+                f"$ref {ref!r} does not resolve within the schema (toolguard fetches no "
+                "schema: define it under $defs)"
+            )
+    return None
 
 
 def _regex_finder(pattern: str) -> Callable[[Any], list[str]]:
