@@ -43,6 +43,7 @@ class _Run:
     turn_ctx: RunContext[Any] | None = None  # the running turn's context: its tools
     history: bool = False  # the earlier turns' tool returns are still to be bound
     tools_checked: bool = False  # the contracts were checked against the agent's tools
+    nested: bool = False  # started by a guarded tool of this trajectory: its calls are no steps
 
 
 class ToolGuard(AbstractCapability[Any]):
@@ -126,7 +127,9 @@ class ToolGuard(AbstractCapability[Any]):
         # them again changes nothing there (bind_result keeps what it binds, stale ids too).
         if owned:
             tg.end_at_exit(traj)  # a run that dies where wrap_run never returns still ends at exit
-        run = _Run(traj, history=bool(ctx.messages))
+        # A run a guarded tool started (agent delegation) counts in that tool's trajectory,
+        # where the core takes its calls as nested: no steps, so its turns reserve none.
+        run = _Run(traj, history=bool(ctx.messages), nested=_calls.RUNNING.get() is traj)
         key = ctx.run_id
         if key is not None:
             self._runs[key] = run
@@ -191,7 +194,7 @@ class ToolGuard(AbstractCapability[Any]):
             run.settled = set()
             run.turn = _turns.turn_calls(ctx, node)
             run.turn_ctx = ctx
-            run.reserved = len(run.turn) > 1
+            run.reserved = len(run.turn) > 1 and not run.nested
             if run.reserved:
                 # Steps by call id in emission order, whatever order the tasks run in (a lone
                 # call takes the next step when it is checked, which is the same one).
@@ -309,7 +312,11 @@ class ToolGuard(AbstractCapability[Any]):
         if pending.rejection is not None:
             return _calls.deliver(pending.rejection, self.rejection)
         return await _calls.run_checked(
-            pending, lambda: handler(args), self.rejection, self.tool_errors
+            pending,
+            lambda: handler(args),
+            self.rejection,
+            self.tool_errors,
+            run.traj if run else None,
         )
 
     def _bind_history(self, ctx: RunContext[Any], traj: tg.Trajectory) -> None:
