@@ -104,7 +104,7 @@ def _turn(run: _run.Run, guard: tg.Guard, calls: Sequence[Any], offered: Mapping
     of guarded tools and of names the agent has no tool for (LlamaIndex answers those itself:
     counted here as ``schema``). The agent's own tools (a handoff) are no steps."""
     counted = [c for c in calls if c.tool_name not in offered or is_guarded(offered[c.tool_name])]
-    if len(counted) > 1:
+    if len(counted) > 1 and not run.nested:
         run.traj.reserve([c.tool_id for c in counted])
     run.add_turn(
         [(c.tool_id, c.tool_name, c.tool_kwargs) for c in counted if c.tool_name in offered]
@@ -170,7 +170,9 @@ class _Episodes:
 
     def _begin(self, args: tuple[Any, ...], kwargs: dict[str, Any], ctx: Any) -> _run.Run:
         traj, owned = self._choose()
-        state = _run.Run(traj, owned)
+        # A run a guarded tool started (an agent used as a tool) counts in that tool's
+        # trajectory, where the core takes its calls as nested: no steps, so none reserved.
+        state = _run.Run(traj, owned, nested=_run.RUNNING.get() is traj)
         if owned:
             tg.end_at_exit(traj)  # a handler never awaited still ends at exit
         if self.observe_prompt:

@@ -4,7 +4,8 @@ returned. Current in the run's context (the workflow's tasks copy it when the ru
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,7 @@ class Run:
 
     traj: tg.Trajectory
     owned: bool
+    nested: bool = False  # started by a guarded tool of this trajectory: its calls are no steps
     turn: list[_Call] = field(default_factory=list)
     results: list[tuple[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -60,3 +62,20 @@ def _same(expected: Mapping[str, Any], given: Mapping[str, Any]) -> bool:
 
 
 CURRENT: ContextVar[Run | None] = ContextVar("toolguard_llama_index_run", default=None)
+# The trajectory of the guarded tool running in this context: an agent run started by that
+# tool (an agent used as a tool) is nested in its call, and its turns reserve no steps there.
+RUNNING: ContextVar[tg.Trajectory | None] = ContextVar(
+    "toolguard_llama_index_running", default=None
+)
+
+
+@contextmanager
+def running(pending: tg.PendingCall) -> Iterator[None]:
+    """``pending`` entered (its span current, the call nested-aware) while its tool runs."""
+    run = CURRENT.get()
+    with pending:
+        token = RUNNING.set(run.traj if run is not None else None)
+        try:
+            yield
+        finally:
+            RUNNING.reset(token)
