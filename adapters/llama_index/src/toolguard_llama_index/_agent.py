@@ -16,7 +16,7 @@ from llama_index.core.base.llms.types import TextBlock
 from llama_index.core.llms import ChatMessage
 from llama_index.core.workflow import Context
 
-from . import _run
+from . import _run, _stored
 from ._tools import ToolErrors, as_tool, check_contract_names, guard_tools, is_guarded
 
 A = TypeVar("A", BaseWorkflowAgent, AgentWorkflow)
@@ -89,8 +89,10 @@ def _patch(target: Any, name: str, value: Any) -> None:
 
 def _take_step(original: Callable[..., Any], guard: tg.Guard) -> Callable[..., Any]:
     async def take_step(ctx: Context, llm_input: list[ChatMessage], tools: Any, memory: Any) -> Any:
-        output = await original(ctx, llm_input, tools, memory)
         run = _run.CURRENT.get()
+        if run is not None:
+            await _stored.sync(run, ctx, guard)
+        output = await original(ctx, llm_input, tools, memory)
         calls = getattr(output, "tool_calls", None)
         if run is not None and calls:
             _turn(run, guard, calls, {t.metadata.get_name(): t for t in tools})
@@ -172,7 +174,7 @@ class _Episodes:
         traj, owned = self._choose()
         # A run a guarded tool started (an agent used as a tool) counts in that tool's
         # trajectory, where the core takes its calls as nested: no steps, so none reserved.
-        state = _run.Run(traj, owned, nested=_run.RUNNING.get() is traj)
+        state = _run.Run(traj, owned, nested=_run.RUNNING.get() is traj, keep=self.history)
         if owned:
             tg.end_at_exit(traj)  # a handler never awaited still ends at exit
         if self.observe_prompt:
@@ -190,7 +192,13 @@ class _Episodes:
                 for name, result in list(earlier):
                     if self.guard.has_tool(name):
                         traj.bind_result(self.guard.get_tool(name), result)
+                # A Context not seen in this process (loaded back from ctx.to_dict()): its
+                # state holds what the earlier runs found, read at the first model turn.
+                state.restore = ctx is not None and not earlier
             state.results = earlier
+            # Given the Context, the earlier runs kept theirs in its state; a run on a memory
+            # alone has a new Context, where the whole conversation's results go.
+            state.saved = len(earlier) if ctx is not None else 0
         return state
 
     def _results_of(self, conversation: Any) -> list[tuple[str, Any]]:

@@ -30,6 +30,9 @@ class Run:
     nested: bool = False  # started by a guarded tool of this trajectory: its calls are no steps
     turn: list[_Call] = field(default_factory=list)
     results: list[tuple[str, Any]] = field(default_factory=list)
+    keep: bool = False  # keep ``results`` in the Context's state too (_stored)
+    saved: int = 0  # how many of ``results`` the Context's state holds
+    restore: bool = False  # bind what the Context's state holds at the first model turn
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add_turn(self, calls: list[tuple[str, str, Mapping[str, Any]]]) -> None:
