@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
@@ -23,6 +24,7 @@ A = TypeVar("A", BaseWorkflowAgent, AgentWorkflow)
 TrajectorySource: TypeAlias = "tg.Trajectory | Callable[[], tg.Trajectory | None] | None"
 Labels: TypeAlias = "Mapping[str, Any] | None"
 _MARK = "_toolguard_guarded"
+_log = logging.getLogger("toolguard")
 
 
 def guard_agent(
@@ -163,6 +165,11 @@ class _Episodes:
                 raise
             finally:
                 _run.CURRENT.reset(token)
+            # The run's end, before the code awaiting the handler resumes (it may end the
+            # trajectory right then): the handler's own result task, where there is one.
+            result_task = getattr(handler, "_result_task", None)
+            if isinstance(result_task, asyncio.Future):
+                result_task.add_done_callback(lambda _: self._close_unstarted(state))
             follower = asyncio.get_running_loop().create_task(self._follow(state, handler))
             _FOLLOWERS.add(follower)  # a task nothing references may be collected mid-way
             follower.add_done_callback(_FOLLOWERS.discard)
@@ -234,7 +241,22 @@ class _Episodes:
             return
         self._end(state, result, None)
 
+    def _close_unstarted(self, state: _run.Run) -> None:
+        """End the calls the model emitted that never ran: checked (a call the guard would
+        block is recorded so), then cancelled, each with its step (reserved, or the next
+        one for a lone call), so T has a verdict per step."""
+        for call in state.take_unstarted():
+            if state.traj.ended:
+                return
+            try:
+                self.guard.cancel_unstarted(
+                    call.name, dict(call.kwargs), call_id=call.call_id, trajectory=state.traj
+                )
+            except Exception:  # never mask how the run ended, nor crash the agent
+                _log.exception("toolguard: closing the unstarted call to %r failed", call.name)
+
     def _end(self, state: _run.Run, result: Any, error: BaseException | None) -> None:
+        self._close_unstarted(state)  # no-op where the handler's result task did it
         if not state.owned:
             return
         if error is None and self.success is not None:

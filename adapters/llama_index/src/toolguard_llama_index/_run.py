@@ -18,6 +18,7 @@ class _Call:
     call_id: str
     name: str
     kwargs: Mapping[str, Any]
+    paused: bool = False  # its attempt waits for an event: its step has its cancelled verdict
 
 
 @dataclass(slots=True, eq=False)  # by identity: kept in a set until it ends
@@ -54,7 +55,14 @@ class Run:
         """Return a claimed call to the turn: its attempt paused, and the workflow runs the
         tool again with the same arguments when the run resumes, which claims it anew."""
         with self.lock:
-            self.turn.insert(0, _Call(call_id, name, kwargs))
+            self.turn.insert(0, _Call(call_id, name, kwargs, paused=True))
+
+    def take_unstarted(self) -> list[_Call]:
+        """The calls of the model that no tool call claimed, now that the run is over (its
+        ``max_iterations`` reached on their turn, ...); a paused call's step has its verdict."""
+        with self.lock:
+            calls, self.turn = [c for c in self.turn if not c.paused], []
+        return calls
 
 
 def _same(expected: Mapping[str, Any], given: Mapping[str, Any]) -> bool:
