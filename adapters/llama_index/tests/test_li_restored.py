@@ -12,9 +12,11 @@ import toolguard as tg
 from conftest import Telemetry, scripted
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.agent.workflow.base_agent import BaseWorkflowAgent
-from llama_index.core.workflow import Context
+from llama_index.core.workflow import Context, HumanResponseEvent, InputRequiredEvent
+from opentelemetry.sdk.trace import ReadableSpan
 from pydantic import BaseModel
 from workflows.context.serializers import JsonPickleSerializer
+from workflows.errors import WorkflowCancelledByUser
 
 from toolguard_llama_index import guard_agent
 
@@ -52,6 +54,10 @@ def contacts_agent(removed: list[str], returns: str) -> FunctionAgent:
         [("remove_contact", {"contact_id": "id_8923"})],
     )
     return FunctionAgent(tools=[search_contacts, remove_contact], llm=model)
+
+
+def by_start(spans: list[ReadableSpan]) -> list[ReadableSpan]:
+    return sorted(spans, key=lambda s: s.start_time or 0)
 
 
 def restored(agent: BaseWorkflowAgent, ctx: Context) -> Context:
@@ -100,3 +106,53 @@ def test_history_false_binds_nothing_from_a_restored_context(otel: Telemetry) ->
 
     asyncio.run(chat())
     assert removed == []
+
+
+def test_a_paused_run_restored_from_its_context_is_a_trajectory_of_its_own(
+    otel: Telemetry,
+) -> None:
+    # Human in the loop across requests: the run waiting for the user's answer is stored and
+    # cancelled; a later request restores it and sends the answer. The resumed calls were
+    # checked outside any trajectory (no step, no dependency check).
+    from test_li_pauses import echo, wire, wired
+
+    wired.clear()
+    guard = otel.guard()
+    model = scripted([("wire", {"amount": 5}), ("echo", {"text": "hi"})], "Wired.")
+    agent = guard_agent(FunctionAgent(tools=[wire, echo], llm=model), guard)
+    serializer = JsonPickleSerializer()
+
+    async def two_requests() -> None:
+        handler = agent.run("wire 5")
+        async for event in handler.stream_events():
+            if isinstance(event, InputRequiredEvent):
+                stored = handler.ctx.to_dict(serializer=serializer)
+                await handler.cancel_run()
+                break
+        with pytest.raises(WorkflowCancelledByUser):
+            await handler
+        ctx = Context.from_dict(agent, stored, serializer=serializer)
+        resumed = agent.run(ctx=ctx)
+        answer = HumanResponseEvent.model_validate({"response": "yes"})  # the user's answer
+        resumed.ctx.send_event(answer)
+        await resumed
+
+    asyncio.run(two_requests())
+    assert wired == [5]
+    first, second = (dict(s.attributes or {}) for s in by_start(otel.summaries()))
+    assert first["toolguard.trajectory.length"] == second["toolguard.trajectory.length"] == 2
+    resumed_calls = [
+        (s.name, attributes["toolguard.decision"])
+        for s in by_start(otel.call_spans())
+        if (attributes := dict(s.attributes or {}))["toolguard.trajectory.id"]
+        == second["toolguard.trajectory.id"]
+    ]
+    assert sorted(resumed_calls) == [
+        ("execute_tool echo", "allowed"),
+        ("execute_tool wire", "allowed"),
+    ]
+    assert all(
+        "toolguard.step" in (s.attributes or {})
+        for s in otel.spans()
+        if s.name.startswith("execute_tool ")
+    )

@@ -148,12 +148,17 @@ class _Episodes:
         # What each conversation's runs returned, by the id of the conversation's Context or
         # memory (pydantic models are not hashable), dropped when that object is collected.
         self._conversations: dict[int, list[tuple[str, Any]]] = {}
+        # The Contexts of the runs in progress (a paused one resumed with its Context is the
+        # same run).
+        self._live: weakref.WeakSet[Context] = weakref.WeakSet()
 
     def wrap(self, original: Callable[..., Any]) -> Callable[..., Any]:
         def run(*args: Any, **kwargs: Any) -> Any:
             ctx = kwargs.get("ctx") or next((a for a in args if isinstance(a, Context)), None)
-            if ctx is not None and ctx.is_running:
+            if ctx is not None and ctx.is_running and ctx in self._live:
                 return original(*args, **kwargs)  # a paused run resumed: the same trajectory
+            # A running Context no run of this process holds (stored while it waited for an
+            # event, loaded back): its calls are a run of their own, counted in a trajectory.
             state = self._begin(args, kwargs, ctx)
             token = _run.CURRENT.set(state)
             try:
@@ -170,6 +175,9 @@ class _Episodes:
             result_task = getattr(handler, "_result_task", None)
             if isinstance(result_task, asyncio.Future):
                 result_task.add_done_callback(lambda _: self._close_unstarted(state))
+            live = getattr(handler, "ctx", None)
+            if isinstance(live, Context):
+                self._live.add(live)
             follower = asyncio.get_running_loop().create_task(self._follow(state, handler))
             _FOLLOWERS.add(follower)  # a task nothing references may be collected mid-way
             follower.add_done_callback(_FOLLOWERS.discard)
@@ -235,10 +243,12 @@ class _Episodes:
         try:
             result = await handler
         except BaseException as exc:  # the run failed or was cancelled: success unknown
+            self._live.discard(handler.ctx)
             self._end(state, None, exc)
             if not isinstance(exc, Exception):
                 raise
             return
+        self._live.discard(handler.ctx)
         self._end(state, result, None)
 
     def _close_unstarted(self, state: _run.Run) -> None:
