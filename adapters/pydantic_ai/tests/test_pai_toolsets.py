@@ -83,3 +83,25 @@ def test_a_contract_under_the_toolsets_own_name_for_a_renamed_tool_fails(otel: T
         agent.run_sync("Remove the contact")
     assert "crm_remove" in str(raised.value)
     assert log == []
+
+
+def test_a_contract_for_a_run_toolsets_tool_hidden_at_the_first_step_applies(
+    otel: Telemetry,
+) -> None:
+    # The tool is not offered at the first step and not the agent's own: the run's.
+    log: list[str] = []
+    guard = otel.guard()
+    model = scripted(
+        [ToolCallPart("echo", {"text": "first"}, tool_call_id="c1")],
+        [ToolCallPart("remove", {"contact_id": PHONE}, tool_call_id="c2")],
+    )
+
+    def echo(text: str) -> str:
+        return text
+
+    capability = ToolGuard(guard, contracts={"remove": REFS})
+    agent = Agent(model, tools=[echo], capabilities=[capability])
+    with guard.trajectory("t") as traj:
+        agent.run_sync("Remove the contact", toolsets=[removals(log)])
+    assert log == []
+    assert [(v.tool, v.cause) for v in traj.verdicts] == [("echo", None), ("remove", "dependency")]

@@ -108,12 +108,16 @@ def check_names(contracts: Mapping[str, Any], names: Iterable[str]) -> None:
 
 
 def agent_tool_names(ctx: RunContext[Any]) -> set[str]:
-    """The names the model sees for the function tools registered on the agent, also those a
-    ``prepare`` function hides from this step (they may be offered later in the run)."""
-    agent = ctx.agent
-    if agent is None:
-        return set()
-    return {name for toolset in agent.toolsets for name in _shown_names(toolset)}
+    """The names the model sees for the function tools of the agent and of this run
+    (``run(toolsets=...)``), also those a ``prepare`` function hides from this step (they may
+    be offered later in the run)."""
+    toolsets: list[AbstractToolset[Any]] = []
+    if ctx.agent is not None:
+        toolsets.extend(ctx.agent.toolsets)
+    manager = ctx.tool_manager
+    if manager is not None and isinstance(manager.toolset, AbstractToolset):
+        toolsets.append(manager.toolset)  # the run's: the agent's and those given to the run
+    return {name for toolset in toolsets for name in _shown_names(toolset)}
 
 
 def _shown_names(toolset: AbstractToolset[Any]) -> set[str]:
