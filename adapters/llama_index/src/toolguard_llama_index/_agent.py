@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
@@ -16,13 +17,14 @@ from llama_index.core.base.llms.types import TextBlock
 from llama_index.core.llms import ChatMessage
 from llama_index.core.workflow import Context
 
-from . import _run
+from . import _run, _stored
 from ._tools import ToolErrors, as_tool, check_contract_names, guard_tools, is_guarded
 
 A = TypeVar("A", BaseWorkflowAgent, AgentWorkflow)
 TrajectorySource: TypeAlias = "tg.Trajectory | Callable[[], tg.Trajectory | None] | None"
 Labels: TypeAlias = "Mapping[str, Any] | None"
 _MARK = "_toolguard_guarded"
+_log = logging.getLogger("toolguard")
 
 
 def guard_agent(
@@ -89,8 +91,10 @@ def _patch(target: Any, name: str, value: Any) -> None:
 
 def _take_step(original: Callable[..., Any], guard: tg.Guard) -> Callable[..., Any]:
     async def take_step(ctx: Context, llm_input: list[ChatMessage], tools: Any, memory: Any) -> Any:
-        output = await original(ctx, llm_input, tools, memory)
         run = _run.CURRENT.get()
+        if run is not None:
+            await _stored.sync(run, ctx, guard)
+        output = await original(ctx, llm_input, tools, memory)
         calls = getattr(output, "tool_calls", None)
         if run is not None and calls:
             _turn(run, guard, calls, {t.metadata.get_name(): t for t in tools})
@@ -104,7 +108,7 @@ def _turn(run: _run.Run, guard: tg.Guard, calls: Sequence[Any], offered: Mapping
     of guarded tools and of names the agent has no tool for (LlamaIndex answers those itself:
     counted here as ``schema``). The agent's own tools (a handoff) are no steps."""
     counted = [c for c in calls if c.tool_name not in offered or is_guarded(offered[c.tool_name])]
-    if len(counted) > 1:
+    if len(counted) > 1 and not run.nested:
         run.traj.reserve([c.tool_id for c in counted])
     run.add_turn(
         [(c.tool_id, c.tool_name, c.tool_kwargs) for c in counted if c.tool_name in offered]
@@ -144,12 +148,17 @@ class _Episodes:
         # What each conversation's runs returned, by the id of the conversation's Context or
         # memory (pydantic models are not hashable), dropped when that object is collected.
         self._conversations: dict[int, list[tuple[str, Any]]] = {}
+        # The Contexts of the runs in progress (a paused one resumed with its Context is the
+        # same run).
+        self._live: weakref.WeakSet[Context] = weakref.WeakSet()
 
     def wrap(self, original: Callable[..., Any]) -> Callable[..., Any]:
         def run(*args: Any, **kwargs: Any) -> Any:
             ctx = kwargs.get("ctx") or next((a for a in args if isinstance(a, Context)), None)
-            if ctx is not None and ctx.is_running:
+            if ctx is not None and ctx.is_running and ctx in self._live:
                 return original(*args, **kwargs)  # a paused run resumed: the same trajectory
+            # A running Context no run of this process holds (stored while it waited for an
+            # event, loaded back): its calls are a run of their own, counted in a trajectory.
             state = self._begin(args, kwargs, ctx)
             token = _run.CURRENT.set(state)
             try:
@@ -161,6 +170,14 @@ class _Episodes:
                 raise
             finally:
                 _run.CURRENT.reset(token)
+            # The run's end, before the code awaiting the handler resumes (it may end the
+            # trajectory right then): the handler's own result task, where there is one.
+            result_task = getattr(handler, "_result_task", None)
+            if isinstance(result_task, asyncio.Future):
+                result_task.add_done_callback(lambda _: self._close_unstarted(state))
+            live = getattr(handler, "ctx", None)
+            if isinstance(live, Context):
+                self._live.add(live)
             follower = asyncio.get_running_loop().create_task(self._follow(state, handler))
             _FOLLOWERS.add(follower)  # a task nothing references may be collected mid-way
             follower.add_done_callback(_FOLLOWERS.discard)
@@ -170,7 +187,9 @@ class _Episodes:
 
     def _begin(self, args: tuple[Any, ...], kwargs: dict[str, Any], ctx: Any) -> _run.Run:
         traj, owned = self._choose()
-        state = _run.Run(traj, owned)
+        # A run a guarded tool started (an agent used as a tool) counts in that tool's
+        # trajectory, where the core takes its calls as nested: no steps, so none reserved.
+        state = _run.Run(traj, owned, nested=_run.RUNNING.get() is traj, keep=self.history)
         if owned:
             tg.end_at_exit(traj)  # a handler never awaited still ends at exit
         if self.observe_prompt:
@@ -188,7 +207,13 @@ class _Episodes:
                 for name, result in list(earlier):
                     if self.guard.has_tool(name):
                         traj.bind_result(self.guard.get_tool(name), result)
+                # A Context not seen in this process (loaded back from ctx.to_dict()): its
+                # state holds what the earlier runs found, read at the first model turn.
+                state.restore = ctx is not None and not earlier
             state.results = earlier
+            # Given the Context, the earlier runs kept theirs in its state; a run on a memory
+            # alone has a new Context, where the whole conversation's results go.
+            state.saved = len(earlier) if ctx is not None else 0
         return state
 
     def _results_of(self, conversation: Any) -> list[tuple[str, Any]]:
@@ -218,13 +243,30 @@ class _Episodes:
         try:
             result = await handler
         except BaseException as exc:  # the run failed or was cancelled: success unknown
+            self._live.discard(handler.ctx)
             self._end(state, None, exc)
             if not isinstance(exc, Exception):
                 raise
             return
+        self._live.discard(handler.ctx)
         self._end(state, result, None)
 
+    def _close_unstarted(self, state: _run.Run) -> None:
+        """End the calls the model emitted that never ran: checked (a call the guard would
+        block is recorded so), then cancelled, each with its step (reserved, or the next
+        one for a lone call), so T has a verdict per step."""
+        for call in state.take_unstarted():
+            if state.traj.ended:
+                return
+            try:
+                self.guard.cancel_unstarted(
+                    call.name, dict(call.kwargs), call_id=call.call_id, trajectory=state.traj
+                )
+            except Exception:  # never mask how the run ended, nor crash the agent
+                _log.exception("toolguard: closing the unstarted call to %r failed", call.name)
+
     def _end(self, state: _run.Run, result: Any, error: BaseException | None) -> None:
+        self._close_unstarted(state)  # no-op where the handler's result task did it
         if not state.owned:
             return
         if error is None and self.success is not None:

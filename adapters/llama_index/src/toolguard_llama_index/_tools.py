@@ -104,7 +104,7 @@ class GuardedFunctionTool(_Guarding, FunctionTool):
         pending = self._tg_check(name, arguments)
         if pending.rejection is not None:
             return _rejected(name, arguments, pending.rejection)
-        with pending:
+        with _run.running(pending):
             try:
                 output = super().call(*args, **kwargs)
             except BaseException as exc:
@@ -118,7 +118,7 @@ class GuardedFunctionTool(_Guarding, FunctionTool):
         pending = self._tg_check(name, arguments)
         if pending.rejection is not None:
             return _rejected(name, arguments, pending.rejection)
-        with pending:
+        with _run.running(pending):
             try:
                 output = await super().acall(*args, **kwargs)
             except BaseException as exc:
@@ -144,7 +144,7 @@ class GuardedTool(_Guarding, AsyncBaseTool):
         pending = self._tg_check(name, kwargs)
         if pending.rejection is not None:
             return _rejected(name, kwargs, pending.rejection)
-        with pending:
+        with _run.running(pending):
             try:
                 output = self._tg_inner(*args, **kwargs)
             except BaseException as exc:
@@ -158,7 +158,7 @@ class GuardedTool(_Guarding, AsyncBaseTool):
         if pending.rejection is not None:
             return _rejected(name, kwargs, pending.rejection)
         inner = self._tg_inner
-        with pending:
+        with _run.running(pending):
             try:
                 if isinstance(inner, AsyncBaseTool):
                     output = await inner.acall(*args, **kwargs)

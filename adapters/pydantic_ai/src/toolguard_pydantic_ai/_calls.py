@@ -6,6 +6,7 @@ import dataclasses
 import warnings
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from typing import Any, Literal
 
 import pydantic
@@ -45,6 +46,11 @@ _FRAMEWORK_SIGNALS = (
 # The call did not finish: it will be resumed (a deferral) or the run is going away.
 _NOT_FINISHED = (CallDeferred, ApprovalRequired, RunCancelled)
 _TOOL_CALL_ID = "gen_ai.tool.call.id"
+# The trajectory of the guarded tool running in this context: an agent run started by that
+# tool (a delegate) is nested in its call, and its turns reserve no steps there.
+RUNNING: ContextVar[tg.Trajectory | None] = ContextVar(
+    "toolguard_pydantic_ai_running", default=None
+)
 _ANY_ARGUMENTS = pydantic.ConfigDict(
     extra="ignore", arbitrary_types_allowed=True, protected_namespaces=()
 )
@@ -203,11 +209,13 @@ async def run_checked(
     run: Callable[[], Awaitable[Any]],
     how: Delivery,
     tool_errors: ToolErrors,
+    traj: tg.Trajectory | None,
 ) -> Any:
-    """Run an admitted call and close ``pending`` with what happened."""
+    """Run an admitted call (of ``traj``) and close ``pending`` with what happened."""
     # `with`: the guard's own span (tracing without Pydantic AI's instrumentation) is current
     # while the tool runs, and a BaseException (task cancelled) closes the call as cancelled.
     with pending:
+        token = RUNNING.set(traj)
         try:
             result = await run()
         except SkipToolExecution as skip:  # an inner hook answered for the tool
@@ -224,6 +232,8 @@ async def run_checked(
             if tool_errors == "raise":
                 raise
             return deliver(rejection, how)
+        finally:
+            RUNNING.reset(token)
         pending.finish(_value(result))
         return result
 

@@ -41,8 +41,14 @@ class _Run:
     turn: list[ToolCallPart] = field(default_factory=list)  # the calls of the running turn
     reserved: bool = False  # the running turn's calls have steps reserved
     turn_ctx: RunContext[Any] | None = None  # the running turn's context: its tools
+    # The model's response whose turn has not run yet: the app may stop driving the run
+    # (agent.iter left) before it does, and its calls are still the model's.
+    unrun: tuple[RunContext[Any], CallToolsNode[Any, Any]] | None = None
+    offered: list[ToolDefinition] = field(default_factory=list)  # this step's function tools
+    outputs: list[ToolDefinition] = field(default_factory=list)  # and its output tools
     history: bool = False  # the earlier turns' tool returns are still to be bound
     tools_checked: bool = False  # the contracts were checked against the agent's tools
+    nested: bool = False  # started by a guarded tool of this trajectory: its calls are no steps
 
 
 class ToolGuard(AbstractCapability[Any]):
@@ -126,7 +132,9 @@ class ToolGuard(AbstractCapability[Any]):
         # them again changes nothing there (bind_result keeps what it binds, stale ids too).
         if owned:
             tg.end_at_exit(traj)  # a run that dies where wrap_run never returns still ends at exit
-        run = _Run(traj, history=bool(ctx.messages))
+        # A run a guarded tool started (agent delegation) counts in that tool's trajectory,
+        # where the core takes its calls as nested: no steps, so its turns reserve none.
+        run = _Run(traj, history=bool(ctx.messages), nested=_calls.RUNNING.get() is traj)
         key = ctx.run_id
         if key is not None:
             self._runs[key] = run
@@ -152,6 +160,8 @@ class ToolGuard(AbstractCapability[Any]):
             # However the run ends (a cancelled task, a stream the app stopped reading, an
             # exception), the turn it was in has steps reserved that no call will take now:
             # each ends as cancelled, before the trajectory ends, so T has a verdict per step.
+            if run.unrun is not None:
+                self._left_unrun(run, *run.unrun)
             calls, run.turn = run.turn, []
             self._cancel_unclaimed(run, [c for c in calls if c.tool_call_id not in run.settled])
 
@@ -162,9 +172,18 @@ class ToolGuard(AbstractCapability[Any]):
         # The first place a run knows its tools (decorators run after the Agent was built,
         # toolsets may be given per run): the contracts are checked here, before any call.
         run = self._run(ctx)
-        if self.contracts and run is not None and not run.tools_checked:
-            run.tools_checked = True
-            self._check_contracts(ctx, tool_defs)
+        if run is not None:
+            run.offered = tool_defs
+            if self.contracts and not run.tools_checked:
+                run.tools_checked = True
+                self._check_contracts(ctx, tool_defs)
+        return tool_defs
+
+    async def prepare_output_tools(
+        self, ctx: RunContext[Any], tool_defs: list[ToolDefinition]
+    ) -> list[ToolDefinition]:
+        if (run := self._run(ctx)) is not None:
+            run.outputs = tool_defs  # the run's answer, not tool calls
         return tool_defs
 
     def _check_contracts(self, ctx: RunContext[Any], tool_defs: list[ToolDefinition]) -> None:
@@ -183,26 +202,62 @@ class ToolGuard(AbstractCapability[Any]):
         self, ctx: RunContext[Any], *, node: AgentNode[Any]
     ) -> AgentNode[Any]:
         if isinstance(node, CallToolsNode) and (run := self._run(ctx)) is not None:
-            if run.history:
-                run.history = False
-                self._bind_history(ctx, run.traj)
-            # Call ids are unique within a turn only (some OpenAI-compatible servers send
-            # call_0, call_1, ... every turn): what a hook recorded is per turn.
-            run.settled = set()
-            run.turn = _turns.turn_calls(ctx, node)
-            run.turn_ctx = ctx
-            run.reserved = len(run.turn) > 1
-            if run.reserved:
-                # Steps by call id in emission order, whatever order the tasks run in (a lone
-                # call takes the next step when it is checked, which is the same one).
-                run.traj.reserve([call.tool_call_id for call in run.turn])
+            self._start_turn(run, ctx, node)
         return node
+
+    def _start_turn(self, run: _Run, ctx: RunContext[Any], node: CallToolsNode[Any, Any]) -> None:
+        run.unrun = None
+        if run.history:
+            run.history = False
+            self._bind_history(ctx, run.traj)
+        # Call ids are unique within a turn only (some OpenAI-compatible servers send
+        # call_0, call_1, ... every turn): what a hook recorded is per turn.
+        run.settled = set()
+        run.turn = _turns.turn_calls(ctx, node)
+        run.turn_ctx = ctx
+        run.reserved = len(run.turn) > 1 and not run.nested
+        if run.reserved:
+            # Steps by call id in emission order, whatever order the tasks run in (a lone
+            # call takes the next step when it is checked, which is the same one).
+            run.traj.reserve([call.tool_call_id for call in run.turn])
+
+    def _left_unrun(self, run: _Run, ctx: RunContext[Any], node: CallToolsNode[Any, Any]) -> None:
+        """The turn the model answered with and the run never ran (the app left agent.iter
+        there): its calls take their steps, to end as cancelled. Which are the agent's tool
+        calls is read from the step's tool definitions: the run's tool manager is not
+        prepared for that step outside it."""
+        run.unrun = None
+        offered = {d.name: d for d in run.offered}
+        outputs = {d.name for d in run.outputs}
+        if run.history:  # as at a turn that runs: a call is judged with what it was shown
+            run.history = False
+            for name in _history.returned_tools(ctx.messages):
+                if name in offered and name not in self._declared:
+                    self._declare(name, offered[name])
+            _history.bind_history(self.guard, run.traj, ctx.messages)
+        calls = []
+        for call in node.model_response.tool_calls:
+            tool_def = offered.get(call.tool_name)
+            if tool_def is None and call.tool_name not in outputs:
+                calls.append(call)  # a name Pydantic AI would have refused
+            elif tool_def is not None and tool_def.kind == "function":
+                if call.tool_name not in self._declared:
+                    self._declare(call.tool_name, tool_def)
+                calls.append(call)
+        run.settled = set()
+        run.turn = calls
+        run.turn_ctx = None
+        run.reserved = len(calls) > 1 and not run.nested
+        if run.reserved:
+            run.traj.reserve([call.tool_call_id for call in calls])
 
     async def after_node_run(
         self, ctx: RunContext[Any], *, node: AgentNode[Any], result: NodeResult[Any]
     ) -> NodeResult[Any]:
         if isinstance(node, CallToolsNode):
             self._settle_turn(ctx, result)
+        elif isinstance(result, CallToolsNode) and (run := self._run(ctx)) is not None:
+            run.unrun = (ctx, result)  # the model answered: its turn is next
         return result
 
     async def on_node_run_error(
@@ -231,10 +286,9 @@ class ToolGuard(AbstractCapability[Any]):
         self._cancel_unclaimed(run, [c for c in unseen if c.tool_call_id not in run.settled])
 
     def _cancel_unclaimed(self, run: _Run, calls: Iterable[ToolCallPart]) -> None:
-        """End the reserved steps of ``calls``, which will never run: checked (a call the guard
-        would block is recorded so), then cancelled, as the core's run_* helpers do."""
-        if not run.reserved:
-            return  # a lone call takes its step when checked: an unchecked one took none
+        """End the steps of ``calls``, which will never run: checked (a call the guard would
+        block is recorded so), then cancelled, as the core's run_* helpers do. A lone call
+        reserved no step and takes the next one now, as it would have when checked."""
         for call in calls:
             try:
                 self._cancel_call(run, call)
@@ -309,7 +363,11 @@ class ToolGuard(AbstractCapability[Any]):
         if pending.rejection is not None:
             return _calls.deliver(pending.rejection, self.rejection)
         return await _calls.run_checked(
-            pending, lambda: handler(args), self.rejection, self.tool_errors
+            pending,
+            lambda: handler(args),
+            self.rejection,
+            self.tool_errors,
+            run.traj if run else None,
         )
 
     def _bind_history(self, ctx: RunContext[Any], traj: tg.Trajectory) -> None:

@@ -9,7 +9,14 @@ from typing import Any
 
 import toolguard as tg
 from pydantic_ai import RunContext
-from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
+from pydantic_ai.toolsets import (
+    AbstractToolset,
+    CombinedToolset,
+    FunctionToolset,
+    PrefixedToolset,
+    RenamedToolset,
+    WrapperToolset,
+)
 
 _OPTIONS = frozenset(tg.ToolOptions.__required_keys__ | tg.ToolOptions.__optional_keys__)
 _MAPPINGS = {
@@ -101,17 +108,37 @@ def check_names(contracts: Mapping[str, Any], names: Iterable[str]) -> None:
 
 
 def agent_tool_names(ctx: RunContext[Any]) -> set[str]:
-    """The names of the function tools registered on the agent, also those a ``prepare``
-    function hides from this step (they may be offered later in the run)."""
-    names: set[str] = set()
-    agent = ctx.agent
-    if agent is None:
-        return names
+    """The names the model sees for the function tools of the agent and of this run
+    (``run(toolsets=...)``), also those a ``prepare`` function hides from this step (they may
+    be offered later in the run)."""
+    toolsets: list[AbstractToolset[Any]] = []
+    if ctx.agent is not None:
+        toolsets.extend(ctx.agent.toolsets)
+    manager = ctx.tool_manager
+    if manager is not None and isinstance(manager.toolset, AbstractToolset):
+        toolsets.append(manager.toolset)  # the run's: the agent's and those given to the run
+    return {name for toolset in toolsets for name in _shown_names(toolset)}
 
-    def visit(toolset: AbstractToolset[Any]) -> None:
-        if isinstance(toolset, FunctionToolset):
-            names.update(toolset.tools)
 
-    for toolset in agent.toolsets:
-        toolset.apply(visit)
+def _shown_names(toolset: AbstractToolset[Any]) -> set[str]:
+    # A toolset that renames its tools (prefixed, renamed) hands the model, and the hooks, the
+    # new name: a contract under the FunctionToolset's own name would never apply.
+    if isinstance(toolset, FunctionToolset):
+        return set(toolset.tools)
+    if isinstance(toolset, PrefixedToolset):
+        return {f"{toolset.prefix}_{name}" for name in _shown_names(toolset.wrapped)}
+    if isinstance(toolset, RenamedToolset):
+        new_names = {original: new for new, original in toolset.name_map.items()}
+        return {new_names.get(name, name) for name in _shown_names(toolset.wrapped)}
+    if isinstance(toolset, WrapperToolset):
+        return _shown_names(toolset.wrapped)
+    if isinstance(toolset, CombinedToolset):
+        return {name for inner in toolset.toolsets for name in _shown_names(inner)}
+    names: set[str] = set()  # another kind: the function tools it holds, by their own names
+
+    def visit(leaf: AbstractToolset[Any]) -> None:
+        if isinstance(leaf, FunctionToolset):
+            names.update(leaf.tools)
+
+    toolset.apply(visit)
     return names
