@@ -8,14 +8,17 @@ translated from it where that is exact: ``schema_core.py``).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
+import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import pydantic
 import pydantic_core
 from pydantic import BaseModel, ConfigDict
+from pydantic.fields import FieldInfo
 
 from ..._errors import ToolDefinitionError
 from ..verdict import NAME_LIMIT, Failure, shorten_text
@@ -127,16 +130,45 @@ class ArgumentSchema:
         return None if self.names is None else frozenset(self.names)
 
 
-def _skip_first(params: list[inspect.Parameter]) -> list[inspect.Parameter]:
+def _skip_first(fn: Callable[..., Any], params: list[inspect.Parameter]) -> list[inspect.Parameter]:
     # A function decorated inside a class body still lists self/cls; the guard receives the
-    # instance separately (wrapt), so the schema is over the remaining parameters.
-    if params and params[0].name in ("self", "cls"):
+    # instance separately (wrapt), so the schema is over the remaining parameters. Anywhere
+    # else (a module's function, a bound method) a first `cls` or `self` is an argument.
+    if params and params[0].name in ("self", "cls") and defined_in_class_body(fn):
         return params[1:]
     return params
 
 
+def defined_in_class_body(fn: Callable[..., Any]) -> bool:
+    """A plain function written in a class body (``Service.run``, not yet bound): its
+    qualified name's parent is a class, not a module or a function's ``<locals>``."""
+    target = inspect.unwrap(fn)
+    if not inspect.isfunction(target):
+        return False  # a bound method or a callable object: inspect already left self out
+    parent = target.__qualname__.rpartition(".")[0]
+    return bool(parent) and not parent.endswith("<locals>")
+
+
 def signature_parameters(fn: Callable[..., Any]) -> list[inspect.Parameter]:
-    return _skip_first(list(inspect.signature(fn).parameters.values()))
+    return _skip_first(fn, list(inspect.signature(fn).parameters.values()))
+
+
+# Defaults pydantic hands over as they are; any other it deep-copies on every call, where
+# Python hands the function its one default object (a shared cache, a sentinel).
+_KEPT_DEFAULTS = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _field_name(name: str, taken: set[str]) -> str | None:
+    """A name pydantic takes as a field for parameter ``name`` (which it is an alias of),
+    or None where ``name`` itself is one: pydantic makes ``_x`` a private attribute and
+    ``model_config`` the configuration, refuses ``model_dump`` and warns about ``json``."""
+    if not (name.startswith(("_", "model_")) or hasattr(BaseModel, name)):
+        return None
+    field = f"tg_argument_{len(taken)}"
+    while field in taken or hasattr(BaseModel, field):
+        field += "_"
+    taken.add(field)
+    return field
 
 
 def from_signature(
@@ -150,16 +182,22 @@ def from_signature(
         raise ToolDefinitionError(f"tool {tool!r}: cannot read its signature: {exc}") from exc
     fields: dict[str, Any] = {}
     extra = "forbid"
+    taken = {p.name for p in params}
+    renamed: dict[str, str] = {}  # field -> parameter, for names pydantic keeps for itself
     for p in params:
         if p.kind is p.VAR_KEYWORD:
             extra = "allow"
             continue
         annotation = hints.get(p.name, Any)
+        field = _field_name(p.name, taken)
+        if field is not None:
+            renamed[field] = p.name
+            annotation = Annotated[annotation, pydantic.Field(alias=p.name)]
         if p.kind is p.VAR_POSITIONAL:
-            fields[p.name] = (tuple[annotation, ...], ())  # type: ignore[valid-type]
+            fields[field or p.name] = (tuple[annotation, ...], ())  # type: ignore[valid-type]
             continue
         default = ... if p.default is p.empty else p.default
-        fields[p.name] = (annotation, default)
+        fields[field or p.name] = (annotation, default)
     config = ConfigDict(extra=extra, arbitrary_types_allowed=True)  # type: ignore[typeddict-item]
     try:
         model = pydantic.create_model(f"{tool}_arguments", __config__=config, **fields)
@@ -167,26 +205,79 @@ def from_signature(
         raise ToolDefinitionError(
             f"tool {tool!r}: cannot build its argument schema: {exc}"
         ) from exc
-    return from_model(tool, model, keep_extra=extra == "allow", strict=strict)
+    schema = from_model(tool, model, keep_extra=extra == "allow", strict=strict, renamed=renamed)
+    shared = [
+        (p.name, p.default)
+        for p in params
+        if p.default is not p.empty
+        and type(p.default) not in _KEPT_DEFAULTS
+        and not isinstance(p.default, FieldInfo)  # pydantic's default, not Python's
+    ]
+    if shared:
+        copying = schema.validate
+
+        def validate(args: dict[str, Any]) -> dict[str, Any]:
+            values = copying(args)
+            for name, default in shared:
+                if name not in args:
+                    values[name] = default
+            return values
+
+        schema.validate = validate
+    return schema
 
 
 def _resolved_hints(fn: Callable[..., Any]) -> dict[str, Any]:
     import typing
 
-    target = inspect.unwrap(fn)
+    target = _annotated_function(fn)
     try:
         return typing.get_type_hints(target, include_extras=True)
+    except Exception:
+        pass
+    try:
+        # A name only the code registering the tool sees (a class defined in a function,
+        # under `from __future__ import annotations`), as pydantic's validate_call finds it.
+        return typing.get_type_hints(target, localns=_registering_locals(), include_extras=True)
     except Exception:
         # Forward references that cannot be resolved: fall back to the raw annotations.
         return dict(getattr(target, "__annotations__", {}))
 
 
+def _annotated_function(fn: Callable[..., Any]) -> Any:
+    """Where ``fn``'s parameter annotations are: the function a ``functools.partial``
+    wraps, a callable object's ``__call__`` (the instance's own ``__annotations__`` are its
+    class's attributes)."""
+    target = inspect.unwrap(fn)
+    while isinstance(target, functools.partial):
+        target = inspect.unwrap(target.func)
+    if inspect.isroutine(target) or isinstance(target, type):
+        return target
+    call = inspect.getattr_static(type(target), "__call__", None)
+    return call if inspect.isfunction(call) else target
+
+
+def _registering_locals() -> dict[str, Any]:
+    """The local names of the nearest caller outside toolguard: where the tool is declared."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("toolguard"):
+        frame = frame.f_back  # type: ignore[assignment]
+    return dict(frame.f_locals) if frame is not None else {}
+
+
 def from_model(
-    tool: str, model: type[BaseModel], *, keep_extra: bool = False, strict: bool = True
+    tool: str,
+    model: type[BaseModel],
+    *,
+    keep_extra: bool = False,
+    strict: bool = True,
+    renamed: Mapping[str, str] | None = None,
 ) -> ArgumentSchema:
     """Validation by the model. ``strict``: by the meaning of the JSON Schema the model was
     shown: ``true``, ``"42"`` and ``4.0`` are no integer, and an argument the model does not
-    declare is unknown even where the model itself would ignore it."""
+    declare is unknown even where the model itself would ignore it. ``renamed``: field ->
+    argument, for a signature's parameters whose own names pydantic cannot take as fields
+    (each field has its argument's name as alias); the values come back by argument."""
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         raise ToolDefinitionError(f"tool {tool!r}: args_model must be a pydantic model class")
     try:
@@ -197,15 +288,17 @@ def from_model(
         # An argument of an arbitrary class (a handle, a client): valid, just not describable
         # in JSON Schema; the hint then names the arguments without their types.
         json_schema = {
-            "properties": {key: {} for key in model.model_fields},
-            "required": [n for n, f in model.model_fields.items() if f.is_required()],
+            "properties": {f.alias or key: {} for key, f in model.model_fields.items()},
+            "required": [f.alias or n for n, f in model.model_fields.items() if f.is_required()],
         }
     except pydantic.PydanticUserError as exc:
         raise ToolDefinitionError(
             f"tool {tool!r}: cannot build its argument schema: {exc}"
         ) from exc
     validator = model.__pydantic_validator__
-    names = tuple(model.model_fields)
+    renamed = renamed or {}
+    fields = tuple(model.model_fields)
+    names = tuple(renamed.get(n, n) for n in fields)
     extra_mode = model.model_config.get("extra")
     keep_extra = keep_extra or extra_mode == "allow"
     accepted = frozenset(names) | {
@@ -238,10 +331,15 @@ def from_model(
         # __pydantic_extra__): copying it is 3-4x cheaper than a getattr per field.
         values = dict(instance.__dict__)
         if len(values) != len(names):  # a model that keeps more than its fields: ask each
-            values = {name: getattr(instance, name) for name in names}
+            values = {name: getattr(instance, name) for name in fields}
+        if renamed:
+            values = by_argument(values)
         if keep_extra and instance.__pydantic_extra__:
             values.update(instance.__pydantic_extra__)
         return values
+
+    def by_argument(values: dict[str, Any]) -> dict[str, Any]:
+        return {renamed.get(k, k): v for k, v in values.items()}
 
     # The model's own field validation without building the model (its fields dict is what
     # the model would hold as __dict__): about a third of validate_python's cost. None when
@@ -258,6 +356,8 @@ def from_model(
                 values, extra, _ = validate_fields(args, strict=strict)
             except pydantic.ValidationError as exc:
                 return values_of(retry(args, exc))
+            if renamed:
+                values = by_argument(values)
             if keep_extra and extra:
                 values.update(extra)
             return values  # type: ignore[no-any-return]
@@ -284,7 +384,11 @@ def from_model(
         return found
 
     hint = _hint_from_json_schema(tool, json_schema)
-    metadata = {name: tuple(f.metadata) for name, f in model.model_fields.items() if f.metadata}
+    metadata = {
+        renamed.get(name, name): tuple(f.metadata)
+        for name, f in model.model_fields.items()
+        if f.metadata
+    }
     schema = ArgumentSchema(tool, names, validate, hint, metadata)
     schema.locate = locate
     return schema

@@ -305,10 +305,9 @@ def _is_method(fn: Callable[..., Any]) -> bool:
     """A bound method, or a function decorated in a class body (its first parameter self)."""
     if inspect.ismethod(fn):
         return True
-    target = inspect.unwrap(fn)
-    if not inspect.isfunction(target):
-        return False
-    params = list(inspect.signature(target).parameters)
+    if not _schema.defined_in_class_body(fn):
+        return False  # a module's function whose first parameter is called self
+    params = list(inspect.signature(inspect.unwrap(fn)).parameters)
     return bool(params) and params[0] == "self"
 
 
