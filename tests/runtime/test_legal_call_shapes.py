@@ -123,7 +123,7 @@ def test_a_functions_first_parameter_named_cls_is_an_argument() -> None:
     strict=True,
     reason="declare.py's _is_unbound_method takes any function whose first parameter is "
     "self/cls for a method decorated in a class body and leaves it out of the tools by "
-    "name (fix: use tools.schema.defined_in_class_body there)",
+    "name (fix: use tools.signature.defined_in_class_body there)",
 )
 def test_a_function_whose_first_parameter_is_cls_is_callable_by_name() -> None:
     guard = tg.Guard()

@@ -1,0 +1,153 @@
+"""Argument schemas from a function's signature: a pydantic model of its parameters, built
+once when the tool is wrapped, whose values are what the function would get unguarded
+(pydantic's conversion, and a left-out parameter's own default object)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import pydantic
+from pydantic import BaseModel, ConfigDict
+from pydantic.fields import FieldInfo
+
+from ..._errors import ToolDefinitionError
+from .schema import ArgumentSchema, from_model
+
+
+def _skip_first(fn: Callable[..., Any], params: list[inspect.Parameter]) -> list[inspect.Parameter]:
+    # A function decorated inside a class body still lists self/cls; the guard receives the
+    # instance separately (wrapt), so the schema is over the remaining parameters. Anywhere
+    # else (a module's function, a bound method) a first `cls` or `self` is an argument.
+    if params and params[0].name in ("self", "cls") and defined_in_class_body(fn):
+        return params[1:]
+    return params
+
+
+def defined_in_class_body(fn: Callable[..., Any]) -> bool:
+    """A plain function written in a class body (``Service.run``, not yet bound): its
+    qualified name's parent is a class, not a module or a function's ``<locals>``."""
+    target = inspect.unwrap(fn)
+    if not inspect.isfunction(target):
+        return False  # a bound method or a callable object: inspect already left self out
+    parent = target.__qualname__.rpartition(".")[0]
+    return bool(parent) and not parent.endswith("<locals>")
+
+
+def signature_parameters(fn: Callable[..., Any]) -> list[inspect.Parameter]:
+    return _skip_first(fn, list(inspect.signature(fn).parameters.values()))
+
+
+# Defaults pydantic hands over as they are; any other it deep-copies on every call, where
+# Python hands the function its one default object (a shared cache, a sentinel).
+_KEPT_DEFAULTS = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _field_name(name: str, taken: set[str]) -> str | None:
+    """A name pydantic takes as a field for parameter ``name`` (which it is an alias of),
+    or None where ``name`` itself is one: pydantic makes ``_x`` a private attribute and
+    ``model_config`` the configuration, refuses ``model_dump`` and warns about ``json``."""
+    if not (name.startswith(("_", "model_")) or hasattr(BaseModel, name)):
+        return None
+    field = f"tg_argument_{len(taken)}"
+    while field in taken or hasattr(BaseModel, field):
+        field += "_"
+    taken.add(field)
+    return field
+
+
+def from_signature(
+    tool: str, fn: Callable[..., Any], *, strict: bool = True, hidden: tuple[str, ...] = ()
+) -> ArgumentSchema:
+    """``hidden``: parameters the guard fills itself (a ``tg.State``), not in the schema."""
+    try:
+        params = [p for p in signature_parameters(fn) if p.name not in hidden]
+        hints = _resolved_hints(fn)
+    except (TypeError, ValueError, NameError) as exc:
+        raise ToolDefinitionError(f"tool {tool!r}: cannot read its signature: {exc}") from exc
+    fields: dict[str, Any] = {}
+    extra = "forbid"
+    taken = {p.name for p in params}
+    renamed: dict[str, str] = {}  # field -> parameter, for names pydantic keeps for itself
+    for p in params:
+        if p.kind is p.VAR_KEYWORD:
+            extra = "allow"
+            continue
+        annotation = hints.get(p.name, Any)
+        field = _field_name(p.name, taken)
+        if field is not None:
+            renamed[field] = p.name
+            annotation = Annotated[annotation, pydantic.Field(alias=p.name)]
+        if p.kind is p.VAR_POSITIONAL:
+            fields[field or p.name] = (tuple[annotation, ...], ())  # type: ignore[valid-type]
+            continue
+        default = ... if p.default is p.empty else p.default
+        fields[field or p.name] = (annotation, default)
+    config = ConfigDict(extra=extra, arbitrary_types_allowed=True)  # type: ignore[typeddict-item]
+    try:
+        model = pydantic.create_model(f"{tool}_arguments", __config__=config, **fields)
+    except Exception as exc:
+        raise ToolDefinitionError(
+            f"tool {tool!r}: cannot build its argument schema: {exc}"
+        ) from exc
+    schema = from_model(tool, model, keep_extra=extra == "allow", strict=strict, renamed=renamed)
+    shared = [
+        (p.name, p.default)
+        for p in params
+        if p.default is not p.empty
+        and type(p.default) not in _KEPT_DEFAULTS
+        and not isinstance(p.default, FieldInfo)  # pydantic's default, not Python's
+    ]
+    if shared:
+        copying = schema.validate
+
+        def validate(args: dict[str, Any]) -> dict[str, Any]:
+            values = copying(args)
+            for name, default in shared:
+                if name not in args:
+                    values[name] = default
+            return values
+
+        schema.validate = validate
+    return schema
+
+
+def _resolved_hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    import typing
+
+    target = _annotated_function(fn)
+    try:
+        return typing.get_type_hints(target, include_extras=True)
+    except Exception:
+        pass
+    try:
+        # A name only the code registering the tool sees (a class defined in a function,
+        # under `from __future__ import annotations`), as pydantic's validate_call finds it.
+        return typing.get_type_hints(target, localns=_registering_locals(), include_extras=True)
+    except Exception:
+        # Forward references that cannot be resolved: fall back to the raw annotations.
+        return dict(getattr(target, "__annotations__", {}))
+
+
+def _annotated_function(fn: Callable[..., Any]) -> Any:
+    """Where ``fn``'s parameter annotations are: the function a ``functools.partial``
+    wraps, a callable object's ``__call__`` (the instance's own ``__annotations__`` are its
+    class's attributes)."""
+    target = inspect.unwrap(fn)
+    while isinstance(target, functools.partial):
+        target = inspect.unwrap(target.func)
+    if inspect.isroutine(target) or isinstance(target, type):
+        return target
+    call = inspect.getattr_static(type(target), "__call__", None)
+    return call if inspect.isfunction(call) else target
+
+
+def _registering_locals() -> dict[str, Any]:
+    """The local names of the nearest caller outside toolguard: where the tool is declared."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("toolguard"):
+        frame = frame.f_back  # type: ignore[assignment]
+    return dict(frame.f_locals) if frame is not None else {}
