@@ -44,12 +44,23 @@ def _find_key(value: Any, key: str, depth: int) -> Iterable[Any]:
                 yield from (x for x in v if not isinstance(x, Mapping | list | tuple))
             else:
                 yield from _find_key(v, key, depth + 1)
+    elif isinstance(value, tuple) and isinstance(
+        names := getattr(type(value), "_fields", None), tuple
+    ):
+        # A named tuple is a record: its values are found by their field names.
+        yield from _find_key(dict(zip(names, value, strict=False)), key, depth)
     elif isinstance(value, list | tuple | set | frozenset):
         for v in value:
             yield from _find_key(v, key, depth + 1)
+    elif isinstance(value, type):
+        return  # a class, not a record: its field names are no values
     elif hasattr(value, "__pydantic_fields__") or hasattr(value, "__dataclass_fields__"):
         fields = getattr(value, "__pydantic_fields__", None) or value.__dataclass_fields__
         yield from _find_key({n: getattr(value, n, None) for n in fields}, key, depth + 1)
+    elif isinstance(getattr(type(value), "__attrs_attrs__", None), tuple):
+        # An attrs class (its instances may have slots, no __dict__): by its fields' names.
+        attributes = [a.name for a in type(value).__attrs_attrs__]
+        yield from _find_key({n: getattr(value, n, None) for n in attributes}, key, depth + 1)
 
 
 _LEAVES = frozenset({str, int, float, bool, type(None), bytes})  # _find_key finds nothing in
