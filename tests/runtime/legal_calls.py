@@ -130,6 +130,7 @@ KINDS: list[tuple[str, st.SearchStrategy[Any]]] = [
 NAMES = ["a", "b", "c", "d", "e", "x_1", "ключ", "data", "json", "schema", "copy", "validate"]
 TRICKY_NAMES = ["_private", "_", "model_config", "model_dump", "model_fields", "fields"]
 VARIANTS = ["plain", "async", "method", "classmethod", "staticmethod", "partial", "callable"]
+VARIANTS += ["async method", "async partial", "async callable"]
 
 
 @dataclasses.dataclass
@@ -146,7 +147,7 @@ class Param:
 class Signature:
     params: list[Param]
     varargs: tuple[str, str, st.SearchStrategy[Any]] | None  # (name, annotation, values)
-    varkw: str | None
+    varkw: tuple[str, str, st.SearchStrategy[Any]] | None  # (name, annotation, values)
     future: bool
     variant: str
 
@@ -167,9 +168,9 @@ class Signature:
             parts.append("*")
         parts += [_param_source(p, defaults) for p in self.params if p.kind == "kwonly"]
         if self.varkw is not None:
-            parts.append(f"**{self.varkw}: Any")
+            parts.append(f"**{self.varkw[0]}: {self.varkw[1]}")
         names = [p.name for p in self.params]
-        names += [n for n in (self.varargs and self.varargs[0], self.varkw) if n]
+        names += [v[0] for v in (self.varargs, self.varkw) if v is not None]
         record = "{" + ", ".join(f"{n!r}: {n}" for n in names) + "}"
         head = "from __future__ import annotations\n" if self.future else ""
         return head + _SHAPES[self.variant].format(sig=", ".join(parts), record=record), defaults
@@ -210,6 +211,10 @@ _SHAPES = {
         "tool = Service()\n"
     ),
 }
+for _sync in ("method", "partial", "callable"):
+    _SHAPES[f"async {_sync}"] = (
+        _SHAPES[_sync].replace("    def ", "    async def ").replace("def inner", "async def inner")
+    )
 
 
 @st.composite
@@ -239,7 +244,10 @@ def signatures(draw: st.DrawFn, names: list[str] = NAMES) -> Signature:
     if draw(st.booleans()):
         annotation, values = draw(st.sampled_from(KINDS[:8]))
         varargs = (rest[0], annotation, values)
-    varkw = "kw" if draw(st.booleans()) and "kw" not in chosen else None
+    varkw = None
+    if draw(st.booleans()) and "kw" not in chosen:
+        annotation, values = draw(st.sampled_from([KINDS[-1], *KINDS[:8], KINDS[19]]))
+        varkw = ("kw", annotation, values)
     variant = draw(st.sampled_from(VARIANTS))
     return Signature(params, varargs, varkw, draw(st.booleans()), variant)
 
@@ -289,7 +297,9 @@ class Call:
             out[sig.varargs[0]] = [
                 adapter(annotation).dump_python(v, mode="json") for v in self.varargs
             ]
-        out.update(self.extras)
+        if self.extras and sig.varkw is not None:
+            kind = adapter(sig.varkw[1])
+            out.update({k: kind.dump_python(v, mode="json") for k, v in self.extras.items()})
         return out
 
 
@@ -321,7 +331,7 @@ def calls(draw: st.DrawFn, sig: Signature) -> Call:
     if sig.varkw is not None:
         taken = {p.name for p in sig.params} | {sig.varargs[0] if sig.varargs else ""}
         extra_names = st.text(min_size=1, max_size=6).filter(lambda n: n not in taken)
-        extras = draw(st.dictionaries(extra_names, _json, max_size=2))
+        extras = draw(st.dictionaries(extra_names, sig.varkw[2], max_size=2))
     return Call(values, varargs, extras)
 
 
@@ -351,7 +361,14 @@ def expected(sig: Signature, call: Call, *, from_json: bool) -> dict[str, Any]:
         else:
             out[name] = tuple(ta.validate_python(v) for v in call.varargs)
     if sig.varkw is not None:
-        out[sig.varkw] = dict(call.extras)
+        ta = adapter(sig.varkw[1])
+        if from_json:
+            out[sig.varkw[0]] = {
+                k: ta.validate_json(json.dumps(ta.dump_python(v, mode="json")))
+                for k, v in call.extras.items()
+            }
+        else:
+            out[sig.varkw[0]] = {k: ta.validate_python(v) for k, v in call.extras.items()}
     return out
 
 

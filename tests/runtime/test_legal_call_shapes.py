@@ -160,3 +160,17 @@ def test_equal_callable_objects_of_one_spec_are_two_tools() -> None:
     # The compiled tool runs dry runs on its own function: each its own object.
     assert one.toolguard_tool.fork_fn is first
     assert other.toolguard_tool.fork_fn is second
+
+
+def test_typed_keyword_arguments_are_validated_and_converted() -> None:
+    guard = tg.Guard()
+
+    @guard.tool
+    def schedule(title: str, **dates: datetime.date) -> dict[str, Any]:
+        return dates
+
+    assert guard.call("schedule", {"title": "t", "start": "2030-01-02"}) == {
+        "start": datetime.date(2030, 1, 2)
+    }
+    refused = guard.call("schedule", {"title": "t", "start": "soon"})
+    assert isinstance(refused, tg.Rejection) and "start" in refused.message

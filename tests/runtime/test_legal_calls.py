@@ -78,7 +78,7 @@ def _entry_points(sig: Signature, call: Call, prefix: int, text: bool) -> None:
     # 2. dispatch by name, with the model's JSON (text or decoded)
     result = (
         asyncio.run(guard.acall("t", arguments))
-        if sig.variant == "async"
+        if sig.variant.startswith("async")
         else guard.call("t", arguments)
     )
     assert not isinstance(result, tg.Rejection), f"{sig.source()[0]}\n{named}\n{result}"

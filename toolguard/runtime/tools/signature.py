@@ -69,12 +69,13 @@ def from_signature(
     except (TypeError, ValueError, NameError) as exc:
         raise ToolDefinitionError(f"tool {tool!r}: cannot read its signature: {exc}") from exc
     fields: dict[str, Any] = {}
-    extra = "forbid"
+    extra, extra_type = "forbid", Any
     taken = {p.name for p in params}
     renamed: dict[str, str] = {}  # field -> parameter, for names pydantic keeps for itself
     for p in params:
         if p.kind is p.VAR_KEYWORD:
             extra = "allow"
+            extra_type = hints.get(p.name, Any)
             continue
         annotation = hints.get(p.name, Any)
         field = _field_name(p.name, taken)
@@ -88,7 +89,9 @@ def from_signature(
         fields[field or p.name] = (annotation, default)
     config = ConfigDict(extra=extra, arbitrary_types_allowed=True)  # type: ignore[typeddict-item]
     try:
-        model = pydantic.create_model(f"{tool}_arguments", __config__=config, **fields)
+        model = pydantic.create_model(
+            f"{tool}_arguments", __base__=_arguments_base(config, extra_type), **fields
+        )
     except Exception as exc:
         raise ToolDefinitionError(
             f"tool {tool!r}: cannot build its argument schema: {exc}"
@@ -113,6 +116,15 @@ def from_signature(
 
         schema.validate = validate
     return schema
+
+
+def _arguments_base(config: ConfigDict, extra_type: Any) -> type[BaseModel]:
+    """The model's base: its configuration, and the type of a ``**kwargs: T`` value (each
+    extra argument validated and converted as one, as ``validate_call`` does)."""
+    namespace: dict[str, Any] = {"model_config": config, "__module__": __name__}
+    if extra_type is not Any:
+        namespace["__annotations__"] = {"__pydantic_extra__": dict[str, extra_type]}
+    return type("Arguments", (BaseModel,), namespace)
 
 
 def _resolved_hints(fn: Callable[..., Any]) -> dict[str, Any]:
