@@ -34,6 +34,22 @@ class OrderModel(pydantic.BaseModel):
     status: Status = Status.OPEN
 
 
+class OrderResponse(pydantic.BaseModel, extra="allow"):
+    """An API's response model: the id among the extra values it keeps."""
+
+    note: str
+
+
+class OrderComputed(pydantic.BaseModel):
+    number: int
+    note: str
+
+    @pydantic.computed_field  # type: ignore[prop-decorator]
+    @property
+    def id(self) -> str:
+        return f"ord-{self.number}"
+
+
 @dataclasses.dataclass
 class OrderData:
     id: str
@@ -74,6 +90,8 @@ SHAPES: dict[str, Callable[[str, str], Any]] = {
     "tuple of dataclasses": lambda i, n: (OrderData(id=i, note=n),),
     "nested": lambda i, n: {"page": {"orders": [OrderModel(id=i, note=n)]}, "opaque": Opaque()},
     "model in dataclass": lambda i, n: OrderData(id=i, note=n, tags=[n]),
+    "extra values": lambda i, n: [OrderResponse(note=n, id=i)],
+    "computed id": lambda i, n: {"order": OrderComputed(number=int(i[4:]), note=n)},
 }
 # attrs instances: produced, but the information check does not see their values yet.
 NOT_SEEN = {"attrs"}
@@ -180,8 +198,9 @@ def test_attrs_instances_produce_their_ids(steps: list[tuple[Any, ...]], hows: l
     _multi_turn(steps, hows, {"attrs", "dict"}, grounded=False)
 
 
-def test_a_named_tuple_produces_its_fields_by_name() -> None:
-    _multi_turn([("find", "namedtuple", 1), ("update", 0)], [0, 0], {"namedtuple"})
+@pytest.mark.parametrize("shape", ["namedtuple", "extra values", "computed id"])
+def test_each_record_shape_produces_its_id(shape: str) -> None:
+    _multi_turn([("find", shape, 1), ("update", 0)], [0, 0], {shape})
 
 
 @pytest.mark.xfail(
@@ -207,3 +226,22 @@ def test_a_grounded_argument_copied_from_an_object_result_is_seen(result: Any, t
     with guard.trajectory("seen", user_input="hello"):
         assert guard.call("get", {"q": "x"}) is result
         assert guard.call("send", {"text": text}) == "sent"
+
+
+class Broken(pydantic.BaseModel):
+    id: str
+
+    @pydantic.computed_field  # type: ignore[prop-decorator]
+    @property
+    def total(self) -> int:
+        raise ValueError("the model's own bug")
+
+
+def test_a_computed_field_that_raises_produces_nothing_and_breaks_nothing() -> None:
+    guard = tg.Guard()
+    result = Broken(id="ord-1")
+    guard.register(lambda q: result, name="find", produces={"id": "order", "total": "total"})
+    guard.register(lambda order_id: "ok", name="use", refs={"order_id": "order"})
+    with guard.trajectory("broken"):
+        assert guard.call("find", {"q": "x"}) is result
+        assert guard.call("use", {"order_id": "ord-1"}) == "ok"
