@@ -11,6 +11,7 @@ import dataclasses
 import datetime
 import decimal
 import enum
+import types
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -245,3 +246,28 @@ def test_a_computed_field_that_raises_produces_nothing_and_breaks_nothing() -> N
     with guard.trajectory("broken"):
         assert guard.call("find", {"q": "x"}) is result
         assert guard.call("use", {"order_id": "ord-1"}) == "ok"
+
+
+@pytest.mark.parametrize("empty", [[], (), set(), b""])
+def test_an_empty_error_value_says_there_was_none(empty: Any) -> None:
+    guard = tg.Guard()
+    result = {"error": empty, "id": "ord-1"}
+    proxy = types.MappingProxyType(result)  # a mapping, not a dict: the rule's function
+    guard.register(lambda q: result, name="find")
+    guard.register(lambda q: proxy, name="find_proxy")
+    with guard.trajectory("empty") as traj:
+        assert guard.call("find", {"q": "x"}) is result
+        assert guard.call("find_proxy", {"q": "x"}) is proxy
+    assert [v.valid for v in traj.verdicts] == [True, True]
+
+
+def test_an_error_value_that_cannot_be_compared_is_an_error_not_a_guard_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    guard = tg.Guard()
+    result = {"error": Opaque()}
+    guard.register(lambda q: result, name="f")
+    with guard.trajectory("opaque") as traj:
+        assert guard.call("f", {"q": "x"}) is result
+    assert [(v.valid, v.check) for v in traj.verdicts] == [(False, "state.error_result")]
+    assert "predicate raised" not in caplog.text
