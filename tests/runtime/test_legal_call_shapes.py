@@ -174,3 +174,29 @@ def test_typed_keyword_arguments_are_validated_and_converted() -> None:
     }
     refused = guard.call("schedule", {"title": "t", "start": "soon"})
     assert isinstance(refused, tg.Rejection) and "start" in refused.message
+
+
+REPORTS = """
+from __future__ import annotations
+import datetime
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    from reports.models import Report  # never imported at run time
+
+def make_report(day: datetime.date, title: str) -> Report:
+    return (day, title)
+"""
+
+
+def test_a_return_type_imported_for_type_checking_only_leaves_the_arguments_typed() -> None:
+    # It was "you should define `datetime`": one unresolvable annotation (the return type,
+    # no argument) made every annotation raw text, resolved in toolguard's own module.
+    namespace: dict[str, Any] = {"__name__": "reports"}
+    exec(REPORTS, namespace)
+    guard = tg.Guard()
+    guard.tool(namespace["make_report"])
+    assert guard.call("make_report", {"day": "2030-01-02", "title": "t"}) == (
+        datetime.date(2030, 1, 2),
+        "t",
+    )
+    assert isinstance(guard.call("make_report", {"day": "soon", "title": "t"}), tg.Rejection)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+import typing
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -128,20 +129,47 @@ def _arguments_base(config: ConfigDict, extra_type: Any) -> type[BaseModel]:
 
 
 def _resolved_hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    import typing
-
     target = _annotated_function(fn)
     try:
         return typing.get_type_hints(target, include_extras=True)
     except Exception:
         pass
-    try:
-        # A name only the code registering the tool sees (a class defined in a function,
-        # under `from __future__ import annotations`), as pydantic's validate_call finds it.
-        return typing.get_type_hints(target, localns=_registering_locals(), include_extras=True)
-    except Exception:
-        # Forward references that cannot be resolved: fall back to the raw annotations.
-        return dict(getattr(target, "__annotations__", {}))
+    # One annotation that does not resolve (a return type imported under TYPE_CHECKING
+    # only) leaves the others to resolve each on its own; the return type is no argument.
+    raw = getattr(target, "__annotations__", None)
+    if not isinstance(raw, dict):
+        return {}
+    scope = getattr(inspect.unwrap(target), "__globals__", {})
+    local: dict[str, Any] | None = None
+    hints: dict[str, Any] = {}
+    for name, annotation in raw.items():
+        if name == "return":
+            continue
+        try:
+            hints[name] = _resolve(annotation, scope, None)
+        except Exception:
+            # A name only the code registering the tool sees (a class defined in a function,
+            # under `from __future__ import annotations`), as pydantic's validate_call finds it.
+            local = _registering_locals() if local is None else local
+            try:
+                hints[name] = _resolve(annotation, scope, local)
+            except Exception:
+                hints[name] = annotation  # left to pydantic, which names what is undefined
+    return hints
+
+
+class _One:
+    """One annotation where ``typing.get_type_hints`` reads it, in its function's globals."""
+
+    def __init__(self, annotation: Any, scope: dict[str, Any]) -> None:
+        self.__annotations__ = {"value": annotation}
+        self.__globals__ = scope
+
+
+def _resolve(annotation: Any, scope: dict[str, Any], local: dict[str, Any] | None) -> Any:
+    return typing.get_type_hints(_One(annotation, scope), localns=local, include_extras=True)[
+        "value"
+    ]
 
 
 def _annotated_function(fn: Callable[..., Any]) -> Any:
