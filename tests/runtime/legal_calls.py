@@ -150,6 +150,7 @@ class Signature:
     varkw: tuple[str, str, st.SearchStrategy[Any]] | None  # (name, annotation, values)
     future: bool
     variant: str
+    odd_return: bool = False
 
     def source(self) -> tuple[str, dict[str, Any]]:
         """The function's source and the defaults it refers to (by name in its globals)."""
@@ -173,7 +174,10 @@ class Signature:
         names += [v[0] for v in (self.varargs, self.varkw) if v is not None]
         record = "{" + ", ".join(f"{n!r}: {n}" for n in names) + "}"
         head = "from __future__ import annotations\n" if self.future else ""
-        return head + _SHAPES[self.variant].format(sig=", ".join(parts), record=record), defaults
+        # Under future annotations a return type may name what only a type checker sees.
+        ret = " -> OnlyForTypeCheckers" if self.future and self.odd_return else ""
+        shape = _SHAPES[self.variant]
+        return head + shape.format(sig=", ".join(parts), record=record, ret=ret), defaults
 
     def build(self, record: Callable[[dict[str, Any]], Any]) -> Callable[..., Any]:
         text, defaults = self.source()
@@ -191,23 +195,25 @@ def _param_source(p: Param, defaults: dict[str, Any]) -> str:
 
 
 _SHAPES = {
-    "plain": "def tool({sig}):\n    return _record({record})\n",
-    "async": "async def tool({sig}):\n    return _record({record})\n",
+    "plain": "def tool({sig}){ret}:\n    return _record({record})\n",
+    "async": "async def tool({sig}){ret}:\n    return _record({record})\n",
     "method": (
-        "class Service:\n    def run(self, {sig}):\n        return _record({record})\n"
+        "class Service:\n    def run(self, {sig}){ret}:\n        return _record({record})\n"
         "tool = Service().run\n"
     ),
     "classmethod": (
-        "class Service:\n    @classmethod\n    def run(cls, {sig}):\n"
+        "class Service:\n    @classmethod\n    def run(cls, {sig}){ret}:\n"
         "        return _record({record})\ntool = Service.run\n"
     ),
     "staticmethod": (
-        "class Service:\n    @staticmethod\n    def run({sig}):\n"
+        "class Service:\n    @staticmethod\n    def run({sig}){ret}:\n"
         "        return _record({record})\ntool = Service.run\n"
     ),
-    "partial": "def inner({sig}):\n    return _record({record})\ntool = functools.partial(inner)\n",
+    "partial": (
+        "def inner({sig}){ret}:\n    return _record({record})\ntool = functools.partial(inner)\n"
+    ),
     "callable": (
-        "class Service:\n    def __call__(self, {sig}):\n        return _record({record})\n"
+        "class Service:\n    def __call__(self, {sig}){ret}:\n        return _record({record})\n"
         "tool = Service()\n"
     ),
 }
@@ -249,7 +255,7 @@ def signatures(draw: st.DrawFn, names: list[str] = NAMES) -> Signature:
         annotation, values = draw(st.sampled_from([KINDS[-1], *KINDS[:8], KINDS[19]]))
         varkw = ("kw", annotation, values)
     variant = draw(st.sampled_from(VARIANTS))
-    return Signature(params, varargs, varkw, draw(st.booleans()), variant)
+    return Signature(params, varargs, varkw, draw(st.booleans()), variant, draw(st.booleans()))
 
 
 def is_identifier(name: str) -> bool:
