@@ -9,6 +9,7 @@ import functools
 import warnings
 from typing import Any
 
+import pydantic
 import pytest
 
 import toolguard as tg
@@ -200,3 +201,22 @@ def test_a_return_type_imported_for_type_checking_only_leaves_the_arguments_type
         "t",
     )
     assert isinstance(guard.call("make_report", {"day": "soon", "title": "t"}), tg.Rejection)
+
+
+class _AliasedArgs(pydantic.BaseModel):
+    order_id: str = pydantic.Field(alias="orderId")
+    note: str = ""
+
+
+def test_an_args_model_with_aliases_takes_the_functions_own_names_too() -> None:
+    guard = tg.Guard()
+
+    def update(order_id: str, note: str = "") -> tuple:
+        return (order_id, note)
+
+    wrapped = guard.register(update, name="update", args_model=_AliasedArgs)
+    assert guard.call("update", {"orderId": "o-1"}) == ("o-1", "")  # as the model was shown
+    assert wrapped(order_id="o-1", note="n") == ("o-1", "n")  # was: orderId missing
+    assert wrapped("o-1") == ("o-1", "")
+    unknown = guard.call("update", {"orderId": "o-1", "order": "x"})
+    assert isinstance(unknown, tg.Rejection) and "order: unknown argument" in unknown.message

@@ -8,6 +8,7 @@ pydantic-core validator translated from it where that is exact: ``schema_core.py
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import pydantic
 import pydantic_core
 from pydantic import BaseModel
+from pydantic_core import core_schema
 
 from ..._errors import ToolDefinitionError
 from ..verdict import NAME_LIMIT, Failure, shorten_text
@@ -158,6 +160,12 @@ def from_model(
         ) from exc
     validator = model.__pydantic_validator__
     renamed = renamed or {}
+    # A field with an alias is also taken by its own name: the function's parameter, which
+    # a direct call uses (the model is shown the alias). Not for a signature's renamed
+    # fields, whose names are toolguard's own.
+    by_name = not renamed and _takes_names(model)
+    validate_python = _by_name(validator.validate_python, by_name)
+    validate_json = _by_name(validator.validate_json, by_name)
     fields = tuple(model.model_fields)
     names = tuple(renamed.get(n, n) for n in fields)
     extra_mode = model.model_config.get("extra")
@@ -181,7 +189,7 @@ def from_model(
         # Strict Python mode also refuses what JSON carries legitimately (a date as a
         # string, an enum by value, a list for a tuple): judge those as the JSON they were.
         try:
-            return validator.validate_json(json.dumps(args), strict=True)
+            return validate_json(json.dumps(args), strict=True)
         except pydantic.ValidationError as json_exc:
             raise _from_pydantic(tool, json_exc, hint) from None
         except (TypeError, ValueError, RecursionError):
@@ -206,6 +214,8 @@ def from_model(
     # the model would hold as __dict__): about a third of validate_python's cost. None when
     # the model has more than fields (a model validator, a custom __init__ or post-init).
     validate_fields = _fields_validator(model)
+    if validate_fields is not None:
+        validate_fields = _by_name(validate_fields, by_name)
 
     def validate(args: dict[str, Any]) -> dict[str, Any]:
         if check_unknown and not accepted.issuperset(args):
@@ -223,7 +233,7 @@ def from_model(
                 values.update(extra)
             return values  # type: ignore[no-any-return]
         try:
-            instance = validator.validate_python(args, strict=strict)
+            instance = validate_python(args, strict=strict)
         except pydantic.ValidationError as exc:
             instance = retry(args, exc)
         return values_of(instance)
@@ -235,11 +245,11 @@ def from_model(
         try:
             try:
                 if strict:  # judged as the JSON the model sends, as retry() does
-                    validator.validate_json(json.dumps(args), strict=True)
+                    validate_json(json.dumps(args), strict=True)
                     return found
             except (TypeError, ValueError, RecursionError):
                 pass
-            validator.validate_python(args, strict=strict)
+            validate_python(args, strict=strict)
         except pydantic.ValidationError as exc:
             found += [(tuple(e["loc"]), _located_text(e)) for e in exc.errors(include_url=False)]
         return found
@@ -253,6 +263,35 @@ def from_model(
     schema = ArgumentSchema(tool, names, validate, hint, metadata)
     schema.locate = locate
     return schema
+
+
+def _takes_names(model: type[BaseModel]) -> bool:
+    """Whether some field has an alias the model would take only by that alias, and this
+    pydantic can be asked per call to take names too (``by_name``, pydantic 2.11)."""
+    config = model.model_config
+    if config.get("validate_by_name") or config.get("populate_by_name"):
+        return False
+    if not any(
+        (f.alias or f.validation_alias) not in (None, n) for n, f in model.model_fields.items()
+    ):
+        return False
+    return _BY_NAME_OPTION
+
+
+def _has_by_name_option() -> bool:
+    # Asked of a validator of nothing: the model's own would run its validators.
+    try:
+        pydantic_core.SchemaValidator(core_schema.any_schema()).validate_python(None, by_name=True)
+    except TypeError:  # an older pydantic-core: no such option
+        return False
+    return True
+
+
+_BY_NAME_OPTION = _has_by_name_option()
+
+
+def _by_name(validate: Callable[..., Any], by_name: bool) -> Callable[..., Any]:
+    return functools.partial(validate, by_name=True, by_alias=True) if by_name else validate
 
 
 def _fields_validator(model: type[BaseModel]) -> Any:
