@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ... import _contract as contract
 from ..tools.conditions import shorten
-from ..tools.error_result import default_error_result
+from ..tools.error_result import SIZED, default_error_result
 from ..tools.tool import Tool
 from ..verdict import NAME_LIMIT, Failure, shorten_text
 from .conditions import condition_stage
@@ -47,8 +47,10 @@ def judge_stage(tool: Tool) -> Judge:
                     if detect is default_error_result and type(result) is dict:
                         # The default on a plain dict (most results), without the call.
                         value = result.get("error")
-                        error = bool(
-                            value is not None and value is not False and value != "" and value != {}
+                        error = (
+                            value is not None
+                            and value is not False
+                            and (len(value) > 0 if isinstance(value, SIZED) else True)
                         )
                     else:
                         error = bool(detect(result))

@@ -47,7 +47,8 @@ def from_json_schema(
             _CHECKED_SCHEMAS.add(key)
     props = schema.get("properties")
     if strict and isinstance(props, Mapping) and "additionalProperties" not in schema:
-        schema = {**schema, "additionalProperties": False}
+        schema = _closed(schema)
+        props = schema["properties"]
     validator = cls(schema)
     names = tuple(props) if isinstance(props, Mapping) else None
     hint = _hint_from_json_schema(tool, schema)
@@ -95,3 +96,91 @@ def from_json_schema(
 
 def _json_path(path: Any) -> str:
     return shorten_text(".".join(str(p) for p in path)) or "arguments"
+
+
+def _closed(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``schema`` refusing arguments it declares nowhere. ``additionalProperties`` sees only
+    its siblings, so the names and patterns declared in subschemas (``allOf``, ``anyOf``,
+    ``oneOf``, ``if``/``then``/``else``, dependencies, a local ``$ref``) and required names
+    without a property join the root's properties as ``{}``, which asserts nothing. A
+    schema whose declared names cannot be told (a remote ``$ref``, ``unevaluatedProperties``)
+    is left as it is: refusing its legal arguments would be worse than accepting unknown ones."""
+    found = _declared(schema, schema, set(), 0)
+    if found is None:
+        return schema
+    names, patterns = found
+    props: Mapping[str, Any] = schema["properties"]
+    own_patterns = schema.get("patternProperties")
+    closed = {
+        **schema,
+        "properties": {**props, **{n: {} for n in sorted(names) if n not in props}},
+        "additionalProperties": False,
+    }
+    if isinstance(own_patterns, Mapping) or patterns:
+        own = dict(own_patterns) if isinstance(own_patterns, Mapping) else {}
+        closed["patternProperties"] = {**own, **{p: {} for p in sorted(patterns) if p not in own}}
+    return closed
+
+
+_SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf")
+_SUBSCHEMAS = ("if", "then", "else")
+
+
+def _declared(
+    schema: Any, root: Mapping[str, Any], refs: set[str], depth: int
+) -> tuple[set[str], set[str]] | None:
+    """The property names and patterns ``schema`` declares for the object it validates, or
+    None where that cannot be told."""
+    if not isinstance(schema, Mapping):
+        return set(), set()  # true / false
+    if depth > 32 or {"unevaluatedProperties", "$dynamicRef", "$recursiveRef"} & set(schema):
+        return None
+    props, required = schema.get("properties"), schema.get("required")
+    names = {n for n in props if isinstance(n, str)} if isinstance(props, Mapping) else set()
+    if isinstance(required, list):
+        names |= {n for n in required if isinstance(n, str)}
+    pattern_props = schema.get("patternProperties")
+    patterns = set(pattern_props) if isinstance(pattern_props, Mapping) else set()
+    subs: list[Any] = [schema.get(k) for k in _SUBSCHEMAS if k in schema]
+    subs += [s for k in _SUBSCHEMA_LISTS if isinstance(schema.get(k), list) for s in schema[k]]
+    for key in ("dependentSchemas", "dependencies", "dependentRequired"):
+        table = schema.get(key)
+        if not isinstance(table, Mapping):
+            continue
+        for name, then in table.items():
+            names.add(name)
+            if isinstance(then, list):
+                names |= {n for n in then if isinstance(n, str)}
+            else:
+                subs.append(then)
+    ref = schema.get("$ref")
+    if ref is not None:
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            return None  # a remote schema: its names are unknown here
+        if ref not in refs:
+            target = _pointer(root, ref)
+            if target is None:
+                return None
+            subs.append(target)
+            refs = refs | {ref}
+    for sub in subs:
+        found = _declared(sub, root, refs, depth + 1)
+        if found is None:
+            return None
+        names |= found[0]
+        patterns |= found[1]
+    return names, patterns
+
+
+def _pointer(root: Mapping[str, Any], ref: str) -> Any:
+    """The subschema a local ``$ref`` (``#/$defs/Name``) points to, or None."""
+    node: Any = root
+    for part in ref[1:].split("/")[1:] if ref != "#" else []:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node

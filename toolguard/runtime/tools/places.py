@@ -44,12 +44,40 @@ def _find_key(value: Any, key: str, depth: int) -> Iterable[Any]:
                 yield from (x for x in v if not isinstance(x, Mapping | list | tuple))
             else:
                 yield from _find_key(v, key, depth + 1)
+    elif isinstance(value, tuple) and isinstance(
+        names := getattr(type(value), "_fields", None), tuple
+    ):
+        # A named tuple is a record: its values are found by their field names.
+        yield from _find_key(dict(zip(names, value, strict=False)), key, depth)
     elif isinstance(value, list | tuple | set | frozenset):
         for v in value:
             yield from _find_key(v, key, depth + 1)
-    elif hasattr(value, "__pydantic_fields__") or hasattr(value, "__dataclass_fields__"):
-        fields = getattr(value, "__pydantic_fields__", None) or value.__dataclass_fields__
+    elif isinstance(value, type):
+        return  # a class, not a record: its field names are no values
+    elif hasattr(value, "__pydantic_fields__"):
+        yield from _find_key(_model_values(value), key, depth + 1)
+    elif hasattr(value, "__dataclass_fields__"):
+        fields = value.__dataclass_fields__
         yield from _find_key({n: getattr(value, n, None) for n in fields}, key, depth + 1)
+    elif isinstance(getattr(type(value), "__attrs_attrs__", None), tuple):
+        # An attrs class (its instances may have slots, no __dict__): by its fields' names.
+        attributes = [a.name for a in type(value).__attrs_attrs__]
+        yield from _find_key({n: getattr(value, n, None) for n in attributes}, key, depth + 1)
+
+
+def _model_values(model: Any) -> dict[str, Any]:
+    """A pydantic model's values as its JSON shows them: fields, computed fields and the
+    extra values a model with ``extra="allow"`` keeps (a response model of an API)."""
+    values = {n: getattr(model, n, None) for n in model.__pydantic_fields__}
+    for name in getattr(model, "__pydantic_computed_fields__", None) or ():
+        try:
+            values[name] = getattr(model, name)
+        except Exception:  # the model's own property failed: it has no such value to find
+            continue
+    extra = getattr(model, "__pydantic_extra__", None)
+    if isinstance(extra, dict):
+        values.update({k: v for k, v in extra.items() if k not in values})
+    return values
 
 
 _LEAVES = frozenset({str, int, float, bool, type(None), bytes})  # _find_key finds nothing in

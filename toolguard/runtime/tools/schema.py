@@ -1,21 +1,22 @@
 """Argument schemas: built once when a tool is wrapped, applied on every call.
 
-Three sources: a function's type hints (a pydantic model made from its signature), an
-explicit pydantic model, or a JSON Schema (the way MCP and OpenAI function specs describe
-tools; validated with the ``jsonschema`` library, and first by a pydantic-core validator
-translated from it where that is exact: ``schema_core.py``).
+Three sources: a function's type hints (a pydantic model made from its signature:
+``signature.py``), an explicit pydantic model, or a JSON Schema (the way MCP and OpenAI
+function specs describe tools; validated with the ``jsonschema`` library, and first by a
+pydantic-core validator translated from it where that is exact: ``schema_core.py``).
 """
 
 from __future__ import annotations
 
-import inspect
+import functools
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import pydantic
 import pydantic_core
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
+from pydantic_core import core_schema
 
 from ..._errors import ToolDefinitionError
 from ..verdict import NAME_LIMIT, Failure, shorten_text
@@ -127,66 +128,19 @@ class ArgumentSchema:
         return None if self.names is None else frozenset(self.names)
 
 
-def _skip_first(params: list[inspect.Parameter]) -> list[inspect.Parameter]:
-    # A function decorated inside a class body still lists self/cls; the guard receives the
-    # instance separately (wrapt), so the schema is over the remaining parameters.
-    if params and params[0].name in ("self", "cls"):
-        return params[1:]
-    return params
-
-
-def signature_parameters(fn: Callable[..., Any]) -> list[inspect.Parameter]:
-    return _skip_first(list(inspect.signature(fn).parameters.values()))
-
-
-def from_signature(
-    tool: str, fn: Callable[..., Any], *, strict: bool = True, hidden: tuple[str, ...] = ()
-) -> ArgumentSchema:
-    """``hidden``: parameters the guard fills itself (a ``tg.State``), not in the schema."""
-    try:
-        params = [p for p in signature_parameters(fn) if p.name not in hidden]
-        hints = _resolved_hints(fn)
-    except (TypeError, ValueError, NameError) as exc:
-        raise ToolDefinitionError(f"tool {tool!r}: cannot read its signature: {exc}") from exc
-    fields: dict[str, Any] = {}
-    extra = "forbid"
-    for p in params:
-        if p.kind is p.VAR_KEYWORD:
-            extra = "allow"
-            continue
-        annotation = hints.get(p.name, Any)
-        if p.kind is p.VAR_POSITIONAL:
-            fields[p.name] = (tuple[annotation, ...], ())  # type: ignore[valid-type]
-            continue
-        default = ... if p.default is p.empty else p.default
-        fields[p.name] = (annotation, default)
-    config = ConfigDict(extra=extra, arbitrary_types_allowed=True)  # type: ignore[typeddict-item]
-    try:
-        model = pydantic.create_model(f"{tool}_arguments", __config__=config, **fields)
-    except Exception as exc:
-        raise ToolDefinitionError(
-            f"tool {tool!r}: cannot build its argument schema: {exc}"
-        ) from exc
-    return from_model(tool, model, keep_extra=extra == "allow", strict=strict)
-
-
-def _resolved_hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    import typing
-
-    target = inspect.unwrap(fn)
-    try:
-        return typing.get_type_hints(target, include_extras=True)
-    except Exception:
-        # Forward references that cannot be resolved: fall back to the raw annotations.
-        return dict(getattr(target, "__annotations__", {}))
-
-
 def from_model(
-    tool: str, model: type[BaseModel], *, keep_extra: bool = False, strict: bool = True
+    tool: str,
+    model: type[BaseModel],
+    *,
+    keep_extra: bool = False,
+    strict: bool = True,
+    renamed: Mapping[str, str] | None = None,
 ) -> ArgumentSchema:
     """Validation by the model. ``strict``: by the meaning of the JSON Schema the model was
     shown: ``true``, ``"42"`` and ``4.0`` are no integer, and an argument the model does not
-    declare is unknown even where the model itself would ignore it."""
+    declare is unknown even where the model itself would ignore it. ``renamed``: field ->
+    argument, for a signature's parameters whose own names pydantic cannot take as fields
+    (each field has its argument's name as alias); the values come back by argument."""
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         raise ToolDefinitionError(f"tool {tool!r}: args_model must be a pydantic model class")
     try:
@@ -197,15 +151,23 @@ def from_model(
         # An argument of an arbitrary class (a handle, a client): valid, just not describable
         # in JSON Schema; the hint then names the arguments without their types.
         json_schema = {
-            "properties": {key: {} for key in model.model_fields},
-            "required": [n for n, f in model.model_fields.items() if f.is_required()],
+            "properties": {f.alias or key: {} for key, f in model.model_fields.items()},
+            "required": [f.alias or n for n, f in model.model_fields.items() if f.is_required()],
         }
     except pydantic.PydanticUserError as exc:
         raise ToolDefinitionError(
             f"tool {tool!r}: cannot build its argument schema: {exc}"
         ) from exc
     validator = model.__pydantic_validator__
-    names = tuple(model.model_fields)
+    renamed = renamed or {}
+    # A field with an alias is also taken by its own name: the function's parameter, which
+    # a direct call uses (the model is shown the alias). Not for a signature's renamed
+    # fields, whose names are toolguard's own.
+    by_name = not renamed and _takes_names(model)
+    validate_python = _by_name(validator.validate_python, by_name)
+    validate_json = _by_name(validator.validate_json, by_name)
+    fields = tuple(model.model_fields)
+    names = tuple(renamed.get(n, n) for n in fields)
     extra_mode = model.model_config.get("extra")
     keep_extra = keep_extra or extra_mode == "allow"
     accepted = frozenset(names) | {
@@ -227,7 +189,7 @@ def from_model(
         # Strict Python mode also refuses what JSON carries legitimately (a date as a
         # string, an enum by value, a list for a tuple): judge those as the JSON they were.
         try:
-            return validator.validate_json(json.dumps(args), strict=True)
+            return validate_json(json.dumps(args), strict=True)
         except pydantic.ValidationError as json_exc:
             raise _from_pydantic(tool, json_exc, hint) from None
         except (TypeError, ValueError, RecursionError):
@@ -238,15 +200,22 @@ def from_model(
         # __pydantic_extra__): copying it is 3-4x cheaper than a getattr per field.
         values = dict(instance.__dict__)
         if len(values) != len(names):  # a model that keeps more than its fields: ask each
-            values = {name: getattr(instance, name) for name in names}
+            values = {name: getattr(instance, name) for name in fields}
+        if renamed:
+            values = by_argument(values)
         if keep_extra and instance.__pydantic_extra__:
             values.update(instance.__pydantic_extra__)
         return values
+
+    def by_argument(values: dict[str, Any]) -> dict[str, Any]:
+        return {renamed.get(k, k): v for k, v in values.items()}
 
     # The model's own field validation without building the model (its fields dict is what
     # the model would hold as __dict__): about a third of validate_python's cost. None when
     # the model has more than fields (a model validator, a custom __init__ or post-init).
     validate_fields = _fields_validator(model)
+    if validate_fields is not None:
+        validate_fields = _by_name(validate_fields, by_name)
 
     def validate(args: dict[str, Any]) -> dict[str, Any]:
         if check_unknown and not accepted.issuperset(args):
@@ -258,11 +227,13 @@ def from_model(
                 values, extra, _ = validate_fields(args, strict=strict)
             except pydantic.ValidationError as exc:
                 return values_of(retry(args, exc))
+            if renamed:
+                values = by_argument(values)
             if keep_extra and extra:
                 values.update(extra)
             return values  # type: ignore[no-any-return]
         try:
-            instance = validator.validate_python(args, strict=strict)
+            instance = validate_python(args, strict=strict)
         except pydantic.ValidationError as exc:
             instance = retry(args, exc)
         return values_of(instance)
@@ -274,20 +245,53 @@ def from_model(
         try:
             try:
                 if strict:  # judged as the JSON the model sends, as retry() does
-                    validator.validate_json(json.dumps(args), strict=True)
+                    validate_json(json.dumps(args), strict=True)
                     return found
             except (TypeError, ValueError, RecursionError):
                 pass
-            validator.validate_python(args, strict=strict)
+            validate_python(args, strict=strict)
         except pydantic.ValidationError as exc:
             found += [(tuple(e["loc"]), _located_text(e)) for e in exc.errors(include_url=False)]
         return found
 
     hint = _hint_from_json_schema(tool, json_schema)
-    metadata = {name: tuple(f.metadata) for name, f in model.model_fields.items() if f.metadata}
+    metadata = {
+        renamed.get(name, name): tuple(f.metadata)
+        for name, f in model.model_fields.items()
+        if f.metadata
+    }
     schema = ArgumentSchema(tool, names, validate, hint, metadata)
     schema.locate = locate
     return schema
+
+
+def _takes_names(model: type[BaseModel]) -> bool:
+    """Whether some field has an alias the model would take only by that alias, and this
+    pydantic can be asked per call to take names too (``by_name``, pydantic 2.11)."""
+    config = model.model_config
+    if config.get("validate_by_name") or config.get("populate_by_name"):
+        return False
+    if not any(
+        (f.alias or f.validation_alias) not in (None, n) for n, f in model.model_fields.items()
+    ):
+        return False
+    return _BY_NAME_OPTION
+
+
+def _has_by_name_option() -> bool:
+    # Asked of a validator of nothing: the model's own would run its validators.
+    try:
+        pydantic_core.SchemaValidator(core_schema.any_schema()).validate_python(None, by_name=True)
+    except TypeError:  # an older pydantic-core: no such option
+        return False
+    return True
+
+
+_BY_NAME_OPTION = _has_by_name_option()
+
+
+def _by_name(validate: Callable[..., Any], by_name: bool) -> Callable[..., Any]:
+    return functools.partial(validate, by_name=True, by_alias=True) if by_name else validate
 
 
 def _fields_validator(model: type[BaseModel]) -> Any:

@@ -99,8 +99,10 @@ class ToolSpec:
                     f"guard's, the default), not {self.strict!r}"
                 )
             strict = self.strict
-        # The guard's strategy by identity: the compiled tool holds it, so the id stays its.
-        key = (getattr(fn, "__func__", fn), default_name, strict, id(dry_run))
+        # The guard's strategy and the function by identity: the compiled tool holds both, so
+        # each id stays theirs. (By equality, a callable object that is unhashable, such as a
+        # dataclass instance, could not be registered, and two equal ones shared one tool.)
+        key = (id(getattr(fn, "__func__", fn)), default_name, strict, id(dry_run))
         tool = self._compiled.get(key)
         if tool is None:
             tool = Tool(self, fn, default_name, strict, dry_run)

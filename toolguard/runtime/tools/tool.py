@@ -14,6 +14,7 @@ from ..forks.strategies import ForkStrategy, State
 from ..inherit import INHERIT, Inherit
 from ..telemetry.spans import call_span_names
 from . import schema as _schema
+from . import signature as _signature
 from .conditions import CONTEXT_NAMES, Postcondition, Precondition
 from .json_schema import from_json_schema
 from .markers import _DEFAULT_FORK, DryRun, Grounded, Ref
@@ -68,7 +69,7 @@ class Tool:
             self.schema = _schema.from_model(name, spec.args_model, strict=strict)
         elif fn is not None:
             hidden = (self.state_param,) if self.state_param else ()
-            self.schema = _schema.from_signature(name, fn, strict=strict, hidden=hidden)
+            self.schema = _signature.from_signature(name, fn, strict=strict, hidden=hidden)
         else:
             raise ToolDefinitionError(
                 f"tool {name!r}: declared without a function, it needs args_model or json_schema"
@@ -262,7 +263,7 @@ def _call_view(name: str, spec: ToolSpec) -> ToolSpec:
 def _call_layout(
     fn: Callable[..., Any], state_param: str | None = None
 ) -> tuple[tuple[str, ...], str | None]:
-    params = [p for p in _schema.signature_parameters(fn) if p.name != state_param]
+    params = [p for p in _signature.signature_parameters(fn) if p.name != state_param]
     named = tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
     var_positional = next((p.name for p in params if p.kind is p.VAR_POSITIONAL), None)
     return named, var_positional
@@ -271,10 +272,10 @@ def _call_layout(
 def _state_param(tool: str, fn: Callable[..., Any]) -> str | None:
     """The parameter annotated ``Annotated[T, tg.State]``, if any (at most one)."""
     try:
-        params = _schema.signature_parameters(fn)
+        params = _signature.signature_parameters(fn)
     except (TypeError, ValueError):
         return None  # the schema reports an unreadable signature
-    hints = _schema._resolved_hints(fn)
+    hints = _signature._resolved_hints(fn)
     found = [
         p
         for p in params
@@ -305,10 +306,9 @@ def _is_method(fn: Callable[..., Any]) -> bool:
     """A bound method, or a function decorated in a class body (its first parameter self)."""
     if inspect.ismethod(fn):
         return True
-    target = inspect.unwrap(fn)
-    if not inspect.isfunction(target):
-        return False
-    params = list(inspect.signature(target).parameters)
+    if not _signature.defined_in_class_body(fn):
+        return False  # a module's function whose first parameter is called self
+    params = list(inspect.signature(inspect.unwrap(fn)).parameters)
     return bool(params) and params[0] == "self"
 
 
@@ -321,7 +321,7 @@ def _split_path(spec: str) -> tuple[str, tuple[str, ...]]:
 
 
 def _positional_only(fn: Callable[..., Any]) -> tuple[str, ...]:
-    return tuple(p.name for p in _schema.signature_parameters(fn) if p.kind is p.POSITIONAL_ONLY)
+    return tuple(p.name for p in _signature.signature_parameters(fn) if p.kind is p.POSITIONAL_ONLY)
 
 
 def _yields(fn: Callable[..., Any]) -> bool:
