@@ -120,12 +120,6 @@ def test_a_functions_first_parameter_named_cls_is_an_argument() -> None:
     assert wrapped(cls="spam", text="buy now") == ("spam", "buy now")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="declare.py's _is_unbound_method takes any function whose first parameter is "
-    "self/cls for a method decorated in a class body and leaves it out of the tools by "
-    "name (fix: use tools.signature.defined_in_class_body there)",
-)
 def test_a_function_whose_first_parameter_is_cls_is_callable_by_name() -> None:
     guard = tg.Guard()
     guard.tool(classify)

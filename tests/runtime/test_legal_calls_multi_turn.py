@@ -204,12 +204,6 @@ def test_each_record_shape_produces_its_id(shape: str) -> None:
     _multi_turn([("find", shape, 1), ("update", 0)], [0, 0], {shape})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trajectories/leaves.py walks dicts, lists, pydantic models and dataclasses only: "
-    "an attrs instance's values, an Enum member's value and a UUID, date or Decimal in a "
-    "result are never seen, so a grounded argument copied from them is blocked",
-)
 @pytest.mark.parametrize(
     "result, text",
     [
@@ -217,6 +211,8 @@ def test_each_record_shape_produces_its_id(shape: str) -> None:
         ({"status": Status.OPEN}, "open"),
         ({"id": uuid.UUID(int=7)}, str(uuid.UUID(int=7))),
         ({"on": datetime.date(2030, 1, 2)}, "2030-01-02"),
+        ({"at": datetime.datetime(2030, 1, 2, 3, 4)}, "2030-01-02T03:04:00"),
+        ({"at": datetime.datetime(2030, 1, 2, 3, 4)}, "2030-01-02 03:04:00"),
         ({"price": decimal.Decimal("9.99")}, "9.99"),
     ],
 )

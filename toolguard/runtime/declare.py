@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import ToolDefinitionError
 from .calls.pipeline import Pipeline
 from .calls.wrappers import GuardedProxy, GuardedTool
+from .tools.signature import defined_in_class_body
 from .tools.spec import ToolOptions, ToolSpec, spec_from
 from .tools.tool import Tool
 
@@ -114,7 +115,7 @@ def add(guard: Guard, tool: Tool, wrapper: GuardedTool | None, replace: bool) ->
 def _is_unbound_method(fn: Callable[..., Any]) -> bool:
     """A function whose first parameter is ``self`` or ``cls``: a method decorated in its
     class body, not yet bound to an instance."""
-    if hasattr(fn, "__self__") or not inspect.isfunction(inspect.unwrap(fn)):
-        return False
+    if hasattr(fn, "__self__") or not defined_in_class_body(fn):
+        return False  # a module function may name its first parameter `cls` (a class label)
     params = list(inspect.signature(fn).parameters)
     return bool(params) and params[0] in ("self", "cls")

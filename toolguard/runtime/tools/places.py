@@ -55,7 +55,7 @@ def _find_key(value: Any, key: str, depth: int) -> Iterable[Any]:
     elif isinstance(value, type):
         return  # a class, not a record: its field names are no values
     elif hasattr(value, "__pydantic_fields__"):
-        yield from _find_key(_model_values(value), key, depth + 1)
+        yield from _find_key(model_values(value), key, depth + 1)
     elif hasattr(value, "__dataclass_fields__"):
         fields = value.__dataclass_fields__
         yield from _find_key({n: getattr(value, n, None) for n in fields}, key, depth + 1)
@@ -65,14 +65,15 @@ def _find_key(value: Any, key: str, depth: int) -> Iterable[Any]:
         yield from _find_key({n: getattr(value, n, None) for n in attributes}, key, depth + 1)
 
 
-def _model_values(model: Any) -> dict[str, Any]:
+def model_values(model: Any) -> dict[str, Any]:
     """A pydantic model's values as its JSON shows them: fields, computed fields and the
-    extra values a model with ``extra="allow"`` keeps (a response model of an API)."""
+    extra values a model with ``extra="allow"`` keeps (a response model of an API). Where
+    ``produces`` looks, and what the trajectory sees of it (``trajectories/leaves.py``)."""
     values = {n: getattr(model, n, None) for n in model.__pydantic_fields__}
     for name in getattr(model, "__pydantic_computed_fields__", None) or ():
         try:
             values[name] = getattr(model, name)
-        except Exception:  # the model's own property failed: it has no such value to find
+        except Exception:  # the model's own property failed: it has no such value to show
             continue
     extra = getattr(model, "__pydantic_extra__", None)
     if isinstance(extra, dict):

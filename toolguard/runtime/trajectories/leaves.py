@@ -3,8 +3,14 @@ trajectory has seen (the information check)."""
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import enum
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from ..tools.places import model_values
 
 _SKIPPED = frozenset({type(None), bytes})
 
@@ -50,9 +56,22 @@ def _leaves(value: Any, depth: int = 0) -> Iterable[str]:
     elif isinstance(value, list | tuple | set | frozenset):
         for v in value:
             yield from _leaves(v, depth + 1)
+    elif isinstance(value, enum.Enum):  # as a result's JSON shows it: its value
+        yield from _leaves(value.value, depth + 1)
+    elif isinstance(value, datetime.date | datetime.time):
+        # JSON writes the ISO form; str() the one with a space (the model may copy either)
+        yield value.isoformat()
+        if str(value) != value.isoformat():
+            yield str(value)
+    elif isinstance(value, uuid.UUID | decimal.Decimal):
+        yield str(value)
     elif hasattr(value, "__pydantic_fields__"):
-        for name in value.__pydantic_fields__:
-            yield from _leaves(getattr(value, name, None), depth + 1)
+        for v in model_values(value).values():
+            yield from _leaves(v, depth + 1)
     elif hasattr(value, "__dataclass_fields__"):
         for name in value.__dataclass_fields__:
             yield from _leaves(getattr(value, name, None), depth + 1)
+    elif isinstance(getattr(type(value), "__attrs_attrs__", None), tuple):
+        # An attrs class (its instances may have slots, no __dict__): by its fields' names.
+        for attribute in type(value).__attrs_attrs__:
+            yield from _leaves(getattr(value, attribute.name, None), depth + 1)
