@@ -113,8 +113,8 @@ def test_appending_to_a_span_file_holding_a_line_nested_past_the_parsers_stack(
 @pytest.mark.parametrize(
     ("schema", "why"),
     [
-        ({"$ref": "#/x"}, "$ref '#/x' does not resolve within the schema"),
-        ({"type": 5}, "not a valid JSON Schema at type: 5 is not valid under any"),
+        ({"$ref": "#/x"}, "its JSON Schema's $ref '#/x' does not resolve within the schema"),
+        ({"type": 5}, "its JSON Schema is invalid at type: 5 is not valid under any"),
     ],
 )
 def test_a_recorded_schema_that_cannot_check_a_call_is_an_input_error(
@@ -135,7 +135,7 @@ def test_a_recorded_schema_that_cannot_check_a_call_is_an_input_error(
         main(["openai", str(log), "--out", str(out), "--quiet", "--contract", str(contract)]) == 2
     )
     err = capsys.readouterr().err
-    assert f"{log}:1 (run 1): tool 'f''s schema: {why}" in err
+    assert f"{log}:1 (run 1): tool 'f': {why}" in err
     assert str(contract) not in err
     assert "Traceback" not in err
 

@@ -214,3 +214,14 @@ def test_an_args_model_with_aliases_takes_the_functions_own_names_too() -> None:
     assert wrapped("o-1") == ("o-1", "")
     unknown = guard.call("update", {"orderId": "o-1", "order": "x"})
     assert isinstance(unknown, tg.Rejection) and "order: unknown argument" in unknown.message
+
+
+def test_a_json_schema_whose_ref_resolves_nowhere_is_refused_when_declared() -> None:
+    # It raised out of guard.check at the first call the validator looked the $ref up in.
+    guard = tg.Guard()
+    schema = {"type": "object", "properties": {"x": {"$ref": "#/$defs/missing"}}}
+    with pytest.raises(tg.ToolDefinitionError, match=r"tool 'f': its JSON Schema's \$ref"):
+        guard.declare("f", json_schema=schema)
+    defined = {**schema, "$defs": {"missing": {"type": "string"}}}
+    guard.declare("f", json_schema=defined)
+    assert guard.check("f", {"x": "a"}).rejection is None

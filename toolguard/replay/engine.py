@@ -38,7 +38,6 @@ from .. import (
     Trajectory,
     UndoLogFork,
 )
-from ..runtime.contract_file import unresolvable_ref
 from .given import user_values
 from .model import Executor, LiveEnvironment, RecordedCall, RecordedRun, ReplayInputError, Said
 
@@ -315,9 +314,9 @@ class Replayer:
                 if schema is not None and (own is None or own.json_schema is None):
                     # The run's own schema, read from the recording, is used: what is wrong
                     # with it is the recording's fault, not the contract file's.
-                    why = _schema_problem(schema)
+                    why = _schema_problem(name, schema)
                     if why is not None:
-                        raise ReplayInputError(f"{run.where}: tool {name!r}'s schema: {why}")
+                        raise ReplayInputError(f"{run.where}: {why}")
                 spec = contract.spec_for(name, schema, null_as_default=null_as_default)
             self._specs[key] = spec
         return spec
@@ -335,18 +334,14 @@ def _in_contract(contract: Contract | None) -> Iterator[None]:
         raise ContractFileError(f"{contract.path}: {exc}") from exc
 
 
-def _schema_problem(schema: Mapping[str, Any]) -> str | None:
-    """Why a recorded JSON Schema cannot check a call, or None: not a valid schema (the
-    guard refuses to declare the tool), or a ``$ref`` that resolves nowhere (the first call's
-    check would fail with a traceback)."""
-    from jsonschema import exceptions, validators
-
+def _schema_problem(name: str, schema: Mapping[str, Any]) -> str | None:
+    """Why a recorded JSON Schema cannot check a call, or None: the guard refuses to declare
+    a tool by it (not a valid schema, a ``$ref`` that resolves nowhere)."""
     try:
-        validators.validator_for(schema).check_schema(dict(schema))
-    except exceptions.SchemaError as exc:
-        at = "/".join(str(p) for p in exc.path) or "(root)"
-        return f"not a valid JSON Schema at {at}: {exc.message}"
-    return unresolvable_ref(schema)
+        Guard().declare(name, spec=ToolSpec(name=name, json_schema=dict(schema)))
+    except ToolDefinitionError as exc:
+        return str(exc)
+    return None
 
 
 def _top(path: str) -> str:

@@ -55,6 +55,7 @@ from .._errors import ToolGuardError
 from .inherit import INHERIT
 from .initial_state import check_place, initial_values
 from .tools.conditions import Postcondition, Precondition
+from .tools.json_schema_refs import unresolvable_ref
 from .tools.schema import accept_null_defaults
 from .tools.spec import ToolSpec
 
@@ -333,48 +334,6 @@ def _starts_with_bom(where: str) -> bool:
             return f.read(3) == b"\xef\xbb\xbf"
     except OSError:
         return False
-
-
-# Values, not subschemas: a ``{"$ref": ...}`` inside them is data.
-_DATA_KEYWORDS = frozenset({"const", "default", "enum", "examples"})
-
-
-def unresolvable_ref(schema: Mapping[str, Any]) -> str | None:
-    """Why a ``$ref`` of the JSON Schema ``schema`` does not resolve, or None when every one
-    does. Resolved within the schema and the JSON Schema metaschemas only, nothing fetched:
-    the validator would fail on it at the first call it checks, not when the tool is declared.
-    A schema with an ``$id`` below its root (a base URI of its own) is not checked."""
-    from jsonschema import validators
-    from jsonschema_specifications import REGISTRY  # type: ignore[import-untyped]
-    from referencing.jsonschema import DRAFT202012, specification_with
-
-    refs: list[str] = []
-    stack: list[Any] = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Mapping):
-            if node is not schema and "$id" in node:
-                return None
-            ref = node.get("$ref")
-            if isinstance(ref, str):
-                refs.append(ref)
-            stack.extend(v for k, v in node.items() if k not in _DATA_KEYWORDS)
-        elif isinstance(node, list):
-            stack.extend(node)
-    if not refs:
-        return None
-    cls = validators.validator_for(schema)
-    dialect = specification_with(str(cls.META_SCHEMA.get("$schema", "")), default=DRAFT202012)
-    resolver = REGISTRY.resolver_with_root(dialect.create_resource(schema))
-    for ref in refs:
-        try:
-            resolver.lookup(ref)
-        except Exception:  # Unresolvable, or a reference that is no URI at all
-            return (
-                f"$ref {ref!r} does not resolve within the schema (toolguard fetches no "
-                "schema: define it under $defs)"
-            )
-    return None
 
 
 def _regex_finder(pattern: str) -> Callable[[Any], list[str]]:

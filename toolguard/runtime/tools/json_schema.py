@@ -11,6 +11,7 @@ from typing import Any
 from ..._errors import ToolDefinitionError
 from ..verdict import shorten_text
 from .conditions import shorten
+from .json_schema_refs import unresolvable_ref
 from .schema import ArgumentSchema, Located, _hint_from_json_schema, _schema_error
 from .schema_core import fast_validator
 
@@ -41,6 +42,9 @@ def from_json_schema(
             raise ToolDefinitionError(
                 f"tool {tool!r}: its JSON Schema is invalid at {path}: {exc.message}"
             ) from None
+        dangling = unresolvable_ref(schema)
+        if dangling is not None:
+            raise ToolDefinitionError(f"tool {tool!r}: its JSON Schema's {dangling}")
         # Checking a schema against its metaschema is most of what declaring a tool costs:
         # many tools of one schema (a server's 10,000 tools) check it once.
         if key is not None and len(_CHECKED_SCHEMAS) < 4096:
