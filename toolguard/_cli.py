@@ -16,16 +16,17 @@ from collections.abc import Sequence
 from ._cli_args import Args, build_parser
 from ._commands import DELEGATED, EXIT_ERROR, delegate
 from ._errors import ToolGuardError
+from ._overwrite import input_named_by
+from ._printable import printable
 from .report.build import Report, build_report, outcome_warnings, read_warnings
 from .report.compare import compare, render_compare
-from .report.escape import printable
 from .report.html import HTML_EXTRA_HINT
 from .report.metrics import TrajectoryRecord
 from .report.outcomes import join_outcomes, load_outcomes
 from .report.phoenix import DEFAULT_DEADLINE_S, DEFAULT_MAX_PAGES, MAX_DEADLINE_S
 from .report.plot import PLOT_EXTRA_HINT
 from .report.read import read_phoenix, read_records
-from .report.reader import ReadStats, input_named_by
+from .report.reader import ReadStats
 from .report.render import render_csv, render_markdown, render_text
 
 

@@ -14,11 +14,11 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from .._argtypes import positive
 from .._errors import ToolGuardError
+from .._overwrite import input_named_by
+from .._printable import printable
 from ..replay.jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES
 from ..replay.model import RecordedRun
 from ..replay.sources import FORMATS, read_runs
-from ..report.escape import printable
-from ..report.reader import input_named_by
 from .explain import explain
 from .flow import Flow, trace_runs
 from .propose import propose

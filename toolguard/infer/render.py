@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from ..report.escape import printable
+from .._printable import printable
 from .domains import comments, cut_example
 from .flow import Flow
 from .holders import MAX_DISTINCT

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 from .._argtypes import positive
 from .._errors import ToolGuardError
-from ..report.escape import printable
-from ..report.reader import input_named_by
+from .._overwrite import input_named_by
+from .._printable import printable
 from .jsonstream import DEFAULT_MAX_ELEMENT_BYTES, DEFAULT_MAX_STRING_BYTES
 from .sources import FORMATS
 

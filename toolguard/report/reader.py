@@ -105,26 +105,6 @@ def expand_paths(patterns: Iterable[str]) -> list[str]:
     return paths
 
 
-def input_named_by(out: str, inputs: Iterable[str]) -> str | None:
-    """The input (a path or glob of ``inputs``) that ``out`` is the same file as, or None: a
-    command writing its output over what it reads would lose the input, or read a half
-    written file. Inputs that name nothing are left to the reader's own error."""
-    if not os.path.isfile(out):
-        return None
-    for pattern in inputs:
-        try:  # one by one: an input that names nothing does not hide the others
-            paths = expand_paths([pattern]) if pattern != STDIN else []
-        except ReportInputError:
-            continue
-        for path in paths:
-            try:
-                if os.path.samefile(out, path):
-                    return path
-            except OSError:
-                continue
-    return None
-
-
 def _open(path: str) -> _Stream:
     if path == STDIN:
         stream = sys.stdin.buffer
