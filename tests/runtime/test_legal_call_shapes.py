@@ -225,3 +225,27 @@ def test_a_json_schema_whose_ref_resolves_nowhere_is_refused_when_declared() -> 
     defined = {**schema, "$defs": {"missing": {"type": "string"}}}
     guard.declare("f", json_schema=defined)
     assert guard.check("f", {"x": "a"}).rejection is None
+
+
+@pytest.mark.parametrize("place", ["items[*].id", "[*].id", "items[0].id", "a[]b", "items.*"])
+def test_a_produces_path_with_an_index_or_wildcard_is_refused(place: str) -> None:
+    # It was accepted and bound nothing: every later call using the id was blocked.
+    guard = tg.Guard()
+    with pytest.raises(tg.ToolDefinitionError, match="no step of a path"):
+        guard.register(lambda q: {"items": [{"id": "x"}]}, name="f", produces={place: "k"})
+
+
+@pytest.mark.parametrize("place", ["items[].id", "$.items[].id", "$[].id", "items.[].id"])
+def test_produces_paths_of_keys_and_every_item_bind(place: str) -> None:
+    guard = tg.Guard()
+    answer = {"items": [{"id": "x"}]} if "items" in place else [{"id": "x"}]
+    guard.register(lambda q: answer, name="f", produces={place: "k"})
+    with guard.trajectory() as traj:
+        guard.call("f", {"q": "a"})
+        assert traj.live_values("k") == ["x"]
+
+
+def test_a_refs_path_with_an_index_is_refused() -> None:
+    guard = tg.Guard()
+    with pytest.raises(tg.ToolDefinitionError, match=r"refs path 'ids\[0\]'"):
+        guard.register(lambda ids: None, name="g", refs={"ids[0]": "k"})

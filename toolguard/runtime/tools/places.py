@@ -12,7 +12,7 @@ from .markers import WHOLE_RESULT, ResultPlace
 
 
 def _is_path(spec: str) -> bool:
-    return "." in spec or "[]" in spec
+    return "." in spec or "[" in spec or "]" in spec  # a bracket is read as a path, and checked
 
 
 def resolve_path(value: Any, parts: tuple[str, ...]) -> list[Any]:
@@ -139,7 +139,12 @@ def _compile_produces(
         elif place == WHOLE_RESULT:
             out.append((kind, _whole))
         elif _is_path(place):
-            parts = _result_path(place)
+            try:
+                parts = _result_path(place)
+            except ValueError as exc:
+                raise ToolDefinitionError(
+                    f"tool {tool!r}: produces place {place!r}: {exc}"
+                ) from None
             out.append((kind, functools.partial(resolve_path, parts=parts)))
         else:
             out.append((kind, functools.partial(_find_key, key=place, depth=0)))
@@ -151,5 +156,20 @@ def _whole(result: Any) -> tuple[Any, ...]:
 
 
 def _result_path(place: str) -> tuple[str, ...]:
-    text = place[2:] if place.startswith("$.") else place
-    return tuple(p for p in text.replace("[]", ".[]").split(".") if p)
+    if place.startswith("$.") or place.startswith("$["):  # JSONPath's root, as in "$.items"
+        place = place[1:]
+    return path_parts(place)
+
+
+def path_parts(path: str) -> tuple[str, ...]:
+    """``items[].id`` -> ``("items", "[]", "id")``: key names, and ``[]`` for every item of a
+    list. A ValueError for a step no value could ever be found at (an index ``[0]``, a
+    wildcard ``[*]`` or ``*``): the rule would check nothing, in silence."""
+    parts = tuple(p for p in path.replace("[]", ".[]").split(".") if p)
+    for part in parts:
+        if part == "*" or (part != "[]" and ("[" in part or "]" in part)):
+            raise ValueError(
+                f"{part!r} is no step of a path: write key names and [] for every item of a "
+                "list, as 'items[].id' (an index or a wildcard is not supported)"
+            )
+    return parts

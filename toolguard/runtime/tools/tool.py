@@ -18,7 +18,7 @@ from . import signature as _signature
 from .conditions import CONTEXT_NAMES, Postcondition, Precondition
 from .json_schema import from_json_schema
 from .markers import _DEFAULT_FORK, DryRun, Grounded, Ref
-from .places import _compile_produces, _is_path
+from .places import _compile_produces, _is_path, path_parts
 
 if TYPE_CHECKING:
     from .spec import ToolSpec
@@ -314,7 +314,10 @@ def _is_method(fn: Callable[..., Any]) -> bool:
 
 def _split_path(spec: str) -> tuple[str, tuple[str, ...]]:
     """`payment_methods[].payment_id` -> ("payment_methods", ("[]", "payment_id"))."""
-    parts = [p for p in spec.replace("[]", ".[]").split(".") if p]
+    try:
+        parts = list(path_parts(spec))
+    except ValueError as exc:
+        raise ToolDefinitionError(f"refs path {spec!r}: {exc}") from None
     if not parts or parts[0] == "[]":
         raise ToolDefinitionError(f"refs path {spec!r} must start with an argument name")
     return parts[0], tuple(parts[1:])
