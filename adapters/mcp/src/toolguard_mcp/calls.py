@@ -16,12 +16,13 @@ import logging
 import uuid
 import weakref
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeAlias
+from typing import Any
 
 import toolguard as tg
 from opentelemetry import context as otel_context
 
 from . import _meta
+from .contracts import ContractLike, as_contract, contract_fault
 from .policy import ToolPolicy
 from .results import is_error, result_value
 from .rounds import Rounds, input_required
@@ -32,29 +33,6 @@ logger = logging.getLogger("toolguard.mcp")
 CALL_NOTES: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
     "toolguard_mcp_call_notes", default=None
 )
-
-ContractLike: TypeAlias = tg.Contract | Mapping[str, tg.ToolSpec | Mapping[str, Any]]
-
-
-def as_contract(contract: ContractLike | None, mode: str = "block") -> tg.Contract:
-    """A :class:`toolguard.Contract` from a loaded file, or from ``{tool: ToolSpec or options}``
-    written in code (the options of ``@guard.tool``)."""
-    if contract is None:
-        return tg.Contract("<none>", mode)
-    if isinstance(contract, tg.Contract):
-        return contract
-    tools = {}
-    for name, spec in contract.items():
-        if isinstance(spec, tg.ToolSpec):
-            tools[name] = spec
-        elif isinstance(spec, Mapping):
-            tools[name] = tg.ToolSpec(name=name, **spec)
-        else:
-            raise tg.ToolDefinitionError(
-                f"contract for {name!r} must be a ToolSpec or a mapping of its options, "
-                f"not {type(spec).__name__}"
-            )
-    return tg.Contract("<code>", mode, tools)
 
 
 class CallGuard:
@@ -374,36 +352,3 @@ def _wire(tool: Any) -> dict[str, Any] | None:
         "description": getattr(tool, "description", None),
         "inputSchema": getattr(tool, "input_schema", None),
     }
-
-
-def contract_fault(
-    contract: tg.Contract, name: str, schema: Mapping[str, Any] | None, *, strict: bool = True
-) -> tuple[str, str] | None:
-    """(key, why) of the contract entry that keeps tool ``name`` from being declared; None
-    when the server's own schema is at fault. Found by declaring the entry key by key on a
-    scratch guard, so it names the key whatever the core's message says."""
-    base = contract.tools.get(name)
-    if base is None:
-        return None
-    scratch = tg.Guard(strict=strict)
-    own = base.json_schema if base.json_schema is not None else schema
-    try:
-        scratch.declare(name, tg.ToolSpec(name=name, json_schema=own or {"type": "object"}))
-    except Exception as exc:
-        return ("json_schema", str(exc)) if base.json_schema is not None else None
-    kept: dict[str, Any] = {}
-    for key in ("refs", "produces", "invalidates", "grounded", "preconditions", "postconditions"):
-        value = getattr(base, key)
-        if not value:
-            continue
-        kept[key] = value
-        try:
-            spec = tg.ToolSpec(name=name, json_schema=own or {"type": "object"}, **kept)
-            scratch.declare(name, spec, replace=True)
-        except Exception as exc:
-            return key, str(exc)
-    try:
-        scratch.declare(name, contract.spec_for(name, schema), replace=True)
-    except Exception as exc:
-        return "tools." + name, str(exc)
-    return None

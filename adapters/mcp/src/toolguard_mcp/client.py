@@ -21,7 +21,8 @@ import anyio
 import toolguard as tg
 
 from . import _meta, _sdk  # noqa: F401  (the SDK, or an ImportError naming the extra)
-from .calls import CallGuard, ContractLike
+from .calls import CallGuard
+from .contracts import ContractLike
 from .results import error_model
 
 

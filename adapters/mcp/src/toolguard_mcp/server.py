@@ -19,7 +19,8 @@ import toolguard as tg
 from opentelemetry import trace
 
 from . import _sdk  # noqa: F401  (the SDK, or an ImportError naming the extra)
-from .calls import CallGuard, ContractLike
+from .calls import CallGuard
+from .contracts import ContractLike
 from .results import error_model
 from .rounds import is_retry
 
