@@ -21,7 +21,7 @@ from typing import Any
 import toolguard as tg
 from opentelemetry import context as otel_context
 
-from . import _meta
+from . import _meta, refusals
 from .contracts import ContractLike, as_contract, contract_fault
 from .policy import ToolPolicy
 from .results import is_error, result_value
@@ -310,8 +310,15 @@ class CallGuard:
     @staticmethod
     def finish(pending: tg.PendingCall, result: Any) -> tg.Verdict:
         """Close an admitted call with the server's result (model or wire form); ``isError``
-        is the environment's rejection (``state_consistency``)."""
-        return pending.finish(result_value(result), error=is_error(result))
+        is the environment's rejection (``state_consistency``), unless it is the server's
+        SDK refusing the arguments before the tool ran: blocked then (:mod:`.refusals`)."""
+        error = is_error(result)
+        if error and refusals.refused_arguments(pending.name, result):
+            refusals.reject_arguments(pending)
+            verdict = pending.verdict
+            assert verdict is not None
+            return verdict
+        return pending.finish(result_value(result), error=error)
 
     def answered(
         self, pending: tg.PendingCall, result: Any, params: Mapping[str, Any], session: str | None

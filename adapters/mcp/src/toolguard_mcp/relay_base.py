@@ -15,7 +15,7 @@ from typing import Any, Literal
 import orjson
 import toolguard as tg
 
-from . import _io, wire
+from . import _io, refusals, wire
 from .calls import CallGuard
 
 logger = logging.getLogger("toolguard.mcp")
@@ -318,10 +318,11 @@ class RelayBase:
             error = msg.get("error")
             if error is not None:
                 error = error if isinstance(error, dict) else {}
-                _safely(
-                    entry.pending.fail,
-                    ServerError(error.get("code"), str(error.get("message", ""))),
-                )
+                code = error.get("code")
+                if refusals.refused_code(code):  # refused as a request: it never ran
+                    _safely(refusals.reject_code, entry.pending, code)
+                else:
+                    _safely(entry.pending.fail, ServerError(code, str(error.get("message", ""))))
             else:
                 _safely(
                     self.calls.answered,
