@@ -23,6 +23,7 @@ from opentelemetry import context as otel_context
 
 from . import _meta, refusals
 from .contracts import ContractLike, as_contract, contract_fault
+from .offload import KeyLocks, Offload
 from .policy import ToolPolicy
 from .results import is_error, result_value
 from .rounds import Rounds, input_required
@@ -63,6 +64,9 @@ class CallGuard:
         self._warned: set[str] = set()
         self._opened: weakref.WeakSet[tg.Trajectory] = weakref.WeakSet()
         self.rounds = Rounds()  # calls paused for the user's input (MCP 2026-07-28)
+        # A shared store's round trips go to worker threads (:mod:`.offload`).
+        self.offload = Offload(guard)
+        self._opening = KeyLocks()
 
     # -- tools ---------------------------------------------------------------------------------
     def knows(self, name: str) -> bool:
@@ -155,9 +159,7 @@ class CallGuard:
         takes the step of the round it continues."""
         traj_id, step, call_id = _meta.carried(meta)
         key = self._key(meta, session)
-        traj = self.guard.find_trajectory(key)
-        if traj is None:
-            traj = self._open(traj_id or uuid.uuid4().hex, key)
+        traj = self._open_once(traj_id, key)
         if step is not None:
             if call_id is None:
                 # reserve() is by call id: a step sent without one gets a stand-in id.
@@ -172,6 +174,16 @@ class CallGuard:
     def _key(self, meta: Any, session: str | None) -> str:
         """The registry key of a call's trajectory: the id it carries, else its session's."""
         return _meta.carried(meta)[0] or session or self.process_session
+
+    def _open_once(self, traj_id: str | None, key: str) -> tg.Trajectory:
+        """The open trajectory of ``key``, else one opened now: once, when calls of one
+        session are checked in threads at once (opening it may wait for the store)."""
+        traj = self.guard.find_trajectory(key)
+        if traj is not None:
+            return traj
+        with self._opening.hold(key):
+            traj = self.guard.find_trajectory(key)
+            return traj if traj is not None else self._open(traj_id or uuid.uuid4().hex, key)
 
     def _open(self, traj_id: str, key: str) -> tg.Trajectory:
         traj = self.guard.trajectory(traj_id, key=key, labels=self.labels)
@@ -190,7 +202,9 @@ class CallGuard:
             traj.end()
 
     def close(self) -> None:
-        """End every trajectory this object opened that is still open (summaries written)."""
+        """End every trajectory this object opened that is still open (summaries written),
+        once the work still running in threads is done."""
+        self.offload.close()
         for traj in list(self._opened):
             traj.end()
 

@@ -156,7 +156,6 @@ class GuardedClient:
             if _timed_out(exc):
                 pending.cancel()  # the host gave up; not the environment's rejection
             elif refusals.refused_code(code):
-                assert code is not None
                 refusals.reject_code(pending, code)  # the server refused it as a request
             else:
                 pending.fail(exc)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import toolguard as tg
 
@@ -25,7 +25,7 @@ REFUSED_CODES = frozenset({-32700, -32600, -32601, -32602})
 _INVALID_PARAMS = -32602
 
 
-def refused_code(code: Any) -> bool:
+def refused_code(code: Any) -> TypeGuard[int]:
     """Whether a JSON-RPC error code says the server refused the request before running it."""
     return type(code) is int and code in REFUSED_CODES
 

@@ -122,7 +122,6 @@ class GuardMiddleware:
         except BaseException as exc:
             code = refusals.error_code(exc)
             if refusals.refused_code(code):
-                assert code is not None
                 refusals.reject_code(pending, code)  # the SDK refused the request: not run
             else:
                 pending.fail(exc)  # a KeyboardInterrupt and the like are recorded as cancelled
