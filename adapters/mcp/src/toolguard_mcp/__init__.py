@@ -21,8 +21,9 @@ import toolguard as tg
 from ._meta import CALL_ID, STEP, TRAJECTORY_ID
 
 if TYPE_CHECKING:
-    from .calls import CallGuard, as_contract
+    from .calls import CallGuard
     from .client import GuardedClient
+    from .contracts import as_contract
     from .results import error_result, result_value
     from .server import GuardMiddleware, UpstreamTimeout, guard_server
 
@@ -40,7 +41,7 @@ __version__ = ADAPTER.version
 __getattr__, __dir__ = ADAPTER.exports(
     {
         "CallGuard": ".calls",
-        "as_contract": ".calls",
+        "as_contract": ".contracts",
         "GuardedClient": ".client",
         "error_result": ".results",
         "result_value": ".results",

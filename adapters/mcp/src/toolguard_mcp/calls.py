@@ -16,12 +16,14 @@ import logging
 import uuid
 import weakref
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeAlias
+from typing import Any
 
 import toolguard as tg
 from opentelemetry import context as otel_context
 
-from . import _meta
+from . import _meta, refusals
+from .contracts import ContractLike, as_contract, contract_fault
+from .offload import KeyLocks, Offload
 from .policy import ToolPolicy
 from .results import is_error, result_value
 from .rounds import Rounds, input_required
@@ -32,29 +34,6 @@ logger = logging.getLogger("toolguard.mcp")
 CALL_NOTES: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
     "toolguard_mcp_call_notes", default=None
 )
-
-ContractLike: TypeAlias = tg.Contract | Mapping[str, tg.ToolSpec | Mapping[str, Any]]
-
-
-def as_contract(contract: ContractLike | None, mode: str = "block") -> tg.Contract:
-    """A :class:`toolguard.Contract` from a loaded file, or from ``{tool: ToolSpec or options}``
-    written in code (the options of ``@guard.tool``)."""
-    if contract is None:
-        return tg.Contract("<none>", mode)
-    if isinstance(contract, tg.Contract):
-        return contract
-    tools = {}
-    for name, spec in contract.items():
-        if isinstance(spec, tg.ToolSpec):
-            tools[name] = spec
-        elif isinstance(spec, Mapping):
-            tools[name] = tg.ToolSpec(name=name, **spec)
-        else:
-            raise tg.ToolDefinitionError(
-                f"contract for {name!r} must be a ToolSpec or a mapping of its options, "
-                f"not {type(spec).__name__}"
-            )
-    return tg.Contract("<code>", mode, tools)
 
 
 class CallGuard:
@@ -85,6 +64,9 @@ class CallGuard:
         self._warned: set[str] = set()
         self._opened: weakref.WeakSet[tg.Trajectory] = weakref.WeakSet()
         self.rounds = Rounds()  # calls paused for the user's input (MCP 2026-07-28)
+        # A shared store's round trips go to worker threads (:mod:`.offload`).
+        self.offload = Offload(guard)
+        self._opening = KeyLocks()
 
     # -- tools ---------------------------------------------------------------------------------
     def knows(self, name: str) -> bool:
@@ -177,9 +159,7 @@ class CallGuard:
         takes the step of the round it continues."""
         traj_id, step, call_id = _meta.carried(meta)
         key = self._key(meta, session)
-        traj = self.guard.find_trajectory(key)
-        if traj is None:
-            traj = self._open(traj_id or uuid.uuid4().hex, key)
+        traj = self._open_once(traj_id, key)
         if step is not None:
             if call_id is None:
                 # reserve() is by call id: a step sent without one gets a stand-in id.
@@ -194,6 +174,16 @@ class CallGuard:
     def _key(self, meta: Any, session: str | None) -> str:
         """The registry key of a call's trajectory: the id it carries, else its session's."""
         return _meta.carried(meta)[0] or session or self.process_session
+
+    def _open_once(self, traj_id: str | None, key: str) -> tg.Trajectory:
+        """The open trajectory of ``key``, else one opened now: once, when calls of one
+        session are checked in threads at once (opening it may wait for the store)."""
+        traj = self.guard.find_trajectory(key)
+        if traj is not None:
+            return traj
+        with self._opening.hold(key):
+            traj = self.guard.find_trajectory(key)
+            return traj if traj is not None else self._open(traj_id or uuid.uuid4().hex, key)
 
     def _open(self, traj_id: str, key: str) -> tg.Trajectory:
         traj = self.guard.trajectory(traj_id, key=key, labels=self.labels)
@@ -212,7 +202,9 @@ class CallGuard:
             traj.end()
 
     def close(self) -> None:
-        """End every trajectory this object opened that is still open (summaries written)."""
+        """End every trajectory this object opened that is still open (summaries written),
+        once the work still running in threads is done."""
+        self.offload.close()
         for traj in list(self._opened):
             traj.end()
 
@@ -332,8 +324,15 @@ class CallGuard:
     @staticmethod
     def finish(pending: tg.PendingCall, result: Any) -> tg.Verdict:
         """Close an admitted call with the server's result (model or wire form); ``isError``
-        is the environment's rejection (``state_consistency``)."""
-        return pending.finish(result_value(result), error=is_error(result))
+        is the environment's rejection (``state_consistency``), unless it is the server's
+        SDK refusing the arguments before the tool ran: blocked then (:mod:`.refusals`)."""
+        error = is_error(result)
+        if error and refusals.refused_arguments(pending.name, result):
+            refusals.reject_arguments(pending)
+            verdict = pending.verdict
+            assert verdict is not None
+            return verdict
+        return pending.finish(result_value(result), error=error)
 
     def answered(
         self, pending: tg.PendingCall, result: Any, params: Mapping[str, Any], session: str | None
@@ -374,36 +373,3 @@ def _wire(tool: Any) -> dict[str, Any] | None:
         "description": getattr(tool, "description", None),
         "inputSchema": getattr(tool, "input_schema", None),
     }
-
-
-def contract_fault(
-    contract: tg.Contract, name: str, schema: Mapping[str, Any] | None, *, strict: bool = True
-) -> tuple[str, str] | None:
-    """(key, why) of the contract entry that keeps tool ``name`` from being declared; None
-    when the server's own schema is at fault. Found by declaring the entry key by key on a
-    scratch guard, so it names the key whatever the core's message says."""
-    base = contract.tools.get(name)
-    if base is None:
-        return None
-    scratch = tg.Guard(strict=strict)
-    own = base.json_schema if base.json_schema is not None else schema
-    try:
-        scratch.declare(name, tg.ToolSpec(name=name, json_schema=own or {"type": "object"}))
-    except Exception as exc:
-        return ("json_schema", str(exc)) if base.json_schema is not None else None
-    kept: dict[str, Any] = {}
-    for key in ("refs", "produces", "invalidates", "grounded", "preconditions", "postconditions"):
-        value = getattr(base, key)
-        if not value:
-            continue
-        kept[key] = value
-        try:
-            spec = tg.ToolSpec(name=name, json_schema=own or {"type": "object"}, **kept)
-            scratch.declare(name, spec, replace=True)
-        except Exception as exc:
-            return key, str(exc)
-    try:
-        scratch.declare(name, contract.spec_for(name, schema), replace=True)
-    except Exception as exc:
-        return "tools." + name, str(exc)
-    return None

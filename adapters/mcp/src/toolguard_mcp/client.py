@@ -20,8 +20,9 @@ from typing import Any
 import anyio
 import toolguard as tg
 
-from . import _meta, _sdk  # noqa: F401  (the SDK, or an ImportError naming the extra)
-from .calls import CallGuard, ContractLike
+from . import _meta, _sdk, refusals  # noqa: F401  (the SDK, or an ImportError naming the extra)
+from .calls import CallGuard
+from .contracts import ContractLike
 from .results import error_model
 
 
@@ -137,6 +138,12 @@ class GuardedClient:
             return error_model(str(pending.rejection))
         if self.propagate:
             meta = _meta.stamped(meta, traj.id, pending.step, call_id)
+        unsendable = _unsendable(name, arguments, meta)
+        if unsendable is not None:
+            # The SDK would refuse to build the request (arguments that are no object, the
+            # JSON text the guard reads, say): it never leaves the host, as without the guard.
+            refusals.reject(pending, f"the mcp client cannot send the call to {name[:128]!r}")
+            raise unsendable
         try:
             result = await self.client.call_tool(
                 name, arguments, read_timeout_seconds, progress_callback, meta=meta, **options
@@ -145,8 +152,11 @@ class GuardedClient:
             pending.cancel()
             raise
         except BaseException as exc:
+            code = refusals.error_code(exc)
             if _timed_out(exc):
                 pending.cancel()  # the host gave up; not the environment's rejection
+            elif refusals.refused_code(code):
+                refusals.reject_code(pending, code)  # the server refused it as a request
             else:
                 pending.fail(exc)
             raise
@@ -187,6 +197,19 @@ def _unentered(client: Any) -> bool:
     except RuntimeError:
         return True
     return False
+
+
+def _unsendable(name: str, arguments: Any, meta: Any) -> Exception | None:
+    """What the SDK raises building the ``tools/call`` request, before anything is sent;
+    None when it can be sent."""
+    from mcp.types import CallToolRequestParams
+    from pydantic import ValidationError
+
+    try:
+        CallToolRequestParams(name=name, arguments=arguments, _meta=meta)
+    except ValidationError as exc:
+        return exc
+    return None
 
 
 def _timed_out(exc: BaseException) -> bool:

@@ -93,14 +93,14 @@ class Sessions:
             body = await _body(receive, self.limit)
             refusal = _strict(body)
             if refusal is not None:
-                self._record([refusal.call] if refusal.call else [], refusal.message, sid)
+                await self._record([refusal.call] if refusal.call else [], refusal.message, sid)
                 await _answer(send, 400, refusal.answer())
                 return
             assert body is not None  # a body past the limit is refused above
             batch = _batch_refusal(body)
             if batch is not None:
                 answer, calls, why = batch
-                self._record(calls, why, sid)
+                await self._record(calls, why, sid)
                 await _answer(send, 400, answer)
                 return
             receive = _replay(body)
@@ -132,11 +132,12 @@ class Sessions:
         if session.transport.is_terminated:
             self.open.pop(session.transport.mcp_session_id, None)
 
-    def _record(self, calls: list[tuple[str, Any]], why: str, sid: bytes | None) -> None:
-        """Each ``tools/call`` refused at the door, recorded as a blocked step."""
+    async def _record(self, calls: list[tuple[str, Any]], why: str, sid: bytes | None) -> None:
+        """Each ``tools/call`` refused at the door, recorded as a blocked step (in a thread
+        with a shared store: :mod:`.offload`)."""
         session = f"mcp-session:{sid.decode('latin-1')}" if sid else None
         for name, meta in calls:
-            self.calls.record_refusal(name, why, meta, session)
+            await self.calls.offload.run(self.calls.record_refusal, name, why, meta, session)
 
     async def _start(self) -> _Session | None:
         """A new session, its server started first (None when it cannot be)."""
@@ -180,7 +181,8 @@ class Sessions:
             if not transport.is_terminated:
                 with anyio.CancelScope(shield=True):
                     await transport.terminate()
-            self.calls.end_session(relay.session)
+            with anyio.CancelScope(shield=True):  # its summary may wait for the store
+                await self.calls.offload.run(self.calls.end_session, relay.session)
             self.running.discard(finished)
             finished.set()
 

@@ -37,7 +37,6 @@ from .relay_base import (
     LINE_LIMIT,
     ServerError,
     ServerExited,
-    _safely,
 )
 from .relay_host import HostSide
 
@@ -168,6 +167,7 @@ class StdioRelay(HostSide):
             )
         except asyncio.CancelledError:  # the session was ended from outside (HTTP)
             done = set()
+        self.stopped = True
         failed = False
         unfit: tg.ContractFileError | None = None  # found by the probe the host's request ran
         for task in done:
@@ -195,7 +195,7 @@ class StdioRelay(HostSide):
                 await asyncio.wait_for(from_server, _STOP_GRACE)
             self._release_pipes()
             for entry in self.inflight.values():
-                entry.pending.cancel()  # the host left without waiting for the answer
+                self._close_aside(entry.pending.cancel)  # the host left without its answer
             self.inflight.clear()
             status = 1 if failed else 0
         if self._sweep is not None:
@@ -236,7 +236,7 @@ class StdioRelay(HostSide):
         in_flight = list(self.inflight.items())
         self.inflight.clear()
         for rid, entry in in_flight:
-            _safely(entry.pending.fail, ServerExited(code))
+            self._close_aside(entry.pending.fail, ServerExited(code))
             self._answer(
                 rid,
                 {

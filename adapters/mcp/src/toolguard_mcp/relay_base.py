@@ -15,8 +15,9 @@ from typing import Any, Literal
 import orjson
 import toolguard as tg
 
-from . import _io, wire
+from . import _io, refusals, relay_aside, wire
 from .calls import CallGuard
+from .relay_aside import safely as _safely
 
 logger = logging.getLogger("toolguard.mcp")
 
@@ -121,6 +122,10 @@ class RelayBase:
         self._started = False  # the server was started before the session (start_session)
         self.server_lines = wire.LineSplitter(limit)
         self._answered: list[dict[str, Any]] = []  # answers out, their bookkeeping not yet
+        # Calls whose check runs in a thread (a shared store: relay_aside.py): id -> whether
+        # the host cancelled it meanwhile.
+        self.checking: dict[Any, bool] = {}
+        self.stopped = False  # the relay is done: a check ending now cancels its call
 
     async def _request(
         self, method: str, params: dict[str, Any], *, timeout: float | None = None
@@ -241,7 +246,7 @@ class RelayBase:
             return
         entry = self.inflight.pop(rid, None)
         if entry is not None:
-            _safely(entry.pending.fail, ServerError(None, "answer too large"))
+            self._close_aside(entry.pending.fail, ServerError(None, "answer too large"))
         elif isinstance(rid, str) and rid in self.own:
             self.own[rid].set_exception(ServerError(None, "answer too large"))
             return
@@ -277,6 +282,9 @@ class RelayBase:
             elif rid in self.listing and self._filters():
                 msg, raw = self._served_list(msg), None
             if forward_now:
+                if self.calls.offload.on and rid in self.inflight:
+                    relay_aside.answer(self, rid, msg, raw)  # after the call is closed
+                    return True
                 # The host is waiting for this answer: it goes out before the bookkeeping.
                 self._answer(rid, msg, raw)
                 self._answered.append(msg)
@@ -315,26 +323,33 @@ class RelayBase:
                 del self.progress[token]
         entry = self.inflight.pop(rid, None)
         if entry is not None:
-            error = msg.get("error")
-            if error is not None:
-                error = error if isinstance(error, dict) else {}
-                _safely(
-                    entry.pending.fail,
-                    ServerError(error.get("code"), str(error.get("message", ""))),
-                )
-            else:
-                _safely(
-                    self.calls.answered,
-                    entry.pending,
-                    msg.get("result") or {},
-                    entry.params,
-                    entry.session,
-                )
+            self._close_aside(self._close_call, entry, msg)
         elif rid in self.listing:
             first, session = self.listing.pop(rid)
             result = msg.get("result")
             if isinstance(result, dict) and isinstance(result.get("tools"), list):
                 self._listed_page(result, first, session)
+
+    def _close_call(self, entry: _Inflight, msg: dict[str, Any]) -> None:
+        """Close an admitted call with the server's answer ``msg``."""
+        error = msg.get("error")
+        if error is None:
+            self.calls.answered(entry.pending, msg.get("result") or {}, entry.params, entry.session)
+            return
+        error = error if isinstance(error, dict) else {}
+        code = error.get("code")
+        if refusals.refused_code(code):  # refused as a request: it never ran
+            refusals.reject_code(entry.pending, code)
+        else:
+            entry.pending.fail(ServerError(code, str(error.get("message", ""))))
+
+    def _close_aside(self, fn: Any, *args: Any) -> None:
+        """``fn(*args)``, bookkeeping that may wait for a shared store: in a thread then
+        (relay_aside.py), else now; a failure is logged, never raised."""
+        if self.calls.offload.on:
+            relay_aside.later(self, fn, *args)
+        else:
+            _safely(fn, *args)
 
     def _listed_page(self, result: dict[str, Any], first: bool, session: str | None) -> None:
         """A page of a host's tool list: its tools declared now; the list is whole at its last
@@ -384,11 +399,3 @@ def _progress_token(params: Any) -> Any:
     meta = params.get("_meta") if isinstance(params, dict) else None
     token = meta.get("progressToken") if isinstance(meta, dict) else None
     return token if wire.valid_id(token) else None
-
-
-def _safely(fn: Any, *args: Any, **kwargs: Any) -> None:
-    """Bookkeeping after the host has its answer must never stop the relay."""
-    try:
-        fn(*args, **kwargs)
-    except Exception:
-        logger.exception("toolguard-mcp-proxy: recording a call failed")

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import toolguard as tg
 
-from . import _meta, wire
+from . import _meta, relay_aside, wire
 from .relay_base import (
     _LIST_TIMEOUT,
     _MAX_EXPIRED,
@@ -28,7 +28,6 @@ from .relay_base import (
     _Batch,
     _Inflight,
     _progress_token,
-    _safely,
 )
 from .results import error_result
 from .rounds import is_retry
@@ -114,7 +113,9 @@ class HostSide(RelayBase):
             rid = params.get("requestId")
             entry = self.inflight.pop(rid, None) if wire.valid_id(rid) else None
             if entry is not None:
-                _safely(entry.pending.cancel)
+                self._close_aside(entry.pending.cancel)
+            elif rid in self.checking:  # cancelled while its check runs in a thread
+                self.checking[rid] = True
         self._to_server(orjson.dumps(msg) + b"\n")
         return None
 
@@ -189,7 +190,7 @@ class HostSide(RelayBase):
     def _refuse(self, refusal: wire.Refusal, batch: _Batch | None = None) -> None:
         if refusal.call is not None:
             name, meta = refusal.call
-            _safely(self.calls.record_refusal, name, refusal.message, meta, self.session)
+            self._close_aside(self.calls.record_refusal, name, refusal.message, meta, self.session)
         if batch is not None:
             batch.answers.append(refusal.answer())
             return
@@ -223,24 +224,38 @@ class HostSide(RelayBase):
             self._uncork()
 
     def _admit(self, rid: Any, params: dict[str, Any], msg: dict[str, Any]) -> None:
-        """Check the call; forward it (the message as parsed) or answer the refusal."""
+        """Check the call; forward it (the message as parsed) or answer the refusal. With a
+        shared store the check runs in a thread, the messages after it going on meanwhile."""
+        if self.calls.offload.on:
+            relay_aside.admit(self, rid, params, msg)
+            return
+        self._admitted(rid, params, msg, self._check(params, self.session, self.client))
+
+    def _check(
+        self, params: dict[str, Any], session: str | None, client: str | None
+    ) -> tg.PendingCall | tg.Rejection:
         name = params["name"]
         meta = params.get("_meta")
         retry = is_retry(params)
         if isinstance(meta, Mapping) and "traceparent" in meta:
             with _trace_parent(meta):
-                pending = self.calls.admit(
-                    name,
-                    params.get("arguments"),
-                    meta,
-                    self.session,
-                    client=self.client,
-                    retry=retry,
+                return self.calls.admit(
+                    name, params.get("arguments"), meta, session, client=client, retry=retry
                 )
-        else:
-            pending = self.calls.admit(
-                name, params.get("arguments"), meta, self.session, client=self.client, retry=retry
-            )
+        return self.calls.admit(
+            name, params.get("arguments"), meta, session, client=client, retry=retry
+        )
+
+    def _admitted(
+        self,
+        rid: Any,
+        params: dict[str, Any],
+        msg: dict[str, Any],
+        pending: tg.PendingCall | tg.Rejection,
+        session: str | None = None,
+    ) -> None:
+        """Forward a checked call, or answer its refusal."""
+        name = params["name"]
         rejection = pending if isinstance(pending, tg.Rejection) else pending.rejection
         if rejection is not None:
             self._answer(rid, {"jsonrpc": "2.0", "id": rid, "result": error_result(str(rejection))})
@@ -253,11 +268,11 @@ class HostSide(RelayBase):
                 self._sweep = loop.call_at(deadline, self._expire_due)
         old = self.inflight.pop(rid, None)
         if old is not None:  # the host reused an id still in flight
-            _safely(old.pending.cancel)
+            self._close_aside(old.pending.cancel)
         if self.expired:
             self._reused(rid)
         assert isinstance(pending, tg.PendingCall)
-        self.inflight[rid] = _Inflight(pending, name, deadline, params, self.session)
+        self.inflight[rid] = _Inflight(pending, name, deadline, params, session or self.session)
         self._to_server(orjson.dumps(msg) + b"\n")
 
     def _expire_due(self) -> None:
@@ -285,7 +300,7 @@ class HostSide(RelayBase):
         entry = self.inflight.pop(rid, None)
         if entry is None:
             return
-        _safely(entry.pending.cancel)
+        self._close_aside(entry.pending.cancel)
         if len(self.expired) >= _MAX_EXPIRED:
             self.expired.clear()
         self.expired.add(rid)

@@ -108,7 +108,8 @@ class ReplicaApp:
             if sid is None:
                 await _status(send, 400, "Bad Request: Missing session ID")
                 return
-            self.replica.calls.end_replica_session(session_of(sid)[0])
+            calls = self.replica.calls  # its summary may wait for the store: in a thread then
+            await calls.offload.run(calls.end_replica_session, session_of(sid)[0])
             await _empty(send, 200)
         else:
             # No GET stream: what it would carry needs a session living in one replica.
@@ -136,7 +137,8 @@ class ReplicaApp:
             if refusal.call is not None:
                 name, meta = refusal.call
                 session = session_of(sid)[0] if sid else None
-                self.replica.calls.record_refusal(name, refusal.message, meta, session)
+                calls = self.replica.calls
+                await calls.offload.run(calls.record_refusal, name, refusal.message, meta, session)
             await _answer(send, 400, refusal.answer())
             return
         assert body is not None  # a body past the limit is refused above

@@ -28,9 +28,8 @@ class ReplicaCalls(CallGuard):
             session is not None
             and session.startswith(SESSION_PREFIX)
             and _meta.carried(meta)[0] is None
-            and self.guard.find_trajectory(session) is None
         ):
-            self._open(session.removeprefix(SESSION_PREFIX), session)
+            self._open_once(session.removeprefix(SESSION_PREFIX), session)
         return super().trajectory_for(meta, session, retry_of=retry_of)
 
     def end_replica_session(self, session: str) -> None:

@@ -18,8 +18,9 @@ import anyio
 import toolguard as tg
 from opentelemetry import trace
 
-from . import _sdk  # noqa: F401  (the SDK, or an ImportError naming the extra)
-from .calls import CallGuard, ContractLike
+from . import _sdk, refusals  # noqa: F401  (the SDK, or an ImportError naming the extra)
+from .calls import CallGuard
+from .contracts import ContractLike
 from .results import error_model
 from .rounds import is_retry
 
@@ -119,7 +120,11 @@ class GuardMiddleware:
             pending.cancel()
             return error_model(str(exc))
         except BaseException as exc:
-            pending.fail(exc)  # a KeyboardInterrupt and the like are recorded as cancelled
+            code = refusals.error_code(exc)
+            if refusals.refused_code(code):
+                refusals.reject_code(pending, code)  # the SDK refused the request: not run
+            else:
+                pending.fail(exc)  # a KeyboardInterrupt and the like are recorded as cancelled
             raise
         self.calls.answered(pending, result, params, session)
         return result
