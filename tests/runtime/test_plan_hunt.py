@@ -1,0 +1,62 @@
+"""verify_plan and its references against hostile plans: what a planner may write must come
+back as a verdict (or a PlanRefError when resolving), never as an exception from the guard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import toolguard as tg
+
+
+class Disk:
+    def __init__(self) -> None:
+        self.dirs = {"/"}
+
+    def ls(self) -> dict[Any, Any]:
+        return {"entries": [{"path": p} for p in sorted(self.dirs)], 1: "one"}
+
+    def cd(self, path: str) -> str:
+        return path
+
+
+def _guard() -> tuple[tg.Guard, Disk]:
+    disk = Disk()
+    guard = tg.Guard(state=disk, dry_run=tg.DeepCopyFork())
+    guard.proxy(disk, tools=["ls", "cd"])
+    return guard, disk
+
+
+# Segments that str.isdigit() calls digits but int() refuses: a superscript, a number longer
+# than Python converts from text. Each is a path the result does not have, not a crash.
+_ODD_SEGMENTS = st.sampled_from(["²", "0²", "-²", "9" * 5000, "-" + "1" * 4400, "①"])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(segment=_ODD_SEGMENTS, prefix=st.sampled_from(["", "entries.", "entries.0."]))
+def test_a_path_segment_int_refuses_is_a_path_the_result_lacks(segment: str, prefix: str) -> None:
+    guard, disk = _guard()
+    path = prefix + segment
+    plan = [{"tool": "ls"}, {"tool": "cd", "arguments": {"path": {"$step": 0, "path": path}}}]
+    verdict = guard.verify_plan(plan)
+    assert not verdict.ok and verdict.failed == 1
+    assert verdict.cause == "dependency"
+    assert "does not have" in str(verdict)
+    with pytest.raises(tg.PlanRefError, match="names nothing"):
+        tg.resolve_plan_refs({"path": {"$step": 0, "path": path}}, [disk.ls()])
+
+
+def test_plain_ascii_indexes_still_resolve() -> None:
+    guard, disk = _guard()
+    plan = [
+        {"tool": "ls"},
+        {"tool": "cd", "arguments": {"path": {"$step": 0, "path": "entries.-1.path"}}},
+        {"tool": "cd", "arguments": {"path": {"$step": 0, "path": "1"}}},  # an int key
+    ]
+    assert guard.verify_plan(plan).ok
+    assert tg.resolve_plan_refs({"p": {"$step": 0, "path": "entries.0.path"}}, [disk.ls()]) == {
+        "p": "/"
+    }
