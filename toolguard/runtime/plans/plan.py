@@ -337,12 +337,11 @@ def resolve(result: Any, parts: tuple[str, ...]) -> Any:
                 raise Unresolvable(f"{at} has no key {part!r} (its keys: {keys or 'none'})")
         elif isinstance(value, list | tuple):
             if not _is_int(part):
-                raise Unresolvable(f"{at} is a list: {shorten(part)} is no index")
+                raise Unresolvable(f"{at} is a list: {part!r} is no index")
             index = _as_int(part)
             if index is None or not -len(value) <= index < len(value):
-                raise Unresolvable(
-                    f"{at} is a list of {len(value)} items: no item {shorten(part)}"
-                )
+                item = shorten(part) if index is None else index
+                raise Unresolvable(f"{at} is a list of {len(value)} items: no item {item}")
             value = value[index]
         elif not part.startswith("_") and _has_field(value, part):
             value = getattr(value, part)
