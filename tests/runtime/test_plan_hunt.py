@@ -40,7 +40,10 @@ _ODD_SEGMENTS = st.sampled_from(["²", "0²", "-²", "9" * 5000, "-" + "1" * 440
 def test_a_path_segment_int_refuses_is_a_path_the_result_lacks(segment: str, prefix: str) -> None:
     guard, disk = _guard()
     path = prefix + segment
-    plan = [{"tool": "ls"}, {"tool": "cd", "arguments": {"path": {"$step": 0, "path": path}}}]
+    plan: list[dict[str, Any]] = [
+        {"tool": "ls"},
+        {"tool": "cd", "arguments": {"path": {"$step": 0, "path": path}}},
+    ]
     verdict = guard.verify_plan(plan)
     assert not verdict.ok and verdict.failed == 1
     assert verdict.cause == "dependency"
@@ -51,7 +54,7 @@ def test_a_path_segment_int_refuses_is_a_path_the_result_lacks(segment: str, pre
 
 def test_plain_ascii_indexes_still_resolve() -> None:
     guard, disk = _guard()
-    plan = [
+    plan: list[dict[str, Any]] = [
         {"tool": "ls"},
         {"tool": "cd", "arguments": {"path": {"$step": 0, "path": "entries.-1.path"}}},
         {"tool": "cd", "arguments": {"path": {"$step": 0, "path": "1"}}},  # an int key
@@ -60,3 +63,44 @@ def test_plain_ascii_indexes_still_resolve() -> None:
     assert tg.resolve_plan_refs({"p": {"$step": 0, "path": "entries.0.path"}}, [disk.ls()]) == {
         "p": "/"
     }
+
+
+class Files:
+    def __init__(self) -> None:
+        self.files = {"/a": "x"}
+
+    def rm(self, path: str) -> str:
+        if path not in self.files:
+            raise FileNotFoundError(f"rm: {path}: no such file")
+        del self.files[path]
+        return path
+
+    def cat(self, path: str) -> str:
+        if path not in self.files:
+            raise FileNotFoundError(f"cat: {path}: no such file")
+        return self.files[path]
+
+
+_STRATEGIES = [tg.DeepCopyFork, tg.UndoLogFork]
+
+
+@pytest.mark.parametrize("rm_fork", _STRATEGIES)
+@pytest.mark.parametrize("cat_fork", _STRATEGIES)
+def test_tools_forking_one_object_by_their_own_strategies_share_the_plan_state(
+    rm_fork: type[tg.ForkStrategy], cat_fork: type[tg.ForkStrategy]
+) -> None:
+    # Two strategy objects (one per tool) on the same object: a second fork of it would
+    # miss what the first step did there, and `cat` would pass on a file `rm` removed.
+    files = Files()
+    guard = tg.Guard(state=files)
+    guard.register(files.rm, dry_run=rm_fork())
+    guard.register(files.cat, dry_run=cat_fork())
+    plan = [tg.PlanStep("rm", {"path": "/a"}), tg.PlanStep("cat", {"path": "/a"})]
+    verdict = guard.verify_plan(plan, dry_run=True)
+    assert files.files == {"/a": "x"}
+    if rm_fork is cat_fork:  # the same kind of fork: one fork, run on as one
+        assert not verdict.ok and verdict.failed == 1 and verdict.check == "state.dry_run"
+        assert "cat: /a: no such file" in str(verdict)
+    else:  # forked apart: `cat` is not run there, and the verdict does not pretend it was
+        assert [s.ran_on_fork for s in verdict.steps] == [True, False]
+        assert any("forked already" in note for note in verdict.steps[1].unchecked)
