@@ -3,13 +3,16 @@ back as a verdict (or a PlanRefError when resolving), never as an exception from
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import toolguard as tg
+
+if TYPE_CHECKING:  # the root conftest's type
+    from conftest import Telemetry
 
 
 class Disk:
@@ -104,3 +107,65 @@ def test_tools_forking_one_object_by_their_own_strategies_share_the_plan_state(
     else:  # forked apart: `cat` is not run there, and the verdict does not pretend it was
         assert [s.ran_on_fork for s in verdict.steps] == [True, False]
         assert any("forked already" in note for note in verdict.steps[1].unchecked)
+
+
+def _nesting_guard(otel: Telemetry) -> tuple[tg.Guard, dict[str, list[str]]]:
+    state: dict[str, list[str]] = {"dirs": ["/"]}
+    guard: tg.Guard = otel.guard(state=state, dry_run=tg.UndoLogFork())
+
+    @guard.tool(produces={"path": "dir"})
+    def mkdir(path: str, s: Annotated[dict[str, list[str]], tg.State]) -> dict[str, str]:
+        s["dirs"].append(path)
+        return {"path": path}
+
+    @guard.tool
+    def mkdirs(a: str, s: Annotated[dict[str, list[str]], tg.State]) -> str:
+        guard.call("mkdir", {"path": a})  # a guarded tool calling another: no step
+        if a == "/bad":
+            raise ValueError("mkdirs: /bad refused")
+        return "ok"
+
+    return guard, state
+
+
+def test_verify_plan_for_a_given_trajectory_takes_no_step_in_the_current_one(
+    otel: Telemetry,
+) -> None:
+    guard, state = _nesting_guard(otel)
+    given = otel.trajectory("given")
+    with otel.trajectory("other") as other:
+        verdict = guard.verify_plan([tg.PlanStep("mkdirs", {"a": "/x"})], trajectory=given)
+        assert verdict.ok and verdict.steps[0].ran_on_fork
+        # The nested mkdir ran inside the plan's fork: no step, no binding, anywhere.
+        assert (other.length, given.length) == (0, 0)
+        assert other.live_values("dir") == [] and given.live_values("dir") == []
+    assert state == {"dirs": ["/"]}
+    assert otel.call_spans("other") == [] and otel.call_spans("given") == []
+
+
+def test_a_rejected_dry_run_for_a_given_trajectory_takes_no_step_in_the_current_one(
+    otel: Telemetry,
+) -> None:
+    state: dict[str, list[str]] = {"dirs": ["/"]}
+    guard: tg.Guard = otel.guard(state=state, dry_run=tg.DeepCopyFork())
+
+    @guard.tool(produces={"$": "tag"}, dry_run=False)
+    def tag(text: str) -> str:
+        return text
+
+    @guard.tool
+    def mkdir(path: str, s: Annotated[dict[str, list[str]], tg.State]) -> str:
+        guard.call("tag", {"text": path})  # on the copy: part of the dry run, no step
+        if path in s["dirs"]:
+            raise FileExistsError(f"mkdir: {path}: exists")
+        s["dirs"].append(path)
+        return path
+
+    given = otel.trajectory("given")
+    with otel.trajectory("other") as other:
+        rejected = guard.call("mkdir", {"path": "/"}, trajectory=given)
+        assert isinstance(rejected, tg.Rejection) and "mkdir: /: exists" in str(rejected)
+        assert other.length == 0 and other.live_values("tag") == []
+        assert given.length == 1  # the call itself, once
+    assert state == {"dirs": ["/"]}
+    assert otel.call_spans("other") == []
