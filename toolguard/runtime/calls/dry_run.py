@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Callable
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 from ... import _contract as contract
@@ -29,7 +29,9 @@ from ..checks.guard_error import guard_error
 from ..forks.strategies import DRY_RUN_CHECK, ForkStrategy, is_in_place
 from ..telemetry import spans as tel
 from ..tools.tool import Tool
+from ..trajectories.current import current_var
 from ..trajectories.nesting import _inside_tool
+from ..trajectories.trajectory import Trajectory
 from ..verdict import Failure
 
 if TYPE_CHECKING:
@@ -141,11 +143,14 @@ def run(
     A cancellation (not an ``Exception``) propagates."""
     dry = _in_dry_run.set(True)
     nested = _inside_tool.set(inside)
+    current = _current(inside)
     try:
         return Outcome(call(*args, **kwargs), None)
     except Exception as exc:
         return Outcome(None, exc)
     finally:
+        if current is not None:
+            current_var.reset(current)
         _inside_tool.reset(nested)
         _in_dry_run.reset(dry)
 
@@ -156,6 +161,7 @@ async def arun(
     """:func:`run` for an async tool (a sync one runs inline)."""
     dry = _in_dry_run.set(True)
     nested = _inside_tool.set(inside)
+    current = _current(inside)
     try:
         result = call(*args, **kwargs)
         if hasattr(result, "__await__"):
@@ -164,8 +170,19 @@ async def arun(
     except Exception as exc:
         return Outcome(None, exc)
     finally:
+        if current is not None:
+            current_var.reset(current)
         _inside_tool.reset(nested)
         _in_dry_run.reset(dry)
+
+
+def _current(inside: Any) -> Token[Trajectory | None] | None:
+    """While the fork runs, the trajectory of the call tried is the current one: a guarded
+    call the tool makes then finds it nested and takes no step, also when the call was given
+    a trajectory other than the current one (which it would otherwise count in)."""
+    if not isinstance(inside, Trajectory) or current_var.get() is inside:
+        return None
+    return current_var.set(inside)
 
 
 def judge(

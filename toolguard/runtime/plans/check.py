@@ -95,7 +95,7 @@ class StepChecks:
         # The fork has followed every step so far (None, like False, forks nothing).
         self.live = self.mode is not False and self.mode is not None
         self.ran_any = False
-        self.forks: dict[tuple[int, int], _Fork] = {}
+        self.forks: dict[int, _Fork] = {}  # by id() of the object forked
         self.results: dict[int, Any] = {}
         # What the steps that ran on the fork produced: the trajectory's own binding type.
         self.produced = Bindings()

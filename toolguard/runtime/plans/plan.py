@@ -330,17 +330,18 @@ def resolve(result: Any, parts: tuple[str, ...]) -> Any:
         if isinstance(value, Mapping):
             if part in value:
                 value = value[part]
-            elif _is_int(part) and int(part) in value:
-                value = value[int(part)]
+            elif (key := _as_int(part)) is not None and key in value:
+                value = value[key]
             else:
                 keys = ", ".join(shorten(k) for k in list(value)[:8])
                 raise Unresolvable(f"{at} has no key {part!r} (its keys: {keys or 'none'})")
         elif isinstance(value, list | tuple):
             if not _is_int(part):
                 raise Unresolvable(f"{at} is a list: {part!r} is no index")
-            index = int(part)
-            if not -len(value) <= index < len(value):
-                raise Unresolvable(f"{at} is a list of {len(value)} items: no item {index}")
+            index = _as_int(part)
+            if index is None or not -len(value) <= index < len(value):
+                item = shorten(part) if index is None else index
+                raise Unresolvable(f"{at} is a list of {len(value)} items: no item {item}")
             value = value[index]
         elif not part.startswith("_") and _has_field(value, part):
             value = getattr(value, part)
@@ -383,7 +384,20 @@ def _has_field(value: Any, name: str) -> bool:
 
 
 def _is_int(text: str) -> bool:
-    return text.lstrip("-").isdigit() and text.count("-") <= 1
+    # ASCII digits only: str.isdigit() also takes "²" and other digits int() refuses.
+    digits = text[1:] if text.startswith("-") else text
+    return bool(digits) and digits.isascii() and digits.isdigit()
+
+
+# Longer numbers are no index of any list (and int() refuses text past ~4300 digits).
+_INDEX_DIGITS: Final = 30
+
+
+def _as_int(text: str) -> int | None:
+    """``text`` as an index or int key, or None when it is none (or too long to be one)."""
+    if not _is_int(text) or len(text) > _INDEX_DIGITS:
+        return None
+    return int(text)
 
 
 def _to_json(value: Any) -> Any:

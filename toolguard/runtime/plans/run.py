@@ -24,7 +24,7 @@ from opentelemetry.trace import INVALID_SPAN
 
 from ... import _contract as contract
 from ..calls import dry_run as dryrun
-from ..forks.strategies import DRY_RUN_CHECK, ForkStrategy
+from ..forks.strategies import DRY_RUN_CHECK, DeepCopyFork, ForkStrategy, UndoLogFork
 from ..inherit import Inherit
 from ..telemetry import spans as tel
 from ..tools.markers import _DEFAULT_FORK
@@ -254,8 +254,15 @@ class PlanRun(StepChecks):
         if isinstance(strategy, str) or where is None:
             reason = strategy if isinstance(strategy, str) else "a fork cannot reach it"
             return self._stop(f"not run on the fork: {reason}")
-        key = (id(strategy), id(where.target))
+        # One fork per object, whichever tool forks it: a second one would miss what the
+        # earlier steps did there (and a second undo log on it is refused).
+        key = id(where.target)
         entry = self.forks.get(key)
+        if entry is not None and not _same_kind(entry.strategy, strategy):
+            return self._stop(
+                f"not run on the fork: its state is forked already by {entry.strategy!r}, "
+                f"and {strategy!r} would fork it apart from what the earlier steps did"
+            )
         if entry is None:
             try:
                 entry = _Fork(strategy, where.target, dryrun.open_fork(strategy, where.target))
@@ -350,6 +357,12 @@ class PlanRun(StepChecks):
         self.step_span = tel.start_span(
             self.guard.tracer, contract.plan_step_span_name(name), parent, attributes
         )
+
+
+def _same_kind(a: ForkStrategy, b: ForkStrategy) -> bool:
+    """Whether a fork ``a`` made can stand for one ``b`` would make: the same strategy, or
+    two of the built-in ones that hold no settings of their own."""
+    return a is b or (type(a) is type(b) and type(a) in (DeepCopyFork, UndoLogFork))
 
 
 def verify(guard: Guard, steps: Any, trajectory: Trajectory | None, dry_run: Any) -> PlanVerdict:
