@@ -61,11 +61,39 @@ def test_skip_invalid_counts_and_points_at_the_first(write_lines: Writer) -> Non
     assert stats.first_skipped is not None and stats.first_skipped.startswith(f"{path}:2: ")
 
 
-def test_a_skipped_line_leaves_no_partial_trace(write_lines: Writer) -> None:
-    # The first span of the bad line is fine; the line is skipped as a whole.
-    bad = export(call("half", 1), call("half", "x"))  # type: ignore[arg-type]
-    records, stats = read_records([str(write_lines([GOOD, bad]))], skip_invalid=True)
-    assert [r.trajectory_id for r in records] == ["a"] and stats.skipped == 1
+def test_skip_invalid_drops_only_the_bad_span_of_a_line(write_lines: Writer) -> None:
+    # One export batch (a line) of many good spans and one bad one: the good spans are read
+    # as if the bad one had never been written, and the bad one is counted and named.
+    spans = [*trajectory("b", [True, "dependency", True], True), *trajectory("c", [], False)]
+    bad = call("half", "x")  # type: ignore[arg-type]
+    path = write_lines([GOOD, export(*spans[:2], bad, *spans[2:]), export(call("d", 1))])
+    records, stats = read_records([str(path)], skip_invalid=True)
+    clean = write_lines([GOOD, export(*spans), export(call("d", 1))], "clean.jsonl")
+    assert records == read_records([str(clean)])[0]
+    assert [r.trajectory_id for r in records] == ["a", "b", "c", "d"]
+    assert stats.skipped == 1 and stats.skipped_spans == 1
+    assert read_warnings(stats) == [
+        f"1 invalid spans skipped (the other spans of their lines were read); the first: "
+        f"{path}:2: span 3: toolguard.step is not an integer: {{'stringValue': 'x'}}"
+    ]
+
+
+def test_skipped_spans_and_lines_are_counted_apart(write_lines: Writer) -> None:
+    broken = {"traceId": "1", "spanId": "2", "attributes": "not a list"}
+    lines = [GOOD, "garbage", export(call("b", 1), broken), export(call("c", 0), call("c", 1))]
+    path = write_lines(lines)
+    records, stats = read_records([str(path)], skip_invalid=True, cost=True)
+    assert [r.trajectory_id for r in records] == ["a", "b", "c"]
+    assert stats.skipped == 3 and stats.skipped_spans == 2
+    warnings = read_warnings(stats)
+    assert warnings[0].startswith(f"1 invalid input lines skipped; the first: {path}:2: ")
+    assert warnings[1].startswith(
+        "2 invalid spans skipped (the other spans of their lines were read); the first: "
+        f"{path}:3: span 2: "
+    )
+    # Without skip_invalid the first bad span still stops the read, naming its line.
+    with pytest.raises(ReportInputError, match=f"^{re.escape(str(path))}:2: "):
+        read_records([str(path)])
 
 
 def test_gzip_file(write_lines: Writer) -> None:

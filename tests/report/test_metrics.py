@@ -181,3 +181,12 @@ def test_matches_the_definitions_computed_naively(cohort: list[TrajectoryRecord]
         assert m["rr"] == sum(r.success is True for r in broke_known) / len(broke_known)
     assert m["n_outcome_known"] == len(known)
     assert sum(m["causes"].values()) == n - len(ex)
+
+
+@pytest.mark.parametrize("values", [[0.8, 0.8, 0.75], [0.1, 0.1, 0.2], [0.7, 0.7, 0.6]])
+def test_bootstrap_interval_stays_within_the_values(values: list[float]) -> None:
+    # A resample of three 0.8s has the mean (0.8 + 0.8 + 0.8) / 3 = 0.8000000000000002 in
+    # floats: an interval of a mean must still not reach past the largest value (an AUC-PEC
+    # interval above a cohort whose every trajectory scores 0.8).
+    lo, hi = bootstrap_mean_ci(values)  # type: ignore[misc]
+    assert min(values) <= lo <= hi <= max(values)

@@ -132,8 +132,15 @@ def read_warnings(stats: ReadStats) -> list[str]:
     out = []
     if not stats.lines:
         out.append(f"the input ({', '.join(stats.files)}) is empty: no trajectory to report on")
-    if stats.skipped:
-        out.append(f"{stats.skipped} invalid input lines skipped; the first: {stats.first_skipped}")
+    lines = stats.skipped - stats.skipped_spans
+    if lines:
+        first = stats.first_skipped_line or stats.first_skipped
+        out.append(f"{lines} invalid input lines skipped; the first: {first}")
+    if stats.skipped_spans:
+        out.append(
+            f"{stats.skipped_spans} invalid spans skipped (the other spans of their lines were "
+            f"read); the first: {stats.first_skipped_span}"
+        )
     return out + cost_warnings(stats.cost_unattributed_spans, stats.cost_invalid_spans)
 
 

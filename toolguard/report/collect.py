@@ -9,12 +9,13 @@ feeds the "fewer call spans than their length" warning. The ids of a trajectory'
 are kept only when it has more than one: runs appended to one file.)
 
 Every value read is checked against the contract's types and bounds before anything is kept
-(docs/report-limits.md): a span that breaks them makes its line a ``file:line`` input error.
+(docs/report-limits.md): a span that breaks them makes its line a ``file:line`` input error, or
+with ``skip_invalid`` is left out on its own.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import _contract as A
 from .escape import short_id
@@ -157,6 +158,21 @@ def _summary(
     return (tid, (length, fed, cause, success, labels), ident)
 
 
+class BadSpan(NamedTuple):
+    """A span left out of a line otherwise read (``Collector.feed(..., skip_spans=True)``):
+    the span itself, its 1-based position in the line, and what was wrong with it."""
+
+    span: object
+    position: int
+    why: str
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, Malformed):
+        return str(exc)
+    return f"not a well-formed trace export ({type(exc).__name__}: {short_id(str(exc))})"
+
+
 class Collector:
     """Feed it export requests, then take the records.
 
@@ -169,9 +185,11 @@ class Collector:
         self.spans = 0
         self.max_length = max_length
 
-    def feed(self, request: ExportRequest) -> None:
+    def feed(self, request: ExportRequest, *, skip_spans: bool = False) -> list[BadSpan]:
         """Fold one export request. Raises Malformed before changing anything when a span
-        breaks the contract, so a skipped line leaves no trace."""
+        breaks the contract, so a refused line leaves no trace. With ``skip_spans`` a bad
+        span is left out on its own instead (the line's other spans are folded) and
+        returned; a request whose own structure is broken still raises."""
         # The hot loop: no object per span beyond one dict of its attributes and, for our
         # call spans, one small tuple; constants are locals. The common encodings (a string
         # id, an int as a decimal string or a number, a JSON boolean) take the fast path;
@@ -180,64 +198,73 @@ class Collector:
         max_length = self.max_length
         calls: list[tuple[str, int, bool, str | None, _Detail | None]] = []
         summaries: list[tuple[str, _Summary, _SpanId]] = []
+        bad: list[BadSpan] = []
         spans_seen = 0
         try:
             for rs in request["resourceSpans"]:
                 for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
                     spans = ss.get("spans") or ()
-                    spans_seen += len(spans)
                     for span in spans:
-                        attrs = span.get("attributes")
-                        if not attrs:
-                            continue
-                        d: dict[str, AnyValue] = {a["key"]: a["value"] for a in attrs}
-                        tv = d.get(tid_key)
-                        if tv is None:
-                            continue  # not ours, or a call made outside any trajectory
-                        tid = tv.get("stringValue")
-                        if tid.__class__ is not str or not tid:
-                            tid = trajectory_id(tv)
-                        if len_key in d:
-                            summaries.append(_summary(tid, d, span, max_length))
-                            continue
-                        sv = d.get(step_key)
-                        if sv is None:
-                            continue  # some other span of ours: no figure depends on it
-                        raw = sv.get("intValue")
+                        spans_seen += 1
+                        # One span's fault is its own (a span is appended to ``calls`` or
+                        # ``summaries`` only once fully read): with skip_spans it costs only
+                        # itself, as in the SQL report, not the batch of spans it came with.
                         try:
-                            step = (
-                                int(raw)
-                                if raw.__class__ is str and raw.isascii() and raw.isdigit()
-                                else raw
-                            )
-                        except ValueError:  # thousands of digits: refused by int() itself
-                            step = None
-                        if step.__class__ is not int or not 1 <= step <= max_length:
-                            step = step_value(sv, tid, max_length)
-                        vv = d.get(valid_key)
-                        if vv is None:
-                            raise Malformed(
-                                f"call span of trajectory {short_id(tid)!r} step {step} "
-                                f"lacks {valid_key}"
-                            )
-                        valid = vv.get("boolValue")
-                        if valid is not True and valid is not False:
-                            valid = bool_value(vv, valid_key)
-                        if valid:
-                            calls.append((tid, step, True, None, None))
-                            continue
-                        cv = d.get(cause_key)
-                        cause = None if cv is None else str_value(cv, cause_key)
-                        calls.append((tid, step, False, cause, _detail(d)))
+                            attrs = span.get("attributes")
+                            if not attrs:
+                                continue
+                            d: dict[str, AnyValue] = {a["key"]: a["value"] for a in attrs}
+                            tv = d.get(tid_key)
+                            if tv is None:
+                                continue  # not ours, or a call made outside any trajectory
+                            tid = tv.get("stringValue")
+                            if tid.__class__ is not str or not tid:
+                                tid = trajectory_id(tv)
+                            if len_key in d:
+                                summaries.append(_summary(tid, d, span, max_length))
+                                continue
+                            sv = d.get(step_key)
+                            if sv is None:
+                                continue  # some other span of ours: no figure depends on it
+                            raw = sv.get("intValue")
+                            try:
+                                step = (
+                                    int(raw)
+                                    if raw.__class__ is str and raw.isascii() and raw.isdigit()
+                                    else raw
+                                )
+                            except ValueError:  # thousands of digits: refused by int() itself
+                                step = None
+                            if step.__class__ is not int or not 1 <= step <= max_length:
+                                step = step_value(sv, tid, max_length)
+                            vv = d.get(valid_key)
+                            if vv is None:
+                                raise Malformed(
+                                    f"call span of trajectory {short_id(tid)!r} step {step} "
+                                    f"lacks {valid_key}"
+                                )
+                            valid = vv.get("boolValue")
+                            if valid is not True and valid is not False:
+                                valid = bool_value(vv, valid_key)
+                            if valid:
+                                calls.append((tid, step, True, None, None))
+                                continue
+                            cv = d.get(cause_key)
+                            cause = None if cv is None else str_value(cv, cause_key)
+                            calls.append((tid, step, False, cause, _detail(d)))
+                        except (Malformed, AttributeError, KeyError, TypeError) as exc:
+                            why = _why(exc)
+                            if not skip_spans:
+                                raise Malformed(why) from None
+                            bad.append(BadSpan(span, spans_seen, why))
         except (AttributeError, KeyError, TypeError) as exc:
-            raise Malformed(
-                f"not a well-formed trace export ({type(exc).__name__}: {short_id(str(exc))})"
-            ) from None
+            raise Malformed(_why(exc)) from None
         self.spans += spans_seen
         for tid, step, valid, cause, detail in calls:
             self._call(tid, step, valid, cause, detail)
         for tid, summary, ident in summaries:
             self._summary(tid, summary, ident)
+        return bad
 
     def _traj(self, tid: str) -> _Traj:
         t = self.trajs.get(tid)

@@ -184,7 +184,10 @@ def bootstrap_counts_ci(
         stop = min(resamples, start + rows)
         means[start:stop] = rng.multinomial(n, freq / n, size=stop - start) @ distinct / n
     lo, hi = np.quantile(means, [0.025, 0.975])
-    return [float(lo), float(hi)]
+    # A resampled mean is rounded (three 0.8s average to 0.8000000000000002): no mean of
+    # these values lies outside their range, so neither does the interval.
+    first, last = float(distinct[0]), float(distinct[-1])
+    return [min(max(float(lo), first), last), min(max(float(hi), first), last)]
 
 
 def _exact_sum(values: Iterable[float], counts: Iterable[int]) -> Fraction:

@@ -45,7 +45,8 @@ def read_records(
     rows (``input_format`` "otlp", "phoenix", "clickhouse", or "auto" to tell them apart by
     their first key; docs/backends.md). With ``cost``, each record also carries the tokens
     and tool time of report/cost.py.
-    Raises ReportInputError on a malformed line (unless ``skip_invalid``) and when the input
+    Raises ReportInputError on a malformed line or span (unless ``skip_invalid``, which skips
+    a broken line, or only the bad span of a line otherwise well formed) and when the input
     holds no toolguard trajectory at all. A line longer than ``max_line_bytes`` and a step, T
     or FED beyond ``max_length`` are malformed lines (docs/report-limits.md).
 
@@ -108,8 +109,8 @@ def read_phoenix(
     naming the URL and its answer when the server is down, refuses or answers no span export,
     or the pull goes past ``max_pages`` pages or ``deadline`` seconds (see
     :func:`~toolguard.report.phoenix.iter_phoenix_pages`), and ReportInputError when the
-    project holds no toolguard trajectory, or (unless ``skip_invalid``, which skips the page)
-    a span that breaks the contract, naming its page."""
+    project holds no toolguard trajectory, or (unless ``skip_invalid``, which skips that span
+    alone) a span that breaks the contract, naming its page."""
     stats = ReadStats()
     requests = iter_phoenix_requests(
         url,
@@ -141,14 +142,16 @@ def collect_requests(
     costs = CostCollector() if cost else None
     for request, where in requests:
         try:
-            col.feed(request)
+            bad = col.feed(request, skip_spans=skip_invalid)
         except Malformed as exc:
             if not skip_invalid:
                 raise ReportInputError(f"{where}: {exc}") from None
             stats.skip(where, str(exc))
             continue
+        for b in bad:
+            stats.skip(f"{where}: span {b.position}", b.why, span=True)
         if costs is not None:
-            costs.feed(request)
+            costs.feed(_without(request, {id(b.span) for b in bad}) if bad else request)
     stats.spans = col.spans
     if not col.trajs and not stats.lines:
         return [], stats  # empty files (sessions without a call): an empty report, warned
@@ -167,3 +170,14 @@ def collect_requests(
     records = costs.apply(col.records())
     stats.cost_unattributed_spans, stats.cost_invalid_spans = costs.unattributed, costs.invalid
     return records, stats
+
+
+def _without(request: ExportRequest, bad: set[int]) -> ExportRequest:
+    """``request`` without the spans whose ``id()`` is in ``bad`` (those the collector left
+    out): the cost reader, which trusts what the collector accepted, never sees them."""
+    blocks = []
+    for rs in request["resourceSpans"]:
+        scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ()
+        kept = [{"spans": [s for s in ss.get("spans") or () if id(s) not in bad]} for ss in scopes]
+        blocks.append({**rs, "scopeSpans": kept, "instrumentationLibrarySpans": None})
+    return {"resourceSpans": blocks}

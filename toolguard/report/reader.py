@@ -65,17 +65,29 @@ class ReadStats:
     files: list[str] = field(default_factory=list)
     lines: int = 0
     spans: int = 0
-    skipped: int = 0
-    first_skipped: str | None = None
+    skipped: int = 0  # lines and spans skipped (skip_invalid)
+    first_skipped: str | None = None  # the first of either
+    # Of ``skipped``: the bad spans left out of lines whose other spans were read.
+    skipped_spans: int = 0
+    first_skipped_span: str | None = None
+    first_skipped_line: str | None = None
     # Read only with cost (report/cost.py): model spans in traces of several trajectories,
     # and model spans whose token count is not a whole number.
     cost_unattributed_spans: int = 0
     cost_invalid_spans: int = 0
 
-    def skip(self, where: str, why: str) -> None:
+    def skip(self, where: str, why: str, *, span: bool = False) -> None:
+        """Count a skipped line, or with ``span`` one bad span of a line otherwise read."""
         self.skipped += 1
+        text = f"{where}: {why}"
         if self.first_skipped is None:
-            self.first_skipped = f"{where}: {why}"
+            self.first_skipped = text
+        if span:
+            self.skipped_spans += 1
+            if self.first_skipped_span is None:
+                self.first_skipped_span = text
+        elif self.first_skipped_line is None:
+            self.first_skipped_line = text
 
     def refuse(self, where: str, why: str, skip_invalid: bool) -> None:
         """Bad input at ``where``: an error naming it, or with ``skip_invalid`` counted."""
