@@ -115,7 +115,8 @@ def _input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--skip-invalid",
         action="store_true",
-        help="skip lines that are not trace exports (counted in the warnings) instead of stopping",
+        help="skip lines that are not trace exports and leave out spans that break the span "
+        "contract (both counted in the warnings) instead of stopping",
     )
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed (%(default)s)")
     p.add_argument(

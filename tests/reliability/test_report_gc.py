@@ -29,9 +29,11 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
     states: list[bool] = []
     real = Collector.feed
 
-    def feed(self: Collector, request: collect.ExportRequest) -> None:
+    def feed(
+        self: Collector, request: collect.ExportRequest, *, skip_spans: bool = False
+    ) -> list[collect.BadSpan]:
         states.append(gc.isenabled())
-        real(self, request)
+        return real(self, request, skip_spans=skip_spans)
 
     monkeypatch.setattr(Collector, "feed", feed)
     was = gc.isenabled()
@@ -101,7 +103,9 @@ def test_the_command_turns_it_off_for_the_read_and_back_on(
 def test_the_command_restores_it_on_ctrl_c(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def interrupted(self: Collector, request: collect.ExportRequest) -> None:
+    def interrupted(
+        self: Collector, request: collect.ExportRequest, *, skip_spans: bool = False
+    ) -> list[collect.BadSpan]:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Collector, "feed", interrupted)

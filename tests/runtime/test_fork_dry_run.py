@@ -427,3 +427,82 @@ def test_a_guarded_tool_called_during_a_dry_run_is_no_step_and_no_second_fork(
     assert journal.entries == ["a", "a!"]
     assert traj.length == 1 and traj.live_values("entry") == []  # nested: no step, no binding
     assert len(otel.call_spans("nested")) == 1
+
+
+def test_a_guarded_tool_using_the_guards_state_during_a_dry_run_gets_the_fork(
+    otel: Telemetry,
+) -> None:
+    # The inner tool is called without a state of its own, so it takes the guard's: during
+    # the outer call's dry run that must be the fork, or the dry run changes the real state.
+    state = contacts()
+    guard = otel.guard(state=state, dry_run=tg.DeepCopyFork())
+
+    @guard.tool
+    def forget(contact_id: str, db: DictState) -> str:
+        del db[contact_id]
+        return contact_id
+
+    @guard.tool
+    def forget_then_fail(contact_id: str, db: DictState) -> dict[str, str]:
+        forget(contact_id)  # the guard's state, not ``db``
+        return {"error": "refused after the first change"}
+
+    with otel.trajectory("inner-state") as traj:
+        out = guard.call("forget_then_fail", {"contact_id": "id_1"})
+    assert isinstance(out, tg.Rejection) and out.check == "state.dry_run"
+    assert state == contacts()  # the real state as it was
+    assert traj.length == 1
+    # Outside a dry run the inner call changes the real state, as it would unguarded.
+    with otel.trajectory("inner-state-real"):
+        assert forget("id_2") == "id_2"
+    assert state == {"id_1": {"name": "Alice"}}
+
+
+def test_an_async_guarded_tool_using_the_guards_state_during_a_dry_run_gets_the_fork(
+    otel: Telemetry,
+) -> None:
+    state = contacts()
+    guard = otel.guard(state=state, dry_run=tg.DeepCopyFork())
+
+    @guard.tool
+    async def forget(contact_id: str, db: DictState) -> str:
+        del db[contact_id]
+        return contact_id
+
+    @guard.tool
+    async def forget_then_fail(contact_id: str, db: DictState) -> dict[str, str]:
+        await forget(contact_id)
+        return {"error": "refused after the first change"}
+
+    async def main() -> Any:
+        with otel.trajectory("inner-state-async"):
+            return await guard.acall("forget_then_fail", {"contact_id": "id_1"})
+
+    out = asyncio.run(main())
+    assert isinstance(out, tg.Rejection) and out.check == "state.dry_run"
+    assert state == contacts()
+
+
+def test_a_plan_step_using_the_guards_state_through_a_nested_call_changes_only_the_fork(
+    otel: Telemetry,
+) -> None:
+    state = contacts()
+    guard = otel.guard(state=state, dry_run=tg.DeepCopyFork())
+
+    @guard.tool
+    def forget(contact_id: str, db: DictState) -> str:
+        del db[contact_id]
+        return contact_id
+
+    @guard.tool
+    def forget_via(contact_id: str, db: DictState) -> str:
+        return forget(contact_id)
+
+    report = guard.verify_plan(
+        [
+            {"tool": "forget_via", "arguments": {"contact_id": "id_1"}},
+            {"tool": "forget_via", "arguments": {"contact_id": "id_1"}},
+        ]
+    )
+    assert state == contacts()  # the plan ran on a fork
+    assert not report.ok  # the second step finds id_1 already gone on the fork

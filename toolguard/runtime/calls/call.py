@@ -28,6 +28,7 @@ from ..tools.error_result import default_error_result
 from ..trajectories.nesting import _inside_tool, shown
 from ..trajectories.trajectory import Trajectory
 from ..verdict import Failure, Rejection, Verdict, in_precedence_order
+from .dry_run import seen_state
 from .start import _NOT_GIVEN, start
 
 if TYPE_CHECKING:
@@ -142,8 +143,9 @@ class _Call:
             self._state = raw.pop(param)
 
     def _state_value(self) -> Any:
-        """What the tool's state is for this call: the direct call's own, or the guard's."""
-        return self._guard.state if self._state is _NOT_GIVEN else self._state
+        """What the tool's state is for this call: the direct call's own, or the guard's;
+        its fork while this call is made by a tool running on one."""
+        return seen_state(self._guard.state if self._state is _NOT_GIVEN else self._state)
 
     def call_parts(self) -> tuple[list[Any], dict[str, Any]]:
         """The validated arguments as (positional, keyword) for the tool's function."""

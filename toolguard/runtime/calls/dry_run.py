@@ -39,6 +39,10 @@ if TYPE_CHECKING:
     from .call import _Call
 
 _in_dry_run: ContextVar[bool] = ContextVar("toolguard_dry_run", default=False)
+# While a call runs on a fork of the guard's state: (the real state, its fork). A guarded call
+# the tool makes without a state of its own takes the guard's, which must then be the fork:
+# the real state would keep what the dry run did.
+_state_fork: ContextVar[tuple[Any, Any] | None] = ContextVar("toolguard_state_fork", default=None)
 
 PASSED: Final = "passed"
 REJECTED: Final = "rejected"
@@ -51,6 +55,12 @@ _IMMUTABLE = (type(None), str, bytes, int, float, complex, bool, tuple, frozense
 def active() -> bool:
     """Whether this context is inside a dry run."""
     return _in_dry_run.get()
+
+
+def seen_state(state: Any) -> Any:
+    """``state`` as a call made now sees it: its fork while a dry run runs on one."""
+    pair = _state_fork.get()
+    return pair[1] if pair is not None and pair[0] is state else state
 
 
 class Placement(NamedTuple):
@@ -135,13 +145,19 @@ class Outcome(NamedTuple):
 
 
 def run(
-    call: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], inside: Any = True
+    call: Callable[..., Any],
+    args: list[Any],
+    kwargs: dict[str, Any],
+    inside: Any = True,
+    state_fork: tuple[Any, Any] | None = None,
 ) -> Outcome:
     """The call on the fork, marked as a dry run: what it returned or the error it raised.
     ``inside``: the trajectory of the call tried (True when there is none), so that a guarded
     call the tool makes, whichever entry point it uses, is nested in it and takes no step.
+    ``state_fork``: (the guard's state, its fork) when the call runs on one.
     A cancellation (not an ``Exception``) propagates."""
     dry = _in_dry_run.set(True)
+    fork = _state_fork.set(state_fork)
     nested = _inside_tool.set(inside)
     current = _current(inside)
     try:
@@ -152,14 +168,20 @@ def run(
         if current is not None:
             current_var.reset(current)
         _inside_tool.reset(nested)
+        _state_fork.reset(fork)
         _in_dry_run.reset(dry)
 
 
 async def arun(
-    call: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], inside: Any = True
+    call: Callable[..., Any],
+    args: list[Any],
+    kwargs: dict[str, Any],
+    inside: Any = True,
+    state_fork: tuple[Any, Any] | None = None,
 ) -> Outcome:
     """:func:`run` for an async tool (a sync one runs inline)."""
     dry = _in_dry_run.set(True)
+    fork = _state_fork.set(state_fork)
     nested = _inside_tool.set(inside)
     current = _current(inside)
     try:
@@ -173,6 +195,7 @@ async def arun(
         if current is not None:
             current_var.reset(current)
         _inside_tool.reset(nested)
+        _state_fork.reset(fork)
         _in_dry_run.reset(dry)
 
 
@@ -262,6 +285,7 @@ class _Trial:
         self.call: tuple[Callable[..., Any], list[Any], dict[str, Any]] | None = None
         self.opened = False
         self.forked: Any = None
+        self.state_fork: tuple[Any, Any] | None = None
         guard = pending._guard
         where = placement(tool, self.strategy, pending._instance, pending._state_value())
         try:
@@ -269,6 +293,8 @@ class _Trial:
                 raise unreachable(tool)
             self.forked = open_fork(self.strategy, where.target)
             self.opened = True
+            if where.how == "state" and where.target is guard.state:
+                self.state_fork = (where.target, self.forked)
             self.call = invocation(tool, fn, where, self.forked, pending.arguments)
         except Exception as exc:
             self.failure = fork_failure("fork", exc, guard)
@@ -288,6 +314,7 @@ class _Trial:
             self.failure = self.failure if self.failure is not None else failure
         finally:
             self.forked = None
+            self.state_fork = None
 
     def settle(self) -> bool:
         """Record the outcome; False when the call is blocked (then already closed)."""
@@ -316,7 +343,7 @@ def try_on_fork(pending: _Call, fn: Callable[..., Any]) -> bool:
     trial = _Trial(pending, fn)
     try:
         if trial.call is not None:
-            trial.judge(run(*trial.call, inside=pending._traj or True))
+            trial.judge(run(*trial.call, pending._traj or True, trial.state_fork))
     except BaseException:
         trial.abandon()
         raise
@@ -331,7 +358,7 @@ async def atry_on_fork(pending: _Call, fn: Callable[..., Any]) -> bool:
     trial = _Trial(pending, fn)
     try:
         if trial.call is not None:
-            trial.judge(await arun(*trial.call, inside=pending._traj or True))
+            trial.judge(await arun(*trial.call, pending._traj or True, trial.state_fork))
     except BaseException:
         trial.abandon()
         raise

@@ -283,6 +283,13 @@ class PlanRun(StepChecks):
             return self._stop("not run on the fork: its arguments could not be copied")
         return Run(tool, call, args, kwargs, values)
 
+    def state_fork(self) -> tuple[Any, Any] | None:
+        """(the guard's state, the plan's fork of it) once a step has forked it."""
+        entry = self.forks.get(id(self.guard.state))
+        if entry is None or entry.view is entry.target:  # in place: the state is its own view
+            return None
+        return (entry.target, entry.view)
+
     def _strategy(self, tool: Tool, wrapper: Any) -> ForkStrategy | str:
         """The strategy to run ``tool`` on the fork with, or why it is not run there."""
         name = tool.name
@@ -374,7 +381,9 @@ def verify(guard: Guard, steps: Any, trajectory: Trajectory | None, dry_run: Any
             if run is not None:
                 token = tel.attach(checker.step_span) if checker.step_span.is_recording() else None
                 try:
-                    outcome = dryrun.run(run.call, run.args, run.kwargs, checker.traj or True)
+                    outcome = dryrun.run(
+                        run.call, run.args, run.kwargs, checker.traj or True, checker.state_fork()
+                    )
                 finally:
                     tel.detach(token)
                 checker.after(i, run, outcome)
@@ -396,7 +405,7 @@ async def averify(
                 token = tel.attach(checker.step_span) if checker.step_span.is_recording() else None
                 try:
                     outcome = await dryrun.arun(
-                        run.call, run.args, run.kwargs, checker.traj or True
+                        run.call, run.args, run.kwargs, checker.traj or True, checker.state_fork()
                     )
                 finally:
                     tel.detach(token)
