@@ -39,6 +39,8 @@ def _without_fed() -> dict:
             '{"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": [{"value": 1}]}]}]}]}',
             "not a well-formed trace export",
         ),
+        # a string where the spans go: not read character by character as spans
+        ('{"resourceSpans": [{"scopeSpans": [{"spans": "abc"}]}]}', "spans is a str, not a list"),
         (json.dumps(export(call("x", "two"))), "toolguard.step is not an integer"),  # type: ignore[arg-type]
         (json.dumps(export(call("x", 0))), "toolguard.step must be >= 1"),
         (json.dumps(export(_without_fed())), "lacks toolguard.trajectory.first_error_depth"),

@@ -204,6 +204,8 @@ class Collector:
             for rs in request["resourceSpans"]:
                 for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
                     spans = ss.get("spans") or ()
+                    if spans.__class__ is not list and spans.__class__ is not tuple:
+                        raise Malformed(f"a scope's spans is a {type(spans).__name__}, not a list")
                     for span in spans:
                         spans_seen += 1
                         # One span's fault is its own (a span is appended to ``calls`` or
