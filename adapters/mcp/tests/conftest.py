@@ -22,6 +22,7 @@ from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from stores import HungStore, Redis
 
 HERE = Path(__file__).parent
 EXAMPLES = HERE.parent / "examples"
@@ -261,3 +262,21 @@ async def http_proxied(
             proc.send_signal(signal.SIGTERM)
         with anyio.fail_after(60):
             await proc.wait()
+
+
+@pytest.fixture
+def hung_store() -> Iterator[HungStore]:
+    store = HungStore()
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[Redis]:
+    server = Redis(tmp_path)
+    try:
+        yield server
+    finally:
+        server.stop()

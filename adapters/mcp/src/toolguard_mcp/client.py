@@ -130,10 +130,15 @@ class GuardedClient:
             # Looked up in the server's list before the guard refuses it (as the proxy does):
             # the server may have added it since the list was read.
             await self.declare_tools()
-        traj = (
-            trajectory or self._trajectory or tg.current_trajectory() or self._session_trajectory()
+        # With a shared store, opening the trajectory, the check and the close are round
+        # trips: in worker threads, so the app's event loop goes on meanwhile (:mod:`.offload`).
+        offload = self.calls.offload
+        traj = trajectory or self._trajectory or tg.current_trajectory()
+        if traj is None:
+            traj = await offload.call(self._session_trajectory)
+        pending = await offload.call(
+            self.calls.guard.check, name, arguments, call_id=call_id, trajectory=traj
         )
-        pending = self.calls.guard.check(name, arguments, call_id=call_id, trajectory=traj)
         if pending.rejection is not None:
             return error_model(str(pending.rejection))
         if self.propagate:
@@ -142,7 +147,8 @@ class GuardedClient:
         if unsendable is not None:
             # The SDK would refuse to build the request (arguments that are no object, the
             # JSON text the guard reads, say): it never leaves the host, as without the guard.
-            refusals.reject(pending, f"the mcp client cannot send the call to {name[:128]!r}")
+            why = f"the mcp client cannot send the call to {name[:128]!r}"
+            await offload.call(refusals.reject, pending, why)
             raise unsendable
         try:
             result = await self.client.call_tool(
@@ -160,7 +166,7 @@ class GuardedClient:
             else:
                 pending.fail(exc)
             raise
-        CallGuard.finish(pending, result)
+        await offload.call(CallGuard.finish, pending, result)
         return result
 
     def end(self) -> None:
@@ -180,7 +186,7 @@ class GuardedClient:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.end()
+        await self.calls.offload.call(self.end)
         if self._entered_client:
             self._entered_client = False
             await self.client.__aexit__(exc_type, exc, tb)

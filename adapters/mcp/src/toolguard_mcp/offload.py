@@ -10,6 +10,11 @@ instead: each call waits its own round trip, at most the store's timeout, and wh
 store (``ping``, tool lists) is answered at once. The guard is thread-safe; a call still
 fails closed when the store does not answer (``on_guard_error``), as before.
 
+``GuardedClient`` and ``guard_server`` run in the app's own event loop, whichever anyio
+backend it is: their round trips go through :meth:`Offload.call`, which waits for its thread
+even when the caller is cancelled meanwhile (the call it started is then closed as
+cancelled by the caller's next step, not left without a verdict).
+
 With the in-memory store nothing is offloaded: the check takes microseconds, and a thread
 hop per call would cost more than it (adapters/mcp/bench.py).
 """
@@ -25,6 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+import anyio
+import anyio.to_thread
 import toolguard as tg
 
 T = TypeVar("T")
@@ -47,6 +54,7 @@ class Offload:
         self.on = shared_store(guard)
         self.threads = threads
         self._pool: ThreadPoolExecutor | None = None
+        self._limiter: anyio.CapacityLimiter | None = None
         self._lock = threading.Lock()
 
     def submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
@@ -65,6 +73,21 @@ class Offload:
         if not self.on:
             return fn(*args)
         return await self.submit(fn, *args)
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)``: in a worker thread when ``on`` (any anyio backend), with
+        the caller's context, else here. A cancellation of the caller waits for the thread,
+        so what ``fn`` started (a call, a trajectory) is handed back and closed by the
+        caller rather than lost."""
+        if not self.on:
+            return fn(*args, **kwargs)
+        with self._lock:
+            if self._limiter is None:
+                self._limiter = anyio.CapacityLimiter(self.threads)
+            limiter = self._limiter
+        context = contextvars.copy_context()
+        work = functools.partial(context.run, fn, *args, **kwargs)
+        return await anyio.to_thread.run_sync(work, limiter=limiter)
 
     def close(self) -> None:
         """Wait for the work still running (finishes posted to the store, refusals recorded),

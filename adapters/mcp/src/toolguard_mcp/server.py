@@ -96,9 +96,12 @@ class GuardMiddleware:
             and self.calls.forward_unknown
             and name not in self.calls.undeclarable
         ):
-            self.calls.record_unknown(name, meta, session)
+            await self.calls.offload.call(self.calls.record_unknown, name, meta, session)
             return await call_next(ctx)
-        pending = self.calls.admit(
+        # With a shared store the check and the close are round trips: in worker threads, so
+        # the server's event loop goes on meanwhile (:mod:`.offload`).
+        pending = await self.calls.offload.call(
+            self.calls.admit,
             name,
             params.get("arguments"),
             meta,
@@ -126,7 +129,7 @@ class GuardMiddleware:
             else:
                 pending.fail(exc)  # a KeyboardInterrupt and the like are recorded as cancelled
             raise
-        self.calls.answered(pending, result, params, session)
+        await self.calls.offload.call(self.calls.answered, pending, result, params, session)
         return result
 
     def _framework_span(self, name: str) -> Any:
