@@ -1,8 +1,8 @@
-"""A guard installed without its extras: only pydantic, wrapt, jsonschema and the OpenTelemetry
-API. The SDK, the JSON file exporter, orjson and numpy are made unimportable in a fresh
-interpreter (a finder first on ``sys.meta_path``), as they are after ``pip install
-toolguard-otel``; the guard still works, its spans are no-ops, and whatever needs an extra says
-which one."""
+"""A guard installed without its extras: only pydantic, wrapt, jsonschema, regress and the
+OpenTelemetry API. The SDK, the JSON file exporter, orjson and numpy are made unimportable in
+a fresh interpreter (a finder first on ``sys.meta_path``), as they are after ``pip install
+toolguard-otel``; the guard still works, its spans are no-ops, and whatever needs an extra
+says which one."""
 
 from __future__ import annotations
 

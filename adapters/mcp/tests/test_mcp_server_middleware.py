@@ -4,10 +4,11 @@ an ``mcp`` client over the SDK's in-process transports."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 import toolguard as tg
+from pydantic import Field
 
 import toolguard_mcp as tgmcp
 
@@ -215,3 +216,29 @@ async def test_a_call_that_asks_the_user_first_is_one_step(otel: Telemetry, mode
     steps = [(v.step, v.tool, v.decision) for v in traj.verdicts if v.decision != "cancelled"]
     assert steps == [(1, "list_items", "allowed"), (2, "delete_item", "allowed"),
                      (3, "delete_item", "blocked")]  # fmt: skip
+
+
+async def test_a_tool_whose_schema_has_a_unicode_property_pattern_is_guarded(
+    otel: Telemetry,
+) -> None:
+    # pydantic (Rust's regex) reads \p{L}, so a Python server's schema carries it; the guard
+    # declared no such tool and blocked every call of it.
+    from mcp import Client
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("names")
+
+    @server.tool()
+    def greet(name: Annotated[str, Field(pattern=r"^\p{L}+$")]) -> str:
+        """Greet someone by a name of letters."""
+        return f"hello {name}"
+
+    middleware = tgmcp.guard_server(server, otel.guard(), {})
+    async with Client(server) as client:
+        good = await client.call_tool("greet", {"name": "Zoë"})
+        bad = await client.call_tool("greet", {"name": "R2D2"})
+    middleware.calls.close()
+    assert not good.is_error and text(good) == "hello Zoë"
+    assert bad.is_error and "does not match" in text(bad)
+    decisions = sorted(s.attributes["toolguard.decision"] for s in otel.call_spans())
+    assert decisions == ["allowed", "blocked"]

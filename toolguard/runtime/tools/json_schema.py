@@ -12,6 +12,7 @@ from ..._errors import ToolDefinitionError
 from ..verdict import shorten_text
 from .conditions import shorten
 from .json_schema_refs import unresolvable_ref
+from .json_schema_regex import format_checker, python_only_keys, validator_class
 from .schema import ArgumentSchema, Located, _hint_from_json_schema, _schema_error
 from .schema_core import fast_validator
 
@@ -29,19 +30,27 @@ def from_json_schema(
 
     if not isinstance(schema, Mapping):
         raise ToolDefinitionError(f"tool {tool!r}: json_schema must be a mapping")
-    cls = validators.validator_for(schema)
+    # A pattern only ECMA-262 reads (``\p{L}``) is matched as ECMA-262 (json_schema_regex.py).
+    cls = validator_class(validators.validator_for(schema))
     try:
         key = (cls, json.dumps(schema, sort_keys=True))
     except (TypeError, ValueError):  # not JSON: checked every time
         key = None
     if key is None or key not in _CHECKED_SCHEMAS:
         try:
-            cls.check_schema(dict(schema))
+            cls.check_schema(dict(schema), format_checker=format_checker(cls))
         except exceptions.SchemaError as exc:
             path = "/".join(str(p) for p in exc.path) or "(root)"
             raise ToolDefinitionError(
                 f"tool {tool!r}: its JSON Schema is invalid at {path}: {exc.message}"
             ) from None
+        ecma_key = python_only_keys(schema)
+        if ecma_key is not None:
+            raise ToolDefinitionError(
+                f"tool {tool!r}: its JSON Schema's {ecma_key} is not a Python regular "
+                "expression (an ECMA-262-only pattern is read in `pattern`, not as a "
+                "patternProperties key)"
+            )
         dangling = unresolvable_ref(schema)
         if dangling is not None:
             raise ToolDefinitionError(f"tool {tool!r}: its JSON Schema's {dangling}")
