@@ -262,6 +262,8 @@ class ToolGuardPlugin(BasePlugin):
             # FunctionTool refused the arguments and the function never ran: schema, as in
             # every adapter; the model gets ADK's own message.
             pending.reject(tg.Failure("schema", "schema.args", why, why))
+        elif _calls.denied(tool_context, result):
+            pending.cancel()  # the client denied its confirmation: the tool never ran
         elif (
             tool_context.actions.requested_tool_confirmations
             or tool_context.actions.requested_auth_configs
