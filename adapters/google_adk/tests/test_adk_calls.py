@@ -386,3 +386,37 @@ def test_a_denied_confirmation_ends_the_call_cancelled(otel: Telemetry) -> None:
     assert (attrs["gen_ai.tool.name"], attrs["toolguard.decision"]) == ("pay", "cancelled")
     assert attrs["toolguard.valid"] is True
     assert "toolguard.cause" not in attrs
+
+
+def test_a_tool_that_asks_its_own_confirmation_answers_a_denial_itself(otel: Telemetry) -> None:
+    # A tool asking for its confirmation itself runs again on the client's answer, a denial
+    # too: what it returns then is its result, judged as any other.
+    def send(to: str, tool_context: ToolContext) -> dict[str, str]:
+        """Send a message."""
+        confirmation = tool_context.tool_confirmation
+        if confirmation is None:
+            tool_context.request_confirmation(hint="send it?")
+            return {"status": "waiting"}
+        return {"status": "sent" if confirmation.confirmed else "kept"}
+
+    plugin = ToolGuardPlugin(otel.guard())
+    session = chat(
+        LlmAgent(name="a", model=scripted([("send", {"to": "bob"})], "asked"), tools=[send]),
+        [plugin],
+    )
+    (asked,) = [
+        c
+        for e in asyncio.run(session.asend("go"))
+        for c in e.get_function_calls()
+        if c.name == "adk_request_confirmation"
+    ]
+    otel.exporter.clear()
+    deny = types.Part(
+        function_response=types.FunctionResponse(
+            name=asked.name, id=asked.id, response={"confirmed": False}
+        )
+    )
+    events = asyncio.run(session.asend_content(types.Content(role="user", parts=[deny])))
+    assert [r.response for r in answers(events)] == [{"status": "kept"}]
+    ((attrs),) = [s.attributes for s in otel.call_spans()]
+    assert (attrs["toolguard.decision"], attrs["toolguard.valid"]) == ("allowed", True)
