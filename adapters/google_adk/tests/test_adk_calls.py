@@ -346,3 +346,77 @@ def test_calls_paused_for_a_confirmation_are_the_turns_only_steps(otel: Telemetr
         (s.attributes["gen_ai.tool.name"], s.attributes["toolguard.decision"])
         for s in otel.call_spans()
     ) == [("pay", "allowed"), ("pay", "allowed")]
+
+
+def test_a_denied_confirmation_ends_the_call_cancelled(otel: Telemetry) -> None:
+    # The client denies the confirmation ADK asked for: ADK's gate answers the call
+    # ("rejected") and the tool never runs. The call is cut short, not a tool that failed.
+    ran: list[int] = []
+
+    def pay(amount: int) -> dict[str, int]:
+        """Pay an amount."""
+        ran.append(amount)
+        return {"paid": amount}
+
+    plugin = ToolGuardPlugin(otel.guard())
+    model = scripted([("pay", {"amount": 1})], "asked", "denied")
+    tool = FunctionTool(pay, require_confirmation=True)
+    session = chat(LlmAgent(name="a", model=model, tools=[tool]), [plugin])
+    (asked,) = [
+        c
+        for e in asyncio.run(session.asend("go"))
+        for c in e.get_function_calls()
+        if c.name == "adk_request_confirmation"
+    ]
+    (paused_id,) = [s.attributes["toolguard.trajectory.id"] for s in otel.summaries()]
+    otel.exporter.clear()
+    deny = types.Part(
+        function_response=types.FunctionResponse(
+            name=asked.name, id=asked.id, response={"confirmed": False}
+        )
+    )
+    events = asyncio.run(session.asend_content(types.Content(role="user", parts=[deny])))
+    assert ran == []
+    assert [r.response for r in answers(events)] == [{"error": "This tool call is rejected."}]
+    resumed = otel.summary(f"{paused_id}#2").attributes
+    assert resumed["toolguard.trajectory.length"] == 1
+    assert resumed["toolguard.trajectory.first_error_depth"] == 2
+    assert "toolguard.trajectory.first_error.cause" not in resumed
+    ((attrs),) = [s.attributes for s in otel.call_spans()]
+    assert (attrs["gen_ai.tool.name"], attrs["toolguard.decision"]) == ("pay", "cancelled")
+    assert attrs["toolguard.valid"] is True
+    assert "toolguard.cause" not in attrs
+
+
+def test_a_tool_that_asks_its_own_confirmation_answers_a_denial_itself(otel: Telemetry) -> None:
+    # A tool asking for its confirmation itself runs again on the client's answer, a denial
+    # too: what it returns then is its result, judged as any other.
+    def send(to: str, tool_context: ToolContext) -> dict[str, str]:
+        """Send a message."""
+        confirmation = tool_context.tool_confirmation
+        if confirmation is None:
+            tool_context.request_confirmation(hint="send it?")
+            return {"status": "waiting"}
+        return {"status": "sent" if confirmation.confirmed else "kept"}
+
+    plugin = ToolGuardPlugin(otel.guard())
+    session = chat(
+        LlmAgent(name="a", model=scripted([("send", {"to": "bob"})], "asked"), tools=[send]),
+        [plugin],
+    )
+    (asked,) = [
+        c
+        for e in asyncio.run(session.asend("go"))
+        for c in e.get_function_calls()
+        if c.name == "adk_request_confirmation"
+    ]
+    otel.exporter.clear()
+    deny = types.Part(
+        function_response=types.FunctionResponse(
+            name=asked.name, id=asked.id, response={"confirmed": False}
+        )
+    )
+    events = asyncio.run(session.asend_content(types.Content(role="user", parts=[deny])))
+    assert [r.response for r in answers(events)] == [{"status": "kept"}]
+    ((attrs),) = [s.attributes for s in otel.call_spans()]
+    assert (attrs["toolguard.decision"], attrs["toolguard.valid"]) == ("allowed", True)

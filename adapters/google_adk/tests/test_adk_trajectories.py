@@ -582,3 +582,98 @@ def test_a_resumed_invocation_ends_its_interrupted_run_and_is_a_trajectory_of_it
         (True, 1, "echo", "allowed"),
         (True, 2, "hang", "cancelled"),
     ]
+
+
+class Behind(BasePlugin):
+    """A plugin after the guard: its before-tool callback fails one tool's calls, or holds
+    them (an approval that never comes); either way no tool callback of the guard's follows."""
+
+    def __init__(self, tool: str, how: str) -> None:
+        super().__init__("behind")
+        self.tool, self.how = tool, how
+        self.parked = asyncio.Event()
+
+    async def before_tool_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: Any
+    ) -> None:
+        if tool.name == self.tool:
+            if self.how == "fail":
+                raise RuntimeError("a plugin failed")
+            self.parked.set()
+            await asyncio.Event().wait()
+        return None
+
+
+class AnswerAhead(BasePlugin):
+    """A plugin ahead of the guard that answers one tool's calls in its after-tool callback:
+    ADK asks no later plugin."""
+
+    def __init__(self, tool: str) -> None:
+        super().__init__("ahead")
+        self.tool = tool
+
+    async def after_tool_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: Any, result: Any
+    ) -> dict[str, Any] | None:
+        return {"text": "answered ahead"} if tool.name == self.tool else None
+
+
+@pytest.mark.parametrize("end", ["errors", "is cancelled", "ends"])
+def test_a_call_after_the_runner_closed_ends_cancelled_before_the_summary(
+    otel: Telemetry, end: str
+) -> None:
+    # The runner closes (a server shutting down) while an invocation still runs: its run is
+    # ended, so the next turn's call is checked outside any run this plugin knows. Its
+    # invocation then errors, is cancelled or ends without a tool callback of the guard's
+    # for that call: it still ends, cancelled, before the trajectory's summary.
+    held, release = asyncio.Event(), asyncio.Event()
+
+    async def hold(text: str) -> dict[str, str]:
+        """Wait for a release."""
+        held.set()
+        await release.wait()
+        return {"text": text}
+
+    guard = otel.guard()
+    plugin = ToolGuardPlugin(guard)
+    plugins: list[BasePlugin] = [plugin]
+    if end == "ends":
+        plugins.insert(0, AnswerAhead("echo"))
+    else:
+        plugins.append(Behind("echo", "fail" if end == "errors" else "hold"))
+    model = scripted([("hold", {"text": "a"})], [("echo", {"text": "b"})])
+    session = chat(LlmAgent(name="a", model=model, tools=[hold, echo]), plugins)
+
+    async def close_mid_run() -> tg.Trajectory:
+        with guard.trajectory("closed") as traj:
+            task = asyncio.ensure_future(session.asend("go"))
+            await held.wait()
+            await session.runner.close()
+            release.set()
+            if end == "is cancelled":
+                behind = plugins[-1]
+                assert isinstance(behind, Behind)
+                await behind.parked.wait()
+                task.cancel()
+            if end == "ends":
+                await task
+            else:
+                failed = RuntimeError if end == "errors" else asyncio.CancelledError
+                with pytest.raises(failed):
+                    await task
+            if end == "is cancelled":
+                await session.runner.close()  # ADK runs no callback for a cancelled run
+        return traj
+
+    traj = asyncio.run(close_mid_run())
+    assert traj.length == 2
+    assert sorted((v.step, v.tool, v.decision) for v in traj.verdicts) == [
+        (1, "hold", "cancelled"),
+        (2, "echo", "cancelled"),
+    ]
+    summary = otel.summary("closed")
+    (echoed,) = [s for s in otel.call_spans() if s.attributes["gen_ai.tool.name"] == "echo"]
+    assert echoed.attributes["toolguard.decision"] == "cancelled"
+    assert echoed.end_time is not None and summary.end_time is not None
+    assert otel.spans().index(echoed) < otel.spans().index(summary)
+    assert len(plugin._orphans) == 0  # nothing kept once its invocation ended

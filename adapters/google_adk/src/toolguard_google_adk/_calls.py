@@ -10,6 +10,7 @@ from typing import Any
 
 import toolguard as tg
 from google.adk.tools.base_tool import BaseTool
+from google.adk.tools.tool_context import ToolContext
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
@@ -36,6 +37,11 @@ _ADK_REFUSALS = (
         "an argument is missing",
     ),
 )
+
+
+# What ADK's confirmation gate answers, without running the tool, for a call whose
+# confirmation the client denied (pinned by tests/test_adk_calls.py against the installed ADK).
+_ADK_DENIED = {"error": "This tool call is rejected."}
 
 
 def is_unknown(tool: BaseTool) -> bool:
@@ -144,6 +150,14 @@ def refusal(tool: BaseTool, result: Any) -> str | None:
         if marker in error:
             return f"ADK refused the call to {shorten(tool.name)!r}: {why}"
     return None
+
+
+def denied(tool_context: ToolContext, result: Any) -> bool:
+    """Whether ADK's confirmation gate answered the call because the client denied it: the
+    tool never ran. A tool that asks for its confirmation itself runs on a denial too, and
+    its answer is its result."""
+    confirmation = tool_context.tool_confirmation
+    return confirmation is not None and not confirmation.confirmed and result == _ADK_DENIED
 
 
 def shorten(name: str) -> str:

@@ -20,6 +20,7 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 
 from . import _calls, _episode, _tree
+from ._orphans import Orphans
 from ._runs import CALLER, Run
 
 ToolErrors = Literal["deliver", "raise"]
@@ -89,9 +90,9 @@ class ToolGuardPlugin(BasePlugin):
         self._trees: set[int] = set()  # root agents whose whole tree was declared
         self._runs: dict[str, Run] = {}  # the invocations in progress, by invocation id
         self._watched = False
-        # Calls outside any invocation this plugin saw start (its before_run_callback did not
-        # run for them): kept apart by their ToolContext.
-        self._orphans: dict[int, tg.PendingCall] = {}
+        # Calls checked outside any run in progress here (the runner closed while their
+        # invocation went on), by their ToolContext; ended with their invocation.
+        self._orphans = Orphans()
 
     def __repr__(self) -> str:
         return f"ToolGuardPlugin({self.guard!r}, name={self.name!r})"
@@ -152,18 +153,22 @@ class ToolGuardPlugin(BasePlugin):
             run = self._end_run(key)
             if run is not None and run.owned:
                 run.traj.end()
+        self._orphans.end(None)
 
     def _end_run(self, key: str) -> Run | None:
         """The run of invocation ``key``, no longer in progress, every call of it given its
         verdict before its summary: those of the sub-agents' runs inside it (AgentTool calls)
-        that never ended, cancelled with it (ADK runs no callback of theirs then), first."""
+        that never ended, cancelled with it (ADK runs no callback of theirs then), first; and
+        the invocation's calls checked after its run had ended (the runner closed)."""
+        ended = {key}
         run = self._runs.pop(key, None)
-        if run is None:
-            return None
-        for inner_key, inner in list(self._runs.items()):
-            if inner.inside(run) and self._runs.pop(inner_key, None) is not None:
-                inner.settle(self.guard)
-        run.settle(self.guard)
+        if run is not None:
+            for inner_key, inner in list(self._runs.items()):
+                if inner.inside(run) and self._runs.pop(inner_key, None) is not None:
+                    ended.add(inner_key)
+                    inner.settle(self.guard)
+            run.settle(self.guard)
+        self._orphans.end(ended)
         return run
 
     # -- a model turn --------------------------------------------------------------------------
@@ -243,7 +248,7 @@ class ToolGuardPlugin(BasePlugin):
             if isinstance(tool, AgentTool):
                 run.callers[call_id] = CALLER.set(tool_context.invocation_id)
         else:
-            self._orphans[id(tool_context)] = pending
+            self._orphans.add(tool_context, pending)
         return None
 
     async def after_tool_callback(
@@ -262,6 +267,8 @@ class ToolGuardPlugin(BasePlugin):
             # FunctionTool refused the arguments and the function never ran: schema, as in
             # every adapter; the model gets ADK's own message.
             pending.reject(tg.Failure("schema", "schema.args", why, why))
+        elif _calls.denied(tool_context, result):
+            pending.cancel()  # the client denied its confirmation: the tool never ran
         elif (
             tool_context.actions.requested_tool_confirmations
             or tool_context.actions.requested_auth_configs
@@ -293,7 +300,7 @@ class ToolGuardPlugin(BasePlugin):
         call_id = tool_context.function_call_id
         if run is not None and call_id is not None:
             return run.take(call_id)
-        return self._orphans.pop(id(tool_context), None)
+        return self._orphans.take(tool_context)
 
     def _know(self, tool: BaseTool) -> None:
         if tool.name not in self._declared:
