@@ -289,3 +289,44 @@ def test_a_call_that_asked_by_raising_is_denied_in_a_new_trajectory_there(
     )
 
     assert calls(otel) == {"asked": [("c1", 1, "cancelled")], "denied": [("c1", 1, "cancelled")]}
+
+
+def test_a_denied_call_of_a_tool_without_a_contract_is_known_to_the_guard(
+    otel: Telemetry,
+) -> None:
+    # The resumed run's tools are prepared inside its turn: the tool is declared from them,
+    # not refused as unknown (schema.tool).
+    def remove(text: str) -> str:
+        """Remove."""
+        return text
+
+    parts = [ToolCallPart("remove", {"text": t}, tool_call_id=t) for t in ("a", "b")]
+    agent = Agent(
+        scripted(parts),
+        output_type=[str, DeferredToolRequests],
+        tools=[Tool(remove, requires_approval=True)],
+        capabilities=[ToolGuard(otel.guard(), trajectory_id=named("asked", "denied"))],
+    )
+    first = agent.run_sync("go")
+    agent.run_sync(
+        message_history=first.all_messages(),
+        deferred_tool_results=DeferredToolResults(approvals={"a": False, "b": ToolDenied()}),
+    )
+
+    assert calls(otel) == {"denied": [("a", 1, "cancelled"), ("b", 2, "cancelled")]}
+
+
+def test_an_external_tool_without_a_contract_is_known_to_the_guard(otel: Telemetry) -> None:
+    ext = ToolDefinition(
+        name="ext", parameters_json_schema={"type": "object", "properties": {"q": {}}}
+    )
+    agent = Agent(
+        scripted([ToolCallPart("ext", {"q": "a"}, tool_call_id="e1")]),
+        output_type=[str, DeferredToolRequests],
+        toolsets=[ExternalToolset([ext])],
+        capabilities=[ToolGuard(otel.guard(), trajectory_id=named("asked"))],
+    )
+    result = agent.run_sync("go")
+
+    assert isinstance(result.output, DeferredToolRequests)
+    assert calls(otel) == {"asked": [("e1", 1, "cancelled")]}

@@ -302,8 +302,10 @@ class ToolGuard(AbstractCapability[Any]):
     def _cancel_call(self, run: _Run, call: ToolCallPart) -> None:
         run.settled.add(call.tool_call_id)
         name = call.tool_name
-        if name not in self._declared and run.turn_ctx is not None:
-            tool_def = _turns.tool_def(run.turn_ctx, name)
+        if name not in self._declared:
+            tool_def = _turns.tool_def(run.turn_ctx, name) if run.turn_ctx is not None else None
+            # A resumed turn's tools are prepared inside it, after its context was made.
+            tool_def = tool_def or next((d for d in run.offered if d.name == name), None)
             if tool_def is not None:
                 self._declare(name, tool_def)
         # The model's arguments as sent: Pydantic AI never validated them (not started).
