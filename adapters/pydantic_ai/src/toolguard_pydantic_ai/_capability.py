@@ -302,12 +302,7 @@ class ToolGuard(AbstractCapability[Any]):
     def _cancel_call(self, run: _Run, call: ToolCallPart) -> None:
         run.settled.add(call.tool_call_id)
         name = call.tool_name
-        if name not in self._declared:
-            tool_def = _turns.tool_def(run.turn_ctx, name) if run.turn_ctx is not None else None
-            # A resumed turn's tools are prepared inside it, after its context was made.
-            tool_def = tool_def or next((d for d in run.offered if d.name == name), None)
-            if tool_def is not None:
-                self._declare(name, tool_def)
+        self._declare_called(name, run.turn_ctx, run.offered)
         # The model's arguments as sent: Pydantic AI never validated them (not started).
         self.guard.cancel_unstarted(name, call.args, call_id=call.tool_call_id, trajectory=run.traj)
 
@@ -323,9 +318,7 @@ class ToolGuard(AbstractCapability[Any]):
         leaving = [c for c in requests.calls if c.tool_call_id in waiting]
         for call in leaving:
             run.settled.add(call.tool_call_id)
-            tool_def = _turns.tool_def(ctx, call.tool_name)
-            if call.tool_name not in self._declared and tool_def is not None:
-                self._declare(call.tool_name, tool_def)
+            self._declare_called(call.tool_name, ctx, run.offered)
         return _deferred.answers(self.guard, leaving, run.traj, self.rejection)
 
     # -- one call ------------------------------------------------------------------------------
@@ -403,6 +396,12 @@ class ToolGuard(AbstractCapability[Any]):
 
     def _run(self, ctx: RunContext[Any]) -> _Run | None:
         return self._runs.get(ctx.run_id) if ctx.run_id is not None else None
+
+    def _declare_called(
+        self, name: str, ctx: RunContext[Any] | None, offered: list[ToolDefinition]
+    ) -> None:
+        if name not in self._declared and (found := _turns.find_tool_def(ctx, offered, name)):
+            self._declare(name, found)  # else the guard records it as the unknown tool it is
 
     def _declare(self, name: str, tool_def: ToolDefinition) -> None:
         _calls.declare(self.guard, name, tool_def, self.contracts)

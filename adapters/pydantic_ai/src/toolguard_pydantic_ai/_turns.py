@@ -85,6 +85,15 @@ def tool_def(ctx: RunContext[Any], name: str) -> ToolDefinition | None:
         return None
 
 
+def find_tool_def(
+    ctx: RunContext[Any] | None, offered: list[ToolDefinition], name: str
+) -> ToolDefinition | None:
+    """The tool's definition from the turn's tool manager, else from the step's prepared
+    tools: a resumed turn's tools are prepared inside it, after its context was made."""
+    found = tool_def(ctx, name) if ctx is not None else None
+    return found or next((d for d in offered if d.name == name), None)
+
+
 def _tool_returns(ctx: RunContext[Any], node_result: Any) -> dict[str, ToolReturnPart]:
     # The answers are on the next request (a ModelRequestNode), or already in the history
     # when the run ended with this turn or was interrupted in it.
