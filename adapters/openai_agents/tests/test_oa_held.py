@@ -260,7 +260,8 @@ def test_a_paused_call_keeps_its_step_while_its_refused_sibling_ends(otel: Telem
 
 def test_a_call_rejected_in_a_new_run_ends_there_once(otel: Telemetry) -> None:
     # run_sync resuming a RunState is a new trajectory: the rejected call's one verdict is
-    # there, as an approved call's would be; the paused run kept its step for it.
+    # there, as an approved call's would be. The paused run's own trajectory ended with it,
+    # so the call ends there too, at the step it took.
     contacts = address_book()
     guard = otel.guard(state=contacts)
     agent = paused_beside_a_refusal(guard, contacts)
@@ -277,7 +278,11 @@ def test_a_call_rejected_in_a_new_run_ends_there_once(otel: Telemetry) -> None:
         calls.setdefault(str(a["toolguard.trajectory.id"]), []).append(
             (a["gen_ai.tool.call.id"], a["toolguard.step"], a["toolguard.decision"])
         )
-    assert sorted(calls["paused"]) == [("c1", 1, "allowed"), ("c3", 3, "cancelled")]
+    assert sorted(calls["paused"]) == [
+        ("c1", 1, "allowed"),
+        ("c2", 2, "cancelled"),
+        ("c3", 3, "cancelled"),
+    ]
     assert calls["resumed"] == [("c2", 1, "cancelled")]
     lengths = {
         (s.attributes or {})["toolguard.trajectory.id"]: (s.attributes or {})[

@@ -35,7 +35,9 @@ class guarded_run:
     A call of the block's runs whose step was reserved and that never reached its tool (the
     run cancelled or failed first, a tool input guardrail or a human refused it) ends
     ``cancelled``, at the run's next model call or as the block ends; a call the run paused
-    on for a human's approval keeps its step for the run that resumes it. Yields the
+    on for a human's approval keeps its step for the run that resumes it in the given
+    ``trajectory=``; in a trajectory opened here, which ends with the block, it ends
+    ``cancelled`` too (``blocked`` where its checks refuse it). Yields the
     :class:`toolguard.Trajectory`: set ``traj.success`` inside the block. With
     ``trajectory=`` the given trajectory is made current instead, and its owner ends it.
     """
@@ -90,7 +92,8 @@ class guarded_run:
         try:
             if waiting is not None:
                 # Before the trajectory ends: the cancelled calls belong in its summary.
-                waiting[0].close(raised=exc_type is not None)
+                # A trajectory opened here ends now: nothing can resume its paused calls.
+                waiting[0].close(raised=exc_type is not None, keep_paused=self._given is not None)
                 CURRENT.reset(waiting[1])
         finally:
             if active is not None:

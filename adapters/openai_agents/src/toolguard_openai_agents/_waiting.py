@@ -12,9 +12,12 @@ such call is checked and ends ``cancelled`` (``blocked`` when its checks say so)
   which the SDK has finished with by then: judged on the state they were issued in, before
   the next turn's calls change it; likewise when the run has its final output (``on_end``,
   a tool's output may be it);
-- when the block ends, for the rest, except a call paused for a human's approval: the run
-  returned with it pending (``result.interruptions``), and the run that resumes it takes its
-  step. It stays reserved, and a later block on the same trajectory ends it if it never runs.
+- when the block ends, for the rest, except a call paused for a human's approval in a
+  trajectory the block was given (``trajectory=``): the run returned with it pending
+  (``result.interruptions``), and the run that resumes it takes its step. It stays reserved,
+  and a later block on the same trajectory ends it if it never runs. A trajectory the block
+  opened itself ends with it, where no later run can take the step: its paused calls end
+  there too (a run resuming the state in a new trajectory counts them again there).
 
 Which calls are paused: ``run`` / ``run_sync`` read the result's interruptions. Around your
 own ``Runner`` call the block knows less: a call of a tool that may ask for approval is taken
@@ -101,16 +104,18 @@ class Waiting:
         with self._lock:
             self._interrupted = set(call_ids)
 
-    def close(self, *, raised: bool) -> None:
+    def close(self, *, raised: bool, keep_paused: bool = True) -> None:
         """End every call still waiting, except the ones paused for an approval, which the
         trajectory keeps for the run that resumes them; once (a second close finds none).
-        ``raised``: the block ends by an exception (nothing is paused then)."""
+        ``raised``: the block ends by an exception (nothing is paused then).
+        ``keep_paused`` False: the trajectory ends with the block, so no later run of it can
+        take a paused call's step, and the paused calls end here too."""
         with self._lock:
             calls, self._calls = self._calls, {}
             interrupted = self._interrupted
         given_up = {c.turn for c in calls.values() if not c.call.held}
         paused: dict[str, _Call] = {}
-        if not raised:
+        if keep_paused and not raised:
             for call_id, waiting in calls.items():
                 if interrupted is not None:
                     keep = call_id in interrupted

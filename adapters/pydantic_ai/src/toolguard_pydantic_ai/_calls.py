@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 import warnings
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import ContextVar
 from typing import Any, Literal
 
@@ -221,8 +222,11 @@ async def run_checked(
         except SkipToolExecution as skip:  # an inner hook answered for the tool
             pending.finish(_value(skip.result))
             raise
-        except _NOT_FINISHED:
+        except _NOT_FINISHED as exc:
             pending.cancel()
+            if traj is not None and isinstance(exc, ApprovalRequired) and pending.call_id:
+                with _asked_lock:
+                    _ASKED.setdefault(traj, set()).add(pending.call_id)
             raise
         except _FRAMEWORK_SIGNALS as exc:
             pending.fail(exc)
@@ -236,6 +240,22 @@ async def run_checked(
             RUNNING.reset(token)
         pending.finish(_value(result))
         return result
+
+
+# The calls of each trajectory whose tool asked for approval by raising ApprovalRequired:
+# each took its step (cancelled) there, so the run resuming it in the same trajectory with a
+# denial adds none (an approval is checked again as it runs, and takes one).
+_ASKED: weakref.WeakKeyDictionary[tg.Trajectory, set[str]] = weakref.WeakKeyDictionary()
+_asked_lock = threading.Lock()
+
+
+def take_asked(traj: tg.Trajectory, call_ids: Iterable[str]) -> set[str]:
+    """Which of ``call_ids`` asked ``traj`` for approval by raising; forgotten now."""
+    with _asked_lock:
+        asked = _ASKED.get(traj, set())
+        taken = asked.intersection(call_ids)
+        asked.difference_update(taken)
+    return taken
 
 
 def _value(result: Any) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 
 import toolguard as tg
 from pydantic import ValidationError
-from pydantic_ai import CallToolsNode, RunContext
+from pydantic_ai import CallToolsNode, DeferredToolRequests, DeferredToolResults, RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.capabilities.abstract import (
     AgentNode,
@@ -24,7 +24,7 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import ToolDefinition
 
-from . import _calls, _contracts, _episode, _history, _turns
+from . import _calls, _contracts, _deferred, _episode, _history, _turns
 from ._calls import Delivery, ToolErrors
 
 _DELIVERIES = ("failed", "return", "retry")
@@ -213,7 +213,7 @@ class ToolGuard(AbstractCapability[Any]):
         # Call ids are unique within a turn only (some OpenAI-compatible servers send
         # call_0, call_1, ... every turn): what a hook recorded is per turn.
         run.settled = set()
-        run.turn = _turns.turn_calls(ctx, node)
+        run.turn = _turns.turn_calls(ctx, node, run.traj)
         run.turn_ctx = ctx
         run.reserved = len(run.turn) > 1 and not run.nested
         if run.reserved:
@@ -302,12 +302,24 @@ class ToolGuard(AbstractCapability[Any]):
     def _cancel_call(self, run: _Run, call: ToolCallPart) -> None:
         run.settled.add(call.tool_call_id)
         name = call.tool_name
-        if name not in self._declared and run.turn_ctx is not None:
-            tool_def = _turns.tool_def(run.turn_ctx, name)
-            if tool_def is not None:
-                self._declare(name, tool_def)
+        self._declare_called(name, run.turn_ctx, run.offered)
         # The model's arguments as sent: Pydantic AI never validated them (not started).
         self.guard.cancel_unstarted(name, call.args, call_id=call.tool_call_id, trajectory=run.traj)
+
+    async def handle_deferred_tool_calls(
+        self, ctx: RunContext[Any], *, requests: DeferredToolRequests
+    ) -> DeferredToolResults | None:
+        # The turn's external calls leave the run here, checked while a blocked one can still
+        # be answered with the guard's message instead of reaching the app (_deferred.py).
+        run = self._run(ctx)
+        if run is None:
+            return None
+        waiting = {c.tool_call_id for c in run.turn} - run.settled  # not a tool's own deferral
+        leaving = [c for c in requests.calls if c.tool_call_id in waiting]
+        for call in leaving:
+            run.settled.add(call.tool_call_id)
+            self._declare_called(call.tool_name, ctx, run.offered)
+        return _deferred.answers(self.guard, leaving, run.traj, self.rejection)
 
     # -- one call ------------------------------------------------------------------------------
     async def on_tool_validate_error(
@@ -384,6 +396,12 @@ class ToolGuard(AbstractCapability[Any]):
 
     def _run(self, ctx: RunContext[Any]) -> _Run | None:
         return self._runs.get(ctx.run_id) if ctx.run_id is not None else None
+
+    def _declare_called(
+        self, name: str, ctx: RunContext[Any] | None, offered: list[ToolDefinition]
+    ) -> None:
+        if name not in self._declared and (found := _turns.find_tool_def(ctx, offered, name)):
+            self._declare(name, found)  # else the guard records it as the unknown tool it is
 
     def _declare(self, name: str, tool_def: ToolDefinition) -> None:
         _calls.declare(self.guard, name, tool_def, self.contracts)

@@ -6,9 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import toolguard as tg
 from pydantic_ai import CallToolsNode, RunContext
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 from pydantic_ai.tools import ToolDefinition
+
+from . import _deferred
 
 # Why Pydantic AI answered a call without running it (ToolReturnPart.retry.cause), as the
 # check id and the reason for the span: never the arguments.
@@ -21,23 +24,24 @@ _REFUSED = {
 _FAILED = ("schema.args", "its argument validator failed the call (ToolFailed)")
 
 
-def turn_calls(ctx: RunContext[Any], node: CallToolsNode[Any, Any]) -> list[ToolCallPart]:
-    """The calls of this turn that are the agent's tool calls: function tools and names
-    Pydantic AI does not know. Output tools are the run's answer, not steps; deferred tools
-    (external, approval required) run outside this turn and take a step when checked."""
-    if node.tool_call_results is not None:
-        # Resuming deferred calls: only some of the response's calls run now, and those take
-        # their steps as they are checked.
-        return []
+def turn_calls(
+    ctx: RunContext[Any], node: CallToolsNode[Any, Any], traj: tg.Trajectory
+) -> list[ToolCallPart]:
+    """The calls of this turn that are the agent's tool calls: function tools, external
+    tools (checked as they leave the run) and names Pydantic AI does not know. Output tools
+    are the run's answer, not steps; a call of a tool requiring approval takes its step in
+    the run that resumes it with the human's decision (_deferred.py)."""
     calls = node.model_response.tool_calls
     manager = ctx.tool_manager
     tools = manager.tools if manager is not None else None
+    if node.tool_call_results is not None:
+        return _deferred.decided(calls, node.tool_call_results, traj)
     if not calls or tools is None:
         return calls
     out = []
     for call in calls:
         tool = tools.get(call.tool_name)
-        if tool is None or tool.tool_def.kind == "function":
+        if tool is None or tool.tool_def.kind in ("function", "external"):
             out.append(call)
     return out
 
@@ -79,6 +83,15 @@ def tool_def(ctx: RunContext[Any], name: str) -> ToolDefinition | None:
         return manager.get_tool_def(name)
     except ValueError:  # not prepared for this step (never the case inside CallToolsNode)
         return None
+
+
+def find_tool_def(
+    ctx: RunContext[Any] | None, offered: list[ToolDefinition], name: str
+) -> ToolDefinition | None:
+    """The tool's definition from the turn's tool manager, else from the step's prepared
+    tools: a resumed turn's tools are prepared inside it, after its context was made."""
+    found = tool_def(ctx, name) if ctx is not None else None
+    return found or next((d for d in offered if d.name == name), None)
 
 
 def _tool_returns(ctx: RunContext[Any], node_result: Any) -> dict[str, ToolReturnPart]:
