@@ -17,11 +17,14 @@ Places of the environment's initial state (a contract's ``[initial]`` table) joi
 only for values no earlier result explains (``_rank``). Once the kinds are named, a further
 place that only ever held one kind's values joins it (``closure.py``).
 
-Places of rules that share a place are one kind (merged), named after the place explaining
-the most values. ``grounded``: a top-level argument most of whose uncommon values appear in
-the user's or system's text, passing (seen, not a placeholder) for ``min_share`` of its
-values, in ``min_support`` trajectories and with ``min_distinct`` distinct values among that
-evidence (a value of a few that the text happens to hold, or one scenario run again, is no
+Places of rules that share a place are one kind (merged), and so are two rules when a place
+of the one held the other's argument values in ``min_support`` trajectories (``_feeders``);
+a kind is named after the place explaining the most values.
+
+``grounded``: a top-level argument most of whose uncommon values appear in the user's or
+system's text, passing (seen, not a placeholder) for ``min_share`` of its values, in
+``min_support`` trajectories and with ``min_distinct`` distinct values among that evidence
+(a value of a few that the text happens to hold, or one scenario run again, is no
 independent evidence that the argument copies what the user said; a ``refs`` rule's evidence
 is a value flowing from one place, which holds even when a backend hands out one id every
 run); not proposed where ``refs`` is.
