@@ -363,3 +363,60 @@ def test_a_small_integer_is_evidence_as_an_id_a_result_named(tmp_path: Path) -> 
     assert "set_page" not in tools  # a small number under no id's name: too common
     flow = trace_runs(read_runs("openai", [path]), rule=CommonRule(named_ids=False))
     assert [p for p in propose(flow) if p.what == "refs"] == []
+
+
+def _orders() -> list[dict]:
+    """Orders placed, looked up, cancelled; two runs cancel one found by a listing. The greedy
+    cover of `cancel_order.order_id` takes `get_order_details`' `$.id` (8 values), which
+    `place_order`'s `$.order_id` (6) does not beat, though it produced those 6 first."""
+    rows = []
+    for i in range(8):
+        oid = f"ord_{7000 + i}"
+        first = (
+            ("place_order", {"symbol": "ACME"}, {"order_id": oid})
+            if i < 6
+            else ("list_orders", {}, {"orders": [oid]})
+        )
+        rows.append(
+            run(
+                f"r{i}",
+                "cancel the order I have",
+                first,
+                ("get_order_details", {"order_id": oid}, {"id": oid, "status": "open"}),
+                ("cancel_order", {"order_id": oid}, {"cancelled": True}),
+            )
+        )
+    return rows
+
+
+def test_a_kind_producing_another_arguments_values_is_merged_with_it(tmp_path: Path) -> None:
+    # `place_order`'s result, a producer of `get_order_details.order_id`'s kind, fed
+    # `cancel_order.order_id` in 6 trajectories: the two producers feed one argument, so
+    # theirs is one kind, and a cancel straight after placing the order is legal.
+    text = infer_text(write(str(tmp_path), _orders()))
+    tools = tomllib.loads(text)["tools"]
+    kind = tools["get_order_details"]["refs"]["order_id"]
+    assert tools["cancel_order"]["refs"]["order_id"] == kind
+    assert tools["place_order"]["produces"] == {"$.order_id": kind}
+    assert tools["get_order_details"]["produces"] == {"$.id": kind}
+    later = tmp_path / "later"
+    later.mkdir()
+    direct = run(
+        "direct",
+        "place an order, then cancel it",
+        ("place_order", {"symbol": "ACME"}, {"order_id": "ord_9999"}),
+        ("cancel_order", {"order_id": "ord_9999"}, {"cancelled": True}),
+        ("cancel_order", {"order_id": "ord_made_up"}, {"cancelled": True}),
+    )
+    # Only the invented id (steps count from 1).
+    assert flagged(write(str(later), [direct]), text) == [("direct", 3, "dependency.order_id")]
+
+
+def test_a_kind_is_not_merged_on_fewer_feeding_trajectories_than_min_support(
+    tmp_path: Path,
+) -> None:
+    rows = _orders()[2:]  # place_order fed cancel_order in 4 trajectories only
+    tools = tomllib.loads(infer_text(write(str(tmp_path), rows), min_support=5))["tools"]
+    assert (
+        tools["cancel_order"]["refs"]["order_id"] != tools["get_order_details"]["refs"]["order_id"]
+    )

@@ -17,11 +17,14 @@ Places of the environment's initial state (a contract's ``[initial]`` table) joi
 only for values no earlier result explains (``_rank``). Once the kinds are named, a further
 place that only ever held one kind's values joins it (``closure.py``).
 
-Places of rules that share a place are one kind (merged), named after the place explaining
-the most values. ``grounded``: a top-level argument most of whose uncommon values appear in
-the user's or system's text, passing (seen, not a placeholder) for ``min_share`` of its
-values, in ``min_support`` trajectories and with ``min_distinct`` distinct values among that
-evidence (a value of a few that the text happens to hold, or one scenario run again, is no
+Places of rules that share a place are one kind (merged), and so are two rules when a place
+of the one held the other's argument values in ``min_support`` trajectories (``_feeders``);
+a kind is named after the place explaining the most values.
+
+``grounded``: a top-level argument most of whose uncommon values appear in the user's or
+system's text, passing (seen, not a placeholder) for ``min_share`` of its values, in
+``min_support`` trajectories and with ``min_distinct`` distinct values among that evidence
+(a value of a few that the text happens to hold, or one scenario run again, is no
 independent evidence that the argument copies what the user said; a ``refs`` rule's evidence
 is a value flowing from one place, which holds even when a backend hands out one id every
 run); not proposed where ``refs`` is.
@@ -79,7 +82,7 @@ def propose(
             found.examples = list(flow.examples.get((tool, path), ()))
             out.append(found)
     named = [p for p in out if p.what == "refs"]
-    _name_kinds(named, flow)
+    _name_kinds(named, flow, min_support)
     if place_closure:
         close_places(named, flow, min_support=min_support, min_distinct=min_distinct)
         for rule in named:
@@ -233,8 +236,9 @@ def _proposal(
     )
 
 
-def _name_kinds(rules: list[Proposal], flow: Flow) -> None:
-    """Merge rules that share a producer place into one kind and name each kind."""
+def _name_kinds(rules: list[Proposal], flow: Flow, min_support: int) -> None:
+    """Merge rules that share a producer place into one kind, and rules one of whose
+    producer places fed the other's argument too (``_feeders``); name each kind."""
     parent: dict[Place, Place] = {}
 
     def find(p: Place) -> Place:
@@ -247,6 +251,10 @@ def _name_kinds(rules: list[Proposal], flow: Flow) -> None:
             a, b = find(rule.places[0]), find(place)
             if a != b:
                 parent[max(a, b)] = min(a, b)
+    for rule, place in _feeders(rules, flow, min_support):
+        a, b = find(rule.places[0]), find(place)
+        if a != b:
+            parent[max(a, b)] = min(a, b)
     weight: Counter[Place] = Counter()
     for rule in rules:
         for leaf, n in flow.leaves[(rule.tool, rule.path)].counts.items():
@@ -271,6 +279,29 @@ def _name_kinds(rules: list[Proposal], flow: Flow) -> None:
         rule.kind = names[find(rule.places[0])]
         rule.places = merged
         _recount(rule, flow.leaves[(rule.tool, rule.path)])
+
+
+def _feeders(rules: list[Proposal], flow: Flow, min_support: int) -> list[tuple[Proposal, Place]]:
+    """(rule, another rule's place) where that place held the rule's argument values before
+    its calls in at least ``min_support`` trajectories. The greedy cover keeps one place of
+    several that explain the same values (``get_order_details``' ``$.id``, which echoes the
+    id ``place_order`` made), so a producer of another argument's kind that fed this argument
+    too is left out, and the two kinds stay apart; a replay then flags the legal call that
+    uses the id straight from ``place_order``. Two producers feeding one argument are one
+    kind; the support minimum keeps a value two places held by coincidence from merging."""
+    chosen = sorted({p for rule in rules for p in rule.places})
+    out: list[tuple[Proposal, Place]] = []
+    for rule in rules:
+        own = frozenset(rule.places)
+        leaves = flow.leaves[(rule.tool, rule.path)]
+        for place in chosen:
+            if place not in own and leaves.trajectories(_fed_by(place)) >= min_support:
+                out.append((rule, place))
+    return out
+
+
+def _fed_by(place: Place) -> Callable[[Leaf], bool]:
+    return lambda leaf: not leaf.common and place in leaf.producers
 
 
 def _recount(rule: Proposal, leaves: Tally[Leaf]) -> None:
