@@ -21,6 +21,7 @@ from pydantic_core import core_schema
 from ..._errors import ToolDefinitionError
 from ..verdict import NAME_LIMIT, Failure, shorten_text
 from .conditions import shorten
+from .originals import container_arguments, keeping_originals
 
 _MAX_ERRORS_SHOWN = 4
 
@@ -260,7 +261,10 @@ def from_model(
         for name, f in model.model_fields.items()
         if f.metadata
     }
-    schema = ArgumentSchema(tool, names, validate, hint, metadata)
+    # A container argument validation left unchanged goes as the caller's own object.
+    containers = container_arguments(model, renamed)
+    checked = keeping_originals(validate, containers) if containers else validate
+    schema = ArgumentSchema(tool, names, checked, hint, metadata)
     schema.locate = locate
     return schema
 
