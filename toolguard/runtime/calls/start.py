@@ -13,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import trace
-from opentelemetry.trace import INVALID_SPAN, NoOpTracer, ProxyTracer, Span
+from opentelemetry.trace import INVALID_SPAN, NoOpTracer, Span
 
 from ..telemetry import spans as tel
 from ..trajectories.current import current_var, open_count
@@ -37,15 +37,16 @@ def start(
     name: str,
     tool: Tool | None,
     instance: Any,
-    call_id: str | None,
-    trajectory: Trajectory | None,
-    span: Span | None,
-    step: int | None,
+    call_id: str | None = None,
+    trajectory: Trajectory | None = None,
+    span: Span | None = None,
+    step: int | None = None,
 ) -> _C:
     """Start ``call`` (a new, uninitialised :class:`_Call`): its trajectory, step and span.
     The pipeline starts its calls with this on ``object.__new__(cls)``, which costs less than
     calling the class (CPython 3.11 packs a class call's arguments into a tuple for
-    ``__init__``); ``__init__`` is the same for everyone else."""
+    ``__init__``); ``__init__`` is the same for everyone else. The trailing arguments
+    default to None: a direct call gives none of them, and a default costs no bytecode."""
     call._guard = guard
     call.name = name
     call._tool = tool
@@ -107,10 +108,10 @@ def start(
     # The call's span: none while tracing is off, the framework's own when it opened one.
     if span is None:
         tracer = guard.tracer
-        kind: type[object] = type(tracer)  # tel.is_noop, inline: asked on every call
-        if kind is ProxyTracer:
-            kind = type(getattr(tracer, "_tracer", None))
-        if kind is NoOpTracer:
+        makes = guard._makes_spans  # decided with the guard, unless its tracer is the proxy
+        if makes is None:  # tel.is_noop, inline: a provider installed later is seen at once
+            makes = type(getattr(tracer, "_tracer", None)) is not NoOpTracer
+        if not makes:
             call._span = INVALID_SPAN
             call._owns_span = True
             call._recording = False

@@ -71,6 +71,17 @@ def is_noop(tracer: Tracer) -> bool:
     return kind is NoOpTracer
 
 
+def makes_spans(tracer: Tracer) -> bool | None:
+    """Whether ``tracer`` makes spans, where that is fixed for good: False for a no-op
+    tracer, True for any other but the API's proxy; None for the proxy, whose provider may
+    be set later (ask :func:`is_noop` on every call). A guard decides it once, so a call
+    with an explicit provider does not ask its tracer's type each time."""
+    kind = type(tracer)
+    if kind is ProxyTracer:
+        return None
+    return kind is not NoOpTracer
+
+
 def call_span_names(tool: str) -> tuple[str, str]:
     """A tool's name as its spans show it (shortened: a model may send a 10 MB one) and its
     call span's name; a declared tool's are computed once (``Tool.span_names``)."""
