@@ -130,6 +130,7 @@ def start(
                 traj.conversation_id if traj else None,
             ),
             traj._span if traj else None,
+            traj._span_context if traj else None,
         )
         if started is not tel.REUSED:
             call._span = started

@@ -96,6 +96,7 @@ def start_call_span(
     reuse_framework_span: bool = False,
     attributes: Mapping[str, Any] | None = None,
     not_a_call: Span | None = None,
+    not_a_call_context: otel_context.Context | None = None,
 ) -> Span:
     """The span of one call to ``tool`` (named ``span_name``, :func:`call_span_names`) on a
     tracer that makes spans (the caller asked :func:`is_noop`), or :data:`REUSED` when
@@ -104,7 +105,9 @@ def start_call_span(
     ``attributes`` (the call's, ``call_attributes``) are given to the span as it starts: the
     SDK cleans them once, instead of again under the span's lock when set on it afterwards
     (about 10 us a call with the SDK, benchmarks/README.md). ``not_a_call``: a span known
-    not to be one (the trajectory's summary span), not inspected.
+    not to be one (the trajectory's summary span), not inspected; ``not_a_call_context``:
+    the context that made it current (``with trajectory``): while that very context is the
+    current one, its span is ``not_a_call`` by construction, and is not looked up again.
 
     A call makes its span current only while the span records, so what a no-op tracer would
     return (a non-recording wrapper of the current context's span) is never seen by anyone:
@@ -117,7 +120,10 @@ def start_call_span(
         # One look-up of the current context: for the framework's span and as the parent.
         try:
             parent = otel_context.get_current()
-            current = trace.get_current_span(parent)
+            if parent is not_a_call_context and not_a_call is not None:
+                current = not_a_call
+            else:
+                current = trace.get_current_span(parent)
         except Exception:
             logger.exception("toolguard: could not read the current span")
             parent, current = None, INVALID_SPAN
@@ -184,6 +190,17 @@ def attach(span: Span) -> object | None:
     except Exception:
         logger.exception("toolguard: could not make the span current")
         return None
+
+
+def attach_context(span: Span) -> tuple[object | None, otel_context.Context | None]:
+    """:func:`attach`, with the context it made current (a trajectory keeps it: see
+    ``start_call_span``'s ``not_a_call_context``)."""
+    try:
+        context = trace.set_span_in_context(span)
+        return otel_context.attach(context), context
+    except Exception:
+        logger.exception("toolguard: could not make the span current")
+        return None, None
 
 
 def detach(token: object | None) -> None:
