@@ -117,20 +117,20 @@ def start(
             call._recording = False
             return call
         label, span_name = tool.span_names if tool is not None else tel.call_span_names(name)
+        if traj is not None:
+            attributes = tel.call_attributes(label, traj.id, step, call_id, traj.conversation_id)
+            summary, summary_context = traj._span, traj._span_context
+        else:
+            attributes = tel.call_attributes(label, None, step, call_id, None)
+            summary = summary_context = None
         started: Span = tel.start_call_span(
             tracer,
             name,
             span_name,
             guard.reuse_framework_spans,
-            tel.call_attributes(
-                label,
-                traj.id if traj else None,
-                step,
-                call_id,
-                traj.conversation_id if traj else None,
-            ),
-            traj._span if traj else None,
-            traj._span_context if traj else None,
+            attributes,
+            summary,
+            summary_context,
         )
         if started is not tel.REUSED:
             call._span = started

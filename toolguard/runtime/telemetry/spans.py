@@ -242,21 +242,32 @@ def call_attributes(
     conversation_id: str | None,
 ) -> dict[str, Any]:
     """A call span's attributes as it starts; ``label``: the tool's name already shortened
-    (:func:`call_span_names`)."""
+    (:func:`call_span_names`). Built on every traced call: the keys are this module's
+    globals, not looked up on the contract module each time."""
     attributes: dict[str, Any] = {
-        contract.GEN_AI_OPERATION_NAME: contract.OPERATION_EXECUTE_TOOL,
-        contract.GEN_AI_TOOL_NAME: label,
-        contract.GEN_AI_TOOL_TYPE: "function",
+        _OPERATION_NAME: _EXECUTE_TOOL,
+        _TOOL_NAME: label,
+        _TOOL_TYPE: "function",
     }
     if trajectory_id is not None:
-        attributes[contract.TRAJECTORY_ID] = trajectory_id
+        attributes[_TRAJECTORY_ID] = trajectory_id
     if step is not None:
-        attributes[contract.STEP] = step
+        attributes[_STEP] = step
     if call_id is not None:
-        attributes[contract.GEN_AI_TOOL_CALL_ID] = call_id[:NAME_LIMIT]
+        attributes[_CALL_ID] = call_id[:NAME_LIMIT]
     if conversation_id is not None:
-        attributes[contract.GEN_AI_CONVERSATION_ID] = conversation_id
+        attributes[_CONVERSATION_ID] = conversation_id
     return attributes
+
+
+_OPERATION_NAME = contract.GEN_AI_OPERATION_NAME
+_EXECUTE_TOOL = contract.OPERATION_EXECUTE_TOOL
+_TOOL_NAME = contract.GEN_AI_TOOL_NAME
+_TOOL_TYPE = contract.GEN_AI_TOOL_TYPE
+_TRAJECTORY_ID = contract.TRAJECTORY_ID
+_STEP = contract.STEP
+_CALL_ID = contract.GEN_AI_TOOL_CALL_ID
+_CONVERSATION_ID = contract.GEN_AI_CONVERSATION_ID
 
 
 def verdict_attributes(
