@@ -40,6 +40,8 @@ logger = logging.getLogger("toolguard")
 _VALID: dict[str, AnyValue] = {contract.VALID: True, contract.DECISION: contract.ALLOWED}
 _NO_FAILURES: list[Failure] = []  # shared, never changed: a valid call's failures
 _ALLOWED = contract.ALLOWED  # a global, not a module attribute, on the hot path
+# Never a mapping: the default error_result reads no such result as an error (a list, a text)
+_NO_MAPPINGS = frozenset({list, tuple, str, bytes, int, float, bool, type(None)})
 
 
 class _Call:
@@ -203,12 +205,12 @@ class _Call:
         traj = self._traj
         if (
             error is None
-            and type(result) is dict
-            and "error" not in result
+            and ((type(result) is dict and "error" not in result) or type(result) in _NO_MAPPINGS)
             and stages.plain_judge
             and (guard.error_result is default_error_result or stages.own_error_result)
         ):
-            # Nothing for the judge to find (a plain dict without "error"): the call stands.
+            # Nothing for the judge to find (a plain dict without "error", a list, a text:
+            # the default rule reads an error only in a mapping): the call stands.
             if traj is not None and (stages.record is not None or guard.observes_outputs):
                 stages.record_outcome(self, traj, result, guard.observes_outputs)
         else:
