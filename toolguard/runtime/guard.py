@@ -102,6 +102,7 @@ class Guard:
         self.reuse_framework_spans = reuse_framework_spans
         self.tracer_provider = tracer_provider
         self.tracer = tel.get_tracer(tracer_provider)
+        self._makes_spans = tel.makes_spans(self.tracer)  # None: ask per call (calls/start.py)
         self.observes_outputs = False  # turned on by the first tool with grounded arguments
         self.trajectories = TrajectoryRegistry(max_live_trajectories, trajectory_idle_timeout)
         # Where trajectories keep their record: memory (one process) or a shared store.

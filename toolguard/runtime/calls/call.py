@@ -39,6 +39,9 @@ logger = logging.getLogger("toolguard")
 
 _VALID: dict[str, AnyValue] = {contract.VALID: True, contract.DECISION: contract.ALLOWED}
 _NO_FAILURES: list[Failure] = []  # shared, never changed: a valid call's failures
+_ALLOWED = contract.ALLOWED  # a global, not a module attribute, on the hot path
+# Never a mapping: the default error_result reads no such result as an error (a list, a text)
+_NO_MAPPINGS = frozenset({list, tuple, str, bytes, int, float, bool, type(None)})
 
 
 class _Call:
@@ -199,23 +202,25 @@ class _Call:
         assert tool is not None
         stages = tool.stages
         guard = self._guard
+        traj = self._traj
         if (
             error is None
-            and type(result) is dict
-            and "error" not in result
+            and ((type(result) is dict and "error" not in result) or type(result) in _NO_MAPPINGS)
             and stages.plain_judge
-            and (guard.error_result is default_error_result or tool.spec.error_result is not None)
+            and (guard.error_result is default_error_result or stages.own_error_result)
         ):
-            error = False  # nothing for the judge to find: a plain dict without "error"
+            # Nothing for the judge to find (a plain dict without "error", a list, a text:
+            # the default rule reads an error only in a mapping): the call stands.
+            if traj is not None and (stages.record is not None or guard.observes_outputs):
+                stages.record_outcome(self, traj, result, guard.observes_outputs)
         else:
             error, found = stages.judge(self, result, error)
             if found:
                 self._failures += tuple(found)
-        traj = self._traj
-        if not error and traj is not None:
-            observe = guard.observes_outputs
-            if stages.record is not None or observe:
-                stages.record_outcome(self, traj, result, observe)
+            if not error and traj is not None:
+                observe = guard.observes_outputs
+                if stages.record is not None or observe:
+                    stages.record_outcome(self, traj, result, observe)
         if not self._owns_span and self._attrs_due:
             self._settle_span()
         if guard.record_content and self._recording:
@@ -224,13 +229,13 @@ class _Call:
             self._close(executed=True)
             return
         # close, the valid call that ran (most calls): _close's first branch, inline
-        self._decision = contract.ALLOWED
+        self._decision = _ALLOWED
         self._sorted = _NO_FAILURES
         if traj is not None:
-            # Trajectory._record of a valid call, inline: nothing else to note
-            step = self.step
-            assert step is not None  # a call in a trajectory has its step
-            traj._verdicts.append((step, self.name, contract.ALLOWED, _NO_FAILURES, self.call_id))
+            # Trajectory._record of a valid call, inline: nothing else to note (a call in a
+            # trajectory has its step)
+            verdict = (self.step, self.name, _ALLOWED, _NO_FAILURES, self.call_id)
+            traj._verdicts.append(verdict)  # type: ignore[arg-type]
         span = self._span
         if span is INVALID_SPAN:  # tracing off
             return

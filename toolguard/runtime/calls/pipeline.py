@@ -109,7 +109,7 @@ class Pipeline:
         :class:`ToolCallRejected`."""
         owner = self.instance if self.instance is not None else instance
         tool = self.tool
-        call = start(_new(self.make), self.guard, self.name, tool, owner, None, None, None, None)
+        call = start(_new(self.make), self.guard, self.name, tool, owner)
         try:
             # parse: positional and keyword arguments bound by name (kwargs is this call's
             # own dict: no copy needed)
@@ -231,7 +231,7 @@ class Pipeline:
                 if block:
                     call._reject()
                     return
-        if block and call._failures:  # found as the call started: the trajectory store's
+        if call._failures and block:  # found as the call started: the trajectory store's
             call._reject()
 
     # -- [dry run] -> run -------------------------------------------------------------------

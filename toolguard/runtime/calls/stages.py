@@ -21,7 +21,7 @@ class ToolStages:
     ``judge``: error result and postconditions; ``record``: produces and invalidates (None
     when the contract declares neither), ``record_outcome`` the same or observing only."""
 
-    __slots__ = ("checks", "judge", "plain_judge", "record", "record_outcome")
+    __slots__ = ("checks", "judge", "own_error_result", "plain_judge", "record", "record_outcome")
 
     def __init__(self, tool: Tool) -> None:
         found = (
@@ -32,6 +32,9 @@ class ToolStages:
         self.checks: tuple[CheckStage, ...] = tuple(s for s in found if s is not None)
         self.judge: Judge = judge_stage(tool)
         self.plain_judge = plain_judge(tool)
+        # The tool reads errors by its own rule (the default, with plain_judge): the
+        # guard's error_result does not matter to it.
+        self.own_error_result = tool.spec.error_result is not None
         self.record: Record | None = record_stage(tool)
         self.record_outcome: Record = self.record if self.record is not None else observe_only
 

@@ -13,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import trace
-from opentelemetry.trace import INVALID_SPAN, NoOpTracer, ProxyTracer, Span
+from opentelemetry.trace import INVALID_SPAN, NoOpTracer, Span
 
 from ..telemetry import spans as tel
 from ..trajectories.current import current_var, open_count
@@ -37,15 +37,16 @@ def start(
     name: str,
     tool: Tool | None,
     instance: Any,
-    call_id: str | None,
-    trajectory: Trajectory | None,
-    span: Span | None,
-    step: int | None,
+    call_id: str | None = None,
+    trajectory: Trajectory | None = None,
+    span: Span | None = None,
+    step: int | None = None,
 ) -> _C:
     """Start ``call`` (a new, uninitialised :class:`_Call`): its trajectory, step and span.
     The pipeline starts its calls with this on ``object.__new__(cls)``, which costs less than
     calling the class (CPython 3.11 packs a class call's arguments into a tuple for
-    ``__init__``); ``__init__`` is the same for everyone else."""
+    ``__init__``); ``__init__`` is the same for everyone else. The trailing arguments
+    default to None: a direct call gives none of them, and a default costs no bytecode."""
     call._guard = guard
     call.name = name
     call._tool = tool
@@ -107,28 +108,29 @@ def start(
     # The call's span: none while tracing is off, the framework's own when it opened one.
     if span is None:
         tracer = guard.tracer
-        kind: type[object] = type(tracer)  # tel.is_noop, inline: asked on every call
-        if kind is ProxyTracer:
-            kind = type(getattr(tracer, "_tracer", None))
-        if kind is NoOpTracer:
+        makes = guard._makes_spans  # decided with the guard, unless its tracer is the proxy
+        if makes is None:  # tel.is_noop, inline: a provider installed later is seen at once
+            makes = type(getattr(tracer, "_tracer", None)) is not NoOpTracer
+        if not makes:
             call._span = INVALID_SPAN
             call._owns_span = True
             call._recording = False
             return call
         label, span_name = tool.span_names if tool is not None else tel.call_span_names(name)
+        if traj is not None:
+            attributes = tel.call_attributes(label, traj.id, step, call_id, traj.conversation_id)
+            summary, summary_context = traj._span, traj._span_context
+        else:
+            attributes = tel.call_attributes(label, None, step, call_id, None)
+            summary = summary_context = None
         started: Span = tel.start_call_span(
             tracer,
             name,
             span_name,
             guard.reuse_framework_spans,
-            tel.call_attributes(
-                label,
-                traj.id if traj else None,
-                step,
-                call_id,
-                traj.conversation_id if traj else None,
-            ),
-            traj._span if traj else None,
+            attributes,
+            summary,
+            summary_context,
         )
         if started is not tel.REUSED:
             call._span = started

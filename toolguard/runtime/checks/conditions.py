@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from inspect import CO_VARARGS, CO_VARKEYWORDS
+from types import FunctionType
 from typing import TYPE_CHECKING, Any, cast
 
 from ... import _contract as contract
@@ -125,8 +127,24 @@ def condition_stage(
     if len(resolved) == 1 and not resolved[0].general and not post:
         one = resolved[0]
         if all(source in (_ARG, _STATE) for _, source in one.sources):
+            names = tuple(name for name, _ in one.sources)
+            if 1 <= len(names) <= 2 and _positional(one.predicate, names):
+                return _positional_condition(one, cause)
             return _one_condition(one, cause)
     return check
+
+
+def _positional(predicate: Callable[..., Any], names: tuple[str, ...]) -> bool:
+    """Whether calling ``predicate`` with the values of ``names`` in order binds them as
+    calling it by keyword does: a plain function whose parameters are exactly these, each
+    positional-or-keyword. (``_params`` comes from ``inspect.signature``, which describes
+    what a wrapper wraps: a wrapper's own code then differs, and it is called by keyword.)"""
+    if type(predicate) is not FunctionType:
+        return False
+    code = predicate.__code__
+    if code.co_flags & (CO_VARARGS | CO_VARKEYWORDS) or code.co_posonlyargcount:
+        return False
+    return code.co_kwonlyargcount == 0 and code.co_varnames[: code.co_argcount] == names
 
 
 def _one_condition(
@@ -169,6 +187,51 @@ def _one_condition(
         return [condition_failure(one.condition, one.check, cause, in_order)]
 
     return check_one
+
+
+def _positional_condition(
+    one: _Resolved, cause: str
+) -> Callable[[_Call, Mapping[str, Any], bool, bool, Any], list[Failure] | None]:
+    """``_one_condition`` for a plain function of one or two parameters (``_positional``):
+    called with its values in order, without building a mapping for ``**`` (which the call
+    copies again); the mapping is built only for a failure's message."""
+    predicate = one.predicate
+    ((first, first_source), *rest) = one.sources
+    second, second_source = rest[0] if rest else ("", _ARG)
+    first_is_state = first_source == _STATE
+    second_is_state = second_source == _STATE
+    reads_state = first_is_state or second_is_state
+    two = bool(rest)
+
+    def check_positional(
+        call: _Call,
+        values: Mapping[str, Any],
+        stop: bool,
+        unvalidated: bool,
+        result: Any = None,
+    ) -> list[Failure] | None:
+        state = call._guard.state if reads_state else None
+        a = state if first_is_state else values.get(first)
+        try:
+            if two:
+                b = state if second_is_state else values.get(second)
+                if predicate(a, b):
+                    return None
+            elif predicate(a):
+                return None
+        except Exception as exc:
+            if unvalidated:  # as in condition_stage's check
+                logger.debug("toolguard: %s raised on arguments that failed the schema", one.check)
+                return None
+            guard = call._guard
+            failure = condition_error(
+                one.condition, one.check, cause, exc, guard.fail_open, guard.record_content
+            )
+            return None if failure is None else [failure]
+        given = {first: a, second: b} if two else {first: a}  # as the predicate lists them
+        return [condition_failure(one.condition, one.check, cause, given)]
+
+    return check_positional
 
 
 def precondition_stage(conditions: tuple[_Condition, ...]) -> CheckStage | None:

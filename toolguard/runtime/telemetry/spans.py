@@ -71,6 +71,17 @@ def is_noop(tracer: Tracer) -> bool:
     return kind is NoOpTracer
 
 
+def makes_spans(tracer: Tracer) -> bool | None:
+    """Whether ``tracer`` makes spans, where that is fixed for good: False for a no-op
+    tracer, True for any other but the API's proxy; None for the proxy, whose provider may
+    be set later (ask :func:`is_noop` on every call). A guard decides it once, so a call
+    with an explicit provider does not ask its tracer's type each time."""
+    kind = type(tracer)
+    if kind is ProxyTracer:
+        return None
+    return kind is not NoOpTracer
+
+
 def call_span_names(tool: str) -> tuple[str, str]:
     """A tool's name as its spans show it (shortened: a model may send a 10 MB one) and its
     call span's name; a declared tool's are computed once (``Tool.span_names``)."""
@@ -85,6 +96,7 @@ def start_call_span(
     reuse_framework_span: bool = False,
     attributes: Mapping[str, Any] | None = None,
     not_a_call: Span | None = None,
+    not_a_call_context: otel_context.Context | None = None,
 ) -> Span:
     """The span of one call to ``tool`` (named ``span_name``, :func:`call_span_names`) on a
     tracer that makes spans (the caller asked :func:`is_noop`), or :data:`REUSED` when
@@ -93,7 +105,9 @@ def start_call_span(
     ``attributes`` (the call's, ``call_attributes``) are given to the span as it starts: the
     SDK cleans them once, instead of again under the span's lock when set on it afterwards
     (about 10 us a call with the SDK, benchmarks/README.md). ``not_a_call``: a span known
-    not to be one (the trajectory's summary span), not inspected.
+    not to be one (the trajectory's summary span), not inspected; ``not_a_call_context``:
+    the context that made it current (``with trajectory``): while that very context is the
+    current one, its span is ``not_a_call`` by construction, and is not looked up again.
 
     A call makes its span current only while the span records, so what a no-op tracer would
     return (a non-recording wrapper of the current context's span) is never seen by anyone:
@@ -106,7 +120,10 @@ def start_call_span(
         # One look-up of the current context: for the framework's span and as the parent.
         try:
             parent = otel_context.get_current()
-            current = trace.get_current_span(parent)
+            if parent is not_a_call_context and not_a_call is not None:
+                current = not_a_call
+            else:
+                current = trace.get_current_span(parent)
         except Exception:
             logger.exception("toolguard: could not read the current span")
             parent, current = None, INVALID_SPAN
@@ -175,6 +192,17 @@ def attach(span: Span) -> object | None:
         return None
 
 
+def attach_context(span: Span) -> tuple[object | None, otel_context.Context | None]:
+    """:func:`attach`, with the context it made current (a trajectory keeps it: see
+    ``start_call_span``'s ``not_a_call_context``)."""
+    try:
+        context = trace.set_span_in_context(span)
+        return otel_context.attach(context), context
+    except Exception:
+        logger.exception("toolguard: could not make the span current")
+        return None, None
+
+
 def detach(token: object | None) -> None:
     if token is None:
         return
@@ -214,21 +242,32 @@ def call_attributes(
     conversation_id: str | None,
 ) -> dict[str, Any]:
     """A call span's attributes as it starts; ``label``: the tool's name already shortened
-    (:func:`call_span_names`)."""
+    (:func:`call_span_names`). Built on every traced call: the keys are this module's
+    globals, not looked up on the contract module each time."""
     attributes: dict[str, Any] = {
-        contract.GEN_AI_OPERATION_NAME: contract.OPERATION_EXECUTE_TOOL,
-        contract.GEN_AI_TOOL_NAME: label,
-        contract.GEN_AI_TOOL_TYPE: "function",
+        _OPERATION_NAME: _EXECUTE_TOOL,
+        _TOOL_NAME: label,
+        _TOOL_TYPE: "function",
     }
     if trajectory_id is not None:
-        attributes[contract.TRAJECTORY_ID] = trajectory_id
+        attributes[_TRAJECTORY_ID] = trajectory_id
     if step is not None:
-        attributes[contract.STEP] = step
+        attributes[_STEP] = step
     if call_id is not None:
-        attributes[contract.GEN_AI_TOOL_CALL_ID] = call_id[:NAME_LIMIT]
+        attributes[_CALL_ID] = call_id[:NAME_LIMIT]
     if conversation_id is not None:
-        attributes[contract.GEN_AI_CONVERSATION_ID] = conversation_id
+        attributes[_CONVERSATION_ID] = conversation_id
     return attributes
+
+
+_OPERATION_NAME = contract.GEN_AI_OPERATION_NAME
+_EXECUTE_TOOL = contract.OPERATION_EXECUTE_TOOL
+_TOOL_NAME = contract.GEN_AI_TOOL_NAME
+_TOOL_TYPE = contract.GEN_AI_TOOL_TYPE
+_TRAJECTORY_ID = contract.TRAJECTORY_ID
+_STEP = contract.STEP
+_CALL_ID = contract.GEN_AI_TOOL_CALL_ID
+_CONVERSATION_ID = contract.GEN_AI_CONVERSATION_ID
 
 
 def verdict_attributes(

@@ -15,6 +15,7 @@ from contextvars import Token
 from types import TracebackType
 from typing import Any
 
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, Tracer
 
 from ... import _contract as contract
@@ -78,6 +79,9 @@ class Trajectory:
         self._shared = False
         self._span: Any = None
         self._span_token: object | None = None
+        # The context `with` made current with the summary span: a call started in it knows
+        # its current span without looking it up (telemetry's start_call_span).
+        self._span_context: Context | None = None
         self._var_token: Token[Trajectory | None] | None = None
         self._started = False
         self.ended = False
@@ -326,7 +330,7 @@ class Trajectory:
         if not self._started:
             self.start()
         if self._span is not None:
-            self._span_token = tel.attach(self._span)
+            self._span_token, self._span_context = tel.attach_context(self._span)
         self._var_token = current_var.set(self)
         return self
 
