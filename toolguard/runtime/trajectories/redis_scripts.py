@@ -69,15 +69,24 @@ local function unmark(step)
     pc = math.max(pc - 1, 0); set['pc'] = pc; notify = true
   end
 end
--- the begins this replica gave up on (module docstring), in step order, before the floor
+-- what this replica gave up on (module docstring), in step order, before the floor
+local function counted(p) if p > n then raise(p) else n = n + 1; set['n'] = n end; return n end
 if ARGV[9] ~= '' then
-  for tok, given, p in string.gmatch(ARGV[9], '(%w+):(=?)(%d+)') do
-    p = tonumber(p)
+  for _, g in ipairs(cjson.decode(ARGV[9])) do
+    local tok, kind, p = g[1], g[2], g[3]
     local v = redis.call('HGET', B, tok)
     if not v then
       note(tok, 'x', false)
-      if given ~= '' or p > n then raise(p) else n = n + 1; set['n'] = n end
-    elseif v ~= 'x' then
+      if kind == 'R' then
+        -- written now, not with the hash at the end: a begin in this script reads them
+        for _, r in ipairs(g[4]) do
+          local f = 'r:' .. r[1]
+          if r[1] == '' then counted(r[2])
+          elseif redis.call('HEXISTS', M, f) == 0 then redis.call('HSET', M, f, counted(r[2])) end
+        end
+      elseif kind == '=' then raise(p)
+      elseif kind ~= 'r' or redis.call('HDEL', M, 'r:' .. g[4]) == 0 then counted(p) end
+    elseif v ~= 'x' and v ~= 'r' then
       local owner = redis.call('HGET', M, 'p:' .. v)
       if owner and string.sub(owner, 1, #token) == token then unmark(v) end
     end
@@ -199,20 +208,28 @@ close()
 return dropped
 """
 
+# ARGV[10] token, [11] how many call ids, the ids, events.
 RESERVE = """
 local before = ln
+local k, steps, mine = tonumber(ARGV[11]), {}, {}
+if note(ARGV[10], 'r', true) == 0 then
+  -- run already, or given up by its replica, which counted it: refused
+  for i = 1, k do steps[i] = tonumber(redis.call('HGET', M, 'r:' .. ARGV[11 + i])) or 0 end
+  local entries = since(before)
+  close()
+  return {cursor, entries, n, fs or false, fc or false, claimed, 0, ln, {}, '', gen, steps}
+end
 redis.call('HSETNX', M, 'c', ARGV[3])
-local k, steps = tonumber(ARGV[10]), {}
 for i = 1, k do
-  local id, r = ARGV[10 + i], false
-  if id ~= '' then r = redis.call('HGET', M, 'r:' .. id) end
+  local id, r = ARGV[11 + i], false
+  if id ~= '' then r = mine[id] or redis.call('HGET', M, 'r:' .. id) end
   if r then steps[i] = tonumber(r)
   else
     n = n + 1; steps[i] = n; set['n'] = n
-    if id ~= '' then set['r:' .. id] = n end
+    if id ~= '' then set['r:' .. id] = n; mine[id] = n end
   end
 end
-push(11 + k)
+push(12 + k)
 local entries = since(before)
 close()
 return {cursor, entries, n, fs or false, fc or false, claimed, dropped, ln, {}, '', gen, steps}
