@@ -214,3 +214,39 @@ def test_next_step_not_answered_is_counted_once(redis_url: str, ran: bool) -> No
     assert guard.call("create", {"name": "a"}, trajectory=traj) == {"id": "a"}
     assert steps(traj) == [2]
     assert reader(redis_url, f"next-{ran}").length == 2
+
+
+def test_a_call_reserved_elsewhere_whose_begin_fails_is_counted_once(redis_url: str) -> None:
+    a = item_guard(redis_url)
+    ta = opened(a, "elsewhere")
+    assert ta.reserve(["c1", "c2"]) == [1, 2]  # a reserves the turn; b runs one of its calls
+    b = item_guard(redis_url, on_guard_error="fail_open")
+    held = Held(b)
+    tb = opened(b, "elsewhere")
+    held.hold_next("begin")
+    assert b.call("create", {"name": "x"}, trajectory=tb, call_id="c2") == {"id": "x"}
+    assert steps(tb) == [2]  # the step a reserved (b read it in the log)
+    sync(tb)  # b's begin never ran: its reservation counts the call, once
+    assert tb.length == 2 and reserved(redis_url, b, "elsewhere") == {"r:c1": "1"}
+    assert a.call("create", {"name": "y"}, trajectory=ta, call_id="c1") == {"id": "y"}
+    assert (steps(ta), reader(redis_url, "elsewhere").length) == ([1], 2)
+    held.land()
+    assert reader(redis_url, "elsewhere").length == 2
+
+
+def test_a_call_reserved_elsewhere_unknown_here_is_counted_once(redis_url: str) -> None:
+    b = item_guard(redis_url, on_guard_error="fail_open")
+    held = Held(b)
+    tb = opened(b, "unknown")  # b has not synced since a's reservation below
+    a = item_guard(redis_url)
+    ta = opened(a, "unknown")
+    assert ta.reserve(["c1", "c2"]) == [1, 2]
+    held.hold_next("begin")
+    assert b.call("create", {"name": "x"}, trajectory=tb, call_id="c2") == {"id": "x"}
+    # b's span has the next step it knew of, which a's c1 also has: that is what is not
+    # guaranteed; T counts each call once
+    assert steps(tb) == [1]
+    sync(tb)
+    assert tb.length == 2 and reserved(redis_url, b, "unknown") == {"r:c1": "1"}
+    assert a.call("create", {"name": "y"}, trajectory=ta, call_id="c1") == {"id": "y"}
+    assert steps(ta) == [1] and reader(redis_url, "unknown").length == 2

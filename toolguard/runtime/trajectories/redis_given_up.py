@@ -5,9 +5,9 @@ each of its later round trips until one is answered, which reconciles them first
 Each is sent as one JSON entry ``[token, kind, step, ...]``, in step order (a reservation
 before the begins of the calls it reserved, which carry its steps):
 
-- ``[token, "", step]`` a begin at a provisional step, ``"="`` at a step another process
-  assigned, ``"r"`` at a step reserved by call id (``[token, "r", step, call_id]``: the
-  reservation counts the call, so the begin only consumes it);
+- ``[token, "", step, call_id]`` a begin at a provisional step or one reserved for its call
+  id (by this process or another: the reservation counts the call, so the begin only
+  consumes it), ``"="`` for a step another process assigned;
 - ``[token, "R", first, [[call_id, step], ...]]`` a reservation at provisional steps
   (``call_id`` ``""`` for ``next_step``'s, which no call takes).
 """
@@ -30,15 +30,10 @@ class GivenUp:
         self._entries: dict[str, tuple[tuple[int, int], list[Any]]] = {}
         self._lock = threading.Lock()
 
-    def begin(self, token: str, step: int, given: bool, reserved: str | None) -> None:
-        """A begin not answered: its call went on at ``step`` (``given``: assigned by another
-        process; ``reserved``: the call id whose reserved step it is; else provisional)."""
-        if given:
-            entry: list[Any] = [token, "=", step]
-        elif reserved is not None:
-            entry = [token, "r", step, reserved]
-        else:
-            entry = [token, "", step]
+    def begin(self, token: str, step: int, given: bool, call_id: str | None) -> None:
+        """A begin not answered: its call (``call_id``) went on at ``step`` (``given``: a step
+        another process assigned, else a provisional or reserved one)."""
+        entry = [token, "=" if given else "", step, call_id or ""]
         with self._lock:
             self._entries[token] = ((step, 1), entry)
 

@@ -12,10 +12,10 @@ timeout since the last round trip:
   it is started, again after the store forgot it: ``redis_scripts.py``), ``bk`` once the
   begin tokens' key exists, and ``s`` the summary's claim (the one process that sets it
   writes the summary);
-- ``{prefix}{id}:l`` the log: every binding, invalidation and value seen, in order
-  (``shared.py`` writes and reads it); the seen values are bounded by ``seen_limit`` bytes
-  per trajectory (beyond it they are dropped, and the writer says so once), the bindings
-  never;
+- ``{prefix}{id}:l`` the log: every binding, invalidation, value seen and step reserved by
+  call id, in order (``shared.py`` writes and reads it); the seen values are bounded by
+  ``seen_limit`` bytes per trajectory (beyond it they are dropped, and the writer says so
+  once), the rest never;
 - ``{prefix}{id}:f`` a short stream a replica waiting for another's finish blocks on;
 - ``{prefix}{id}:b`` a hash: each begin's token and the step it took, each reservation's
   token (``r``), or ``x`` (given up by its replica, never to run): one short field per call
@@ -216,15 +216,13 @@ class RedisRecord:
     def wait_timeout(self) -> float:
         return self._store.timeout
 
-    def gave_up(
-        self, begin_token: str, step: int, given: bool, reserved: str | None = None
-    ) -> None:
-        """The begin ``begin_token`` was not answered in time; its call goes on at ``step``
-        (``given``: a step another process assigned; ``reserved``: the call id it reserved;
-        else a provisional one). Sent with every round trip from now on until one is
-        answered: the store then keeps the step the begin took if it ran, else counts the
-        call once and refuses the begin should it still arrive (``redis_scripts.py``)."""
-        self._given_up.begin(begin_token, step, given, reserved)
+    def gave_up(self, begin_token: str, step: int, given: bool, call_id: str | None = None) -> None:
+        """The begin ``begin_token`` (of ``call_id``) was not answered in time; its call goes
+        on at ``step`` (``given``: a step another process assigned, else a provisional or
+        reserved one). Sent with every round trip from now on until one is answered: the
+        store then keeps the step the begin took if it ran, else counts the call once (a
+        reserved one by its reservation) and refuses the begin should it still arrive."""
+        self._given_up.begin(begin_token, step, given, call_id)
 
     def gave_up_reserving(self, token: str, steps: Sequence[tuple[str | None, int]]) -> None:
         """The reservation ``token`` was not answered in time; it gave ``steps`` (call id,

@@ -126,7 +126,6 @@ class SharedTrajectory(Replica):
         self._registered: set[int] = set()  # steps begun as pending: their finish clears them
         self._abandoned: set[int] = set()  # others' pending steps waited for in vain
         self._given: dict[str, int] = {}  # steps another process assigned (reserve(mapping))
-        self._turn: dict[str, int] = {}  # steps reserved here by call id (reserve(list))
         # The trajectory ended here (its summary claimed or not): a call still open then
         # closes without a finish (calls/call.py), so what it writes is sent at once.
         self._over = False
@@ -159,12 +158,13 @@ class SharedTrajectory(Replica):
                 # Known to the record before the floor counts the step: a round trip whose
                 # floor includes it reconciles the begin first (redis_scripts.py), so the
                 # begin, had it run late, is not counted a second time (nor a reserved
-                # call's, which its reservation counts).
-                mine = call_id if given is None and reserved is not None else None
-                self._store.gave_up(token, step, given is not None, mine)
+                # call, which its reservation counts).
+                self._store.gave_up(token, step, given is not None, call_id)
                 self._length = max(self._length, step)
             return step, self._unavailable(exc, fail_open, step)
         self._apply(sync, floor)
+        if call_id is not None and self._turn:  # its reservation, if it came in this answer
+            self._turn.pop(call_id, None)
         self._resend(sync)
         if flags:
             self._registered.add(step)

@@ -1,8 +1,10 @@
 """Steps reserved by call id on a shared trajectory (``SharedTrajectory.reserve``): one model
 turn's calls, in the order the model emitted them, reserved in the shared record.
 
-The replica keeps the steps it reserved (``_turn``: call id -> step), so a call whose own
-begin is not answered goes on at its reserved step rather than a new one. A reservation the
+The replica keeps the steps reserved by call id (``_turn``: call id -> step), its own and
+those other replicas reserved (``r`` entries of the store's log), so a call whose own begin
+is not answered goes on at its reserved step rather than a new one; the store, reconciling
+that begin, lets the reservation count the call. A reservation the
 store does not answer in time gives its steps out provisionally (the next ones this replica
 knows of) and is reconciled like a begin given up on (``redis_given_up.py``): the next round
 trip answered keeps the steps it took if it ran (late), else reserves its calls once, at

@@ -124,13 +124,11 @@ class SharedRecord(Protocol):
         begin_token: str,
     ) -> tuple[int, Sync]: ...
 
-    def gave_up(
-        self, begin_token: str, step: int, given: bool, reserved: str | None = None
-    ) -> None:
-        """The begin ``begin_token`` raised; its call went on at ``step`` (``given``: the
-        step another process assigned it; ``reserved``: the call id whose reserved step it
-        is, counted by its reservation; else a provisional one): the next round trip
-        answered keeps the step the begin took if it ran, else counts the call once and
+    def gave_up(self, begin_token: str, step: int, given: bool, call_id: str | None = None) -> None:
+        """The begin ``begin_token`` (of ``call_id``) raised; its call went on at ``step``
+        (``given``: the step another process assigned it, else a provisional or reserved
+        one): the next round trip answered keeps the step the begin took if it ran, else
+        counts the call once (one whose id has a reserved step, by its reservation) and
         refuses the begin should it arrive later."""
 
     def gave_up_reserving(self, token: str, steps: Sequence[tuple[str | None, int]]) -> None:
