@@ -250,3 +250,22 @@ def test_a_call_reserved_elsewhere_unknown_here_is_counted_once(redis_url: str) 
     assert tb.length == 2 and reserved(redis_url, b, "unknown") == {"r:c1": "1"}
     assert a.call("create", {"name": "y"}, trajectory=ta, call_id="c1") == {"id": "y"}
     assert steps(ta) == [1] and reader(redis_url, "unknown").length == 2
+
+
+def test_a_lost_reservation_whose_call_ran_elsewhere_first_is_counted_once(
+    redis_url: str,
+) -> None:
+    a = item_guard(redis_url, on_guard_error="fail_open")
+    held = Held(a)
+    ta = opened(a, "lost")
+    held.hold_next("reserve")
+    assert ta.reserve(["c1", "c2"]) == [1, 2]  # never reaches Redis (held, never landed)
+    b = item_guard(redis_url)
+    tb = opened(b, "lost")
+    # b runs c2 before a's next round trip tells the store of the reservation: a new step
+    assert b.call("create", {"name": "x"}, trajectory=tb, call_id="c2") == {"id": "x"}
+    assert a.call("create", {"name": "y"}, trajectory=ta, call_id="c1") == {"id": "y"}
+    assert (steps(ta), steps(tb)) == ([2], [1])  # c1 after b's step; c2 counted once
+    assert reader(redis_url, "lost").length == 2
+    held.land()  # refused
+    assert reader(redis_url, "lost").length == 2

@@ -3,7 +3,8 @@ round trip, atomic (``redis_store.py`` says what the keys hold).
 
 Every script reads the record's hash with one ``HMGET`` and writes it with one ``HSET``, so
 a call's step costs Redis two commands in the common case (the step, nothing new in the
-log, no step pending elsewhere) and a third for its begin token. Common arguments:
+log, no step pending elsewhere) and a third for its begin token (a fourth for a call id no
+step was reserved for: ``u:<call id>``, below). Common arguments:
 ``ARGV[1..9]`` = idle timeout (ms), the replica's log cursor, now (ms), the seen-value bound
 (bytes), the replica's floor (the largest step it knows), its token, how long a waiter may
 wait (ms), the record's generation as the replica knows it ('' before its first answer), and
@@ -41,7 +42,9 @@ Reservations (``r:<call id>``) carry a token the same way (kept as ``r``): one n
 is sent with the steps it gave out provisionally and reconciled first too: kept if it ran
 (its calls' begins take the steps it reserved), else marked given up (refused should it
 still arrive) and its calls reserved here, each at its provisional step when no one took
-it yet, else at the next one; a call id reserved already keeps its step. Either way the
+it yet, else at the next one; a call id reserved already keeps its step, and one whose call
+has begun (``u:<call id>``: a begin found no step reserved for it) is not counted again.
+Either way the
 steps reserved go in the log (``r``: call id, step, ...), so a replica that runs one of the
 calls knows its step should its begin not be answered. The end that claims the
 summary clears the pending marks still there (a process that died mid-call, a replica that
@@ -101,7 +104,8 @@ if ARGV[9] ~= '' then
         for _, r in ipairs(g[4]) do
           local f = 'r:' .. r[1]
           if r[1] == '' then counted(r[2])
-          elseif redis.call('HEXISTS', M, f) == 0 then
+          elseif redis.call('HEXISTS', M, f) == 0 and redis.call('HEXISTS', B, 'u:' .. r[1]) == 0
+          then
             local q = counted(r[2])
             redis.call('HSET', M, f, q); flat[#flat + 1] = r[1]; flat[#flat + 1] = q
           end
@@ -199,6 +203,9 @@ end
 if new then
   n = step; set['n'] = n
   if step == 1 then redis.call('HSETNX', M, 'c', ARGV[3]) end
+  -- begun unreserved: a reservation of its id that arrives later does not count it again
+  -- (kept with the begin tokens, a hash no script reads whole)
+  if id ~= '' then note('u:' .. id, step, false) end
 else
   if given ~= '' then raise(step) end
   if id ~= '' then redis.call('HDEL', M, 'r:' .. id) end
@@ -241,7 +248,9 @@ end
 redis.call('HSETNX', M, 'c', ARGV[3])
 for i = 1, k do
   local id, r = ARGV[11 + i], false
-  if id ~= '' then r = mine[id] or redis.call('HGET', M, 'r:' .. id) end
+  if id ~= '' then
+    r = mine[id] or redis.call('HGET', M, 'r:' .. id) or redis.call('HGET', B, 'u:' .. id)
+  end
   if r then steps[i] = tonumber(r)
   else
     n = n + 1; steps[i] = n; set['n'] = n

@@ -18,8 +18,8 @@ timeout since the last round trip:
   once), the rest never;
 - ``{prefix}{id}:f`` a short stream a replica waiting for another's finish blocks on;
 - ``{prefix}{id}:b`` a hash: each begin's token and the step it took, each reservation's
-  token (``r``), or ``x`` (given up by its replica, never to run): one short field per call
-  (``redis_scripts.py`` says why).
+  token (``r``), or ``x`` (given up by its replica, never to run), and ``u:<call id>`` the
+  step of a call begun with an id none was reserved for (``redis_scripts.py`` says why).
 
 Every operation is one Lua script (``redis_scripts.py``): one round trip, atomic (no
 read-modify-write in Python), sent on a connection of the store's own (``redis_lanes.py``).
