@@ -34,21 +34,21 @@ before the floor is raised: a begin that ran (late) keeps its step, which T coun
 pending mark is cleared (its replica never learned it had one); one that did not is marked
 given up, which refuses it should it still arrive, and is counted here: at an assigned step
 as it is; a call whose id has a step reserved (by any replica) by its reservation (the begin
-only consumes ``r:<call id>``); else at its provisional step when no one took that step
-yet, else at the next one (T counts each
-emitted call once; the provisional step may also be another call's, as its span already
-says). Either way T counts the call once and no later begin takes the provisional step.
+only consumes ``r:<call id>``); else at its provisional step when no one took that step yet,
+else at the next one (T counts each emitted call once; the provisional step may also be
+another call's, as its span already says). Either way T counts the call once and no later
+begin takes the provisional step. The end that claims the summary clears the pending marks
+still there (a process that died mid-call, a replica that never came back to reconcile):
+nobody waits for them again.
+
 Reservations (``r:<call id>``) carry a token the same way (kept as ``r``): one not answered
 is sent with the steps it gave out provisionally and reconciled first too: kept if it ran
 (its calls' begins take the steps it reserved), else marked given up (refused should it
-still arrive) and its calls reserved here, each at its provisional step when no one took
-it yet, else at the next one; a call id reserved already keeps its step, and one whose call
-has begun (``u:<call id>``: a begin found no step reserved for it) is not counted again.
-Either way the
-steps reserved go in the log (``r``: call id, step, ...), so a replica that runs one of the
-calls knows its step should its begin not be answered. The end that claims the
-summary clears the pending marks still there (a process that died mid-call, a replica that
-never came back to reconcile): nobody waits for them again.
+still arrive) and its calls reserved here, each at its provisional step when no one took it
+yet, else at the next one; a call id reserved already keeps its step, and one whose call has
+begun (``u:<call id>``: a begin found no step reserved for it) is not counted again. Either
+way the steps reserved go in the log (``r``: call id, step, ...), so a replica that runs one
+of the calls knows its step should its begin not be answered.
 """
 
 from __future__ import annotations
