@@ -3,11 +3,13 @@ round trip, atomic (``redis_store.py`` says what the keys hold).
 
 Every script reads the record's hash with one ``HMGET`` and writes it with one ``HSET``, so
 a call's step costs Redis two commands in the common case (the step, nothing new in the
-log, no step pending elsewhere) and a third for its begin token. Common arguments:
+log, no step pending elsewhere) and a third for its begin token (a fourth for a call id no
+step was reserved for: ``u:<call id>``, below). Common arguments:
 ``ARGV[1..9]`` = idle timeout (ms), the replica's log cursor, now (ms), the seen-value bound
 (bytes), the replica's floor (the largest step it knows), its token, how long a waiter may
 wait (ms), the record's generation as the replica knows it ('' before its first answer), and
-the begins it gave up on (below); each script's own follow, events last.
+the begins and reservations it gave up on (below: JSON, ``redis_given_up.py``); each script's
+own follow, events last.
 
 Generations: a record that does not exist is (re)started with a generation of its own
 (``g``: now and the token of the replica that starts it). A replica that knew another
@@ -26,16 +28,27 @@ while someone may be waiting (``w``: until when).
 Begin tokens: every begin carries a token of its own, and the step it took is kept under it
 (``KEYS[4]``), so a begin runs once per token. A begin whose answer the replica did not get
 in time (Redis hung or slow: the call went on with a provisional step, ``shared.py``) is
-sent with every later round trip of that replica, as ``token:step`` (``token:=step`` for a
-step another process assigned), until one is answered, and reconciled first, before the
-floor is raised: a begin that ran (late) keeps its step, which T counts, and its pending mark
-is cleared (its replica never learned it had one); one that did not is marked given up,
-which refuses it should it still arrive, and is counted here: at its provisional step when
-no one took that step yet, else at the next one (T counts each emitted call once; the
-provisional step may also be another call's, as its span already says). Either way T counts
-the call once and no later begin takes the provisional step. The end that claims the
-summary clears the pending marks still there (a process that died mid-call, a replica that
-never came back to reconcile): nobody waits for them again.
+sent with every later round trip of that replica, with its step (provisional, assigned by
+another process, or reserved for its call id), until one is answered, and reconciled first,
+before the floor is raised: a begin that ran (late) keeps its step, which T counts, and its
+pending mark is cleared (its replica never learned it had one); one that did not is marked
+given up, which refuses it should it still arrive, and is counted here: at an assigned step
+as it is; a call whose id has a step reserved (by any replica) by its reservation (the begin
+only consumes ``r:<call id>``); else at its provisional step when no one took that step yet,
+else at the next one (T counts each emitted call once; the provisional step may also be
+another call's, as its span already says). Either way T counts the call once and no later
+begin takes the provisional step. The end that claims the summary clears the pending marks
+still there (a process that died mid-call, a replica that never came back to reconcile):
+nobody waits for them again.
+
+Reservations (``r:<call id>``) carry a token the same way (kept as ``r``): one not answered
+is sent with the steps it gave out provisionally and reconciled first too: kept if it ran
+(its calls' begins take the steps it reserved), else marked given up (refused should it
+still arrive) and its calls reserved here, each at its provisional step when no one took it
+yet, else at the next one; a call id reserved already keeps its step, and one whose call has
+begun (``u:<call id>``: a begin found no step reserved for it) is not counted again. Either
+way the steps reserved go in the log (``r``: call id, step, ...), so a replica that runs one
+of the calls knows its step should its begin not be answered.
 """
 
 from __future__ import annotations
@@ -69,15 +82,38 @@ local function unmark(step)
     pc = math.max(pc - 1, 0); set['pc'] = pc; notify = true
   end
 end
--- the begins this replica gave up on (module docstring), in step order, before the floor
+local function append(batch)
+  if ln == 0 then fresh = true end
+  redis.call('RPUSH', L, unpack(batch)); ln = ln + #batch; set['ln'] = ln
+end
+-- steps reserved by call id, in the log, so every replica knows them (module docstring)
+local function announce(flat)
+  if #flat > 0 then append({'r' .. cjson.encode({token, flat})}) end
+end
+-- what this replica gave up on (module docstring), in step order, before the floor
+local function counted(p) if p > n then raise(p) else n = n + 1; set['n'] = n end; return n end
 if ARGV[9] ~= '' then
-  for tok, given, p in string.gmatch(ARGV[9], '(%w+):(=?)(%d+)') do
-    p = tonumber(p)
+  for _, g in ipairs(cjson.decode(ARGV[9])) do
+    local tok, kind, p = g[1], g[2], g[3]
     local v = redis.call('HGET', B, tok)
     if not v then
       note(tok, 'x', false)
-      if given ~= '' or p > n then raise(p) else n = n + 1; set['n'] = n end
-    elseif v ~= 'x' then
+      if kind == 'R' then
+        -- written now, not with the hash at the end: a begin in this script reads them
+        local flat = {}
+        for _, r in ipairs(g[4]) do
+          local f = 'r:' .. r[1]
+          if r[1] == '' then counted(r[2])
+          elseif redis.call('HEXISTS', M, f) == 0 and redis.call('HEXISTS', B, 'u:' .. r[1]) == 0
+          then
+            local q = counted(r[2])
+            redis.call('HSET', M, f, q); flat[#flat + 1] = r[1]; flat[#flat + 1] = q
+          end
+        end
+        announce(flat)
+      elseif kind == '=' then raise(p)
+      elseif g[4] == '' or redis.call('HDEL', M, 'r:' .. g[4]) == 0 then counted(p) end
+    elseif v ~= 'x' and v ~= 'r' then
       local owner = redis.call('HGET', M, 'p:' .. v)
       if owner and string.sub(owner, 1, #token) == token then unmark(v) end
     end
@@ -86,10 +122,6 @@ end
 -- the steps the replica knows (taken while the store did not answer, or in a record the
 -- store forgot since) are never taken again
 if floor > 0 then raise(floor) end
-local function append(batch)
-  if ln == 0 then fresh = true end
-  redis.call('RPUSH', L, unpack(batch)); ln = ln + #batch; set['ln'] = ln
-end
 local function push(from)
   local batch, added = {}, 0
   for i = from, #ARGV do
@@ -171,6 +203,9 @@ end
 if new then
   n = step; set['n'] = n
   if step == 1 then redis.call('HSETNX', M, 'c', ARGV[3]) end
+  -- begun unreserved: a reservation of its id that arrives later does not count it again
+  -- (kept with the begin tokens, a hash no script reads whole)
+  if id ~= '' then note('u:' .. id, step, false) end
 else
   if given ~= '' then raise(step) end
   if id ~= '' then redis.call('HDEL', M, 'r:' .. id) end
@@ -199,20 +234,33 @@ close()
 return dropped
 """
 
+# ARGV[10] token, [11] how many call ids, the ids, events.
 RESERVE = """
 local before = ln
+local k, steps, mine, flat = tonumber(ARGV[11]), {}, {}, {}
+if note(ARGV[10], 'r', true) == 0 then
+  -- run already, or given up by its replica, which counted it: refused
+  for i = 1, k do steps[i] = tonumber(redis.call('HGET', M, 'r:' .. ARGV[11 + i])) or 0 end
+  local entries = since(before)
+  close()
+  return {cursor, entries, n, fs or false, fc or false, claimed, 0, ln, {}, '', gen, steps}
+end
 redis.call('HSETNX', M, 'c', ARGV[3])
-local k, steps = tonumber(ARGV[10]), {}
 for i = 1, k do
-  local id, r = ARGV[10 + i], false
-  if id ~= '' then r = redis.call('HGET', M, 'r:' .. id) end
+  local id, r = ARGV[11 + i], false
+  if id ~= '' then
+    r = mine[id] or redis.call('HGET', M, 'r:' .. id) or redis.call('HGET', B, 'u:' .. id)
+  end
   if r then steps[i] = tonumber(r)
   else
     n = n + 1; steps[i] = n; set['n'] = n
-    if id ~= '' then set['r:' .. id] = n end
+    if id ~= '' then
+      set['r:' .. id] = n; mine[id] = n; flat[#flat + 1] = id; flat[#flat + 1] = n
+    end
   end
 end
-push(11 + k)
+announce(flat)
+push(12 + k)
 local entries = since(before)
 close()
 return {cursor, entries, n, fs or false, fc or false, claimed, dropped, ln, {}, '', gen, steps}

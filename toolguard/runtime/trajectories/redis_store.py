@@ -12,20 +12,21 @@ timeout since the last round trip:
   it is started, again after the store forgot it: ``redis_scripts.py``), ``bk`` once the
   begin tokens' key exists, and ``s`` the summary's claim (the one process that sets it
   writes the summary);
-- ``{prefix}{id}:l`` the log: every binding, invalidation and value seen, in order
-  (``shared.py`` writes and reads it); the seen values are bounded by ``seen_limit`` bytes
-  per trajectory (beyond it they are dropped, and the writer says so once), the bindings
-  never;
+- ``{prefix}{id}:l`` the log: every binding, invalidation, value seen and step reserved by
+  call id, in order (``shared.py`` writes and reads it); the seen values are bounded by
+  ``seen_limit`` bytes per trajectory (beyond it they are dropped, and the writer says so
+  once), the rest never;
 - ``{prefix}{id}:f`` a short stream a replica waiting for another's finish blocks on;
-- ``{prefix}{id}:b`` a hash: each begin's token and the step it took (``x``: given up by its
-  replica, never to run), one short field per call (``redis_scripts.py`` says why).
+- ``{prefix}{id}:b`` a hash: each begin's token and the step it took, each reservation's
+  token (``r``), or ``x`` (given up by its replica, never to run), and ``u:<call id>`` the
+  step of a call begun with an id none was reserved for (``redis_scripts.py`` says why).
 
 Every operation is one Lua script (``redis_scripts.py``): one round trip, atomic (no
 read-modify-write in Python), sent on a connection of the store's own (``redis_lanes.py``).
 A call's finish is posted: written before the call returns, its answer read later. Every
 command has a timeout (``timeout`` seconds to connect and to answer) and none is retried
-(a begin that was not answered in time is reconciled instead, with the replica's next round
-trip that is: :meth:`RedisRecord.gave_up`).
+(a begin or a reservation not answered in time is reconciled instead, with the replica's next
+round trip that is: :meth:`RedisRecord.gave_up`, ``redis_given_up.py``).
 """
 
 from __future__ import annotations
@@ -33,13 +34,13 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
-import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..._extras import install_hint
+from .redis_given_up import GivenUp
 from .redis_lanes import Lanes, Ticket
 from .redis_scripts import PRELUDE, SCRIPTS
 from .store import (
@@ -197,17 +198,15 @@ class RedisRecord:
     """One trajectory's record in a :class:`RedisStore` (the ``SharedRecord`` of store.py),
     as the replica ``token`` writes it."""
 
-    __slots__ = ("_generation", "_given_up", "_keys", "_lock", "_store", "_token")
+    __slots__ = ("_generation", "_given_up", "_keys", "_store", "_token")
 
     def __init__(self, store: RedisStore, trajectory_id: str, token: str) -> None:
         self._store = store
         self._keys = store.keys(trajectory_id)
         self._token = token
         self._generation = ""  # the record's generation as the last answer gave it
-        # begin token -> its call's step, as the script reads it ("=" a step assigned by
-        # another process): begins not answered in time, reconciled by the next answer
-        self._given_up: dict[str, tuple[int, str]] = {}
-        self._lock = threading.Lock()
+        # begins and reservations not answered in time, reconciled by the next answer
+        self._given_up = GivenUp()
 
     @property
     def store_name(self) -> str:
@@ -217,36 +216,28 @@ class RedisRecord:
     def wait_timeout(self) -> float:
         return self._store.timeout
 
-    def gave_up(self, begin_token: str, step: int, given: bool) -> None:
-        """The begin ``begin_token`` was not answered in time; its call goes on at ``step``
-        (``given``: a step another process assigned, else a provisional one). Sent with
-        every round trip from now on until one is answered: the store then keeps the step
-        the begin took if it ran, else counts ``step`` and refuses the begin should it still
-        arrive (``redis_scripts.py``)."""
-        with self._lock:
-            self._given_up[begin_token] = (step, "=" if given else "")
+    def gave_up(self, begin_token: str, step: int, given: bool, call_id: str | None = None) -> None:
+        """The begin ``begin_token`` (of ``call_id``) was not answered in time; its call goes
+        on at ``step`` (``given``: a step another process assigned, else a provisional or
+        reserved one). Sent with every round trip from now on until one is answered: the
+        store then keeps the step the begin took if it ran, else counts the call once (a
+        reserved one by its reservation) and refuses the begin should it still arrive."""
+        self._given_up.begin(begin_token, step, given, call_id)
+
+    def gave_up_reserving(self, token: str, steps: Sequence[tuple[str | None, int]]) -> None:
+        """The reservation ``token`` was not answered in time; it gave ``steps`` (call id,
+        step) out provisionally. Reconciled as :meth:`gave_up`: kept if it ran, else its
+        calls reserved once now and the reservation refused should it still arrive."""
+        self._given_up.reserving(token, steps)
 
     def _run(self, script: str, args: list[Any]) -> Any:
-        """``script`` with the common arguments first (``args`` its own), reconciling the
-        begins given up so far: once it is answered they are done."""
+        """``script`` with the common arguments first (``args`` its own), reconciling what
+        was given up so far: once it is answered they are done."""
         cursor, floor, *own = args
-        given_up, carried = self._carried()
+        given_up, carried = self._given_up.carried()
         reply = self._store.run(script, self._keys, [*self._args(cursor, floor, given_up), *own])
-        self._reconciled(carried)
+        self._given_up.reconciled(carried)
         return reply
-
-    def _carried(self) -> tuple[str, list[str]]:
-        if not self._given_up:
-            return "", []
-        with self._lock:
-            items = sorted(self._given_up.items(), key=lambda item: item[1][0])
-        return " ".join(f"{t}:{kind}{step}" for t, (step, kind) in items), [t for t, _ in items]
-
-    def _reconciled(self, carried: list[str]) -> None:
-        if carried:
-            with self._lock:
-                for t in carried:
-                    self._given_up.pop(t, None)
 
     def _args(self, cursor: int, floor: int, given_up: str) -> list[Any]:
         store = self._store
@@ -290,20 +281,25 @@ class RedisRecord:
         return int(reply[11]), self._sync(reply)
 
     def reserve(
-        self, cursor: int, floor: int, call_ids: Sequence[str | None], events: Sequence[str]
+        self,
+        cursor: int,
+        floor: int,
+        call_ids: Sequence[str | None],
+        events: Sequence[str],
+        token: str,
     ) -> tuple[list[int], Sync]:
         ids = [c or "" for c in call_ids]
-        reply = self._run("reserve", [cursor, floor, len(ids), *ids, *events])
+        reply = self._run("reserve", [cursor, floor, token, len(ids), *ids, *events])
         return [int(s) for s in reply[11]], self._sync(reply)
 
     def sync(self, cursor: int, floor: int, events: Sequence[str]) -> Sync:
         return self._sync(self._run("sync", [cursor, floor, *events]))
 
     def wait(self, cursor: int, floor: int, mark: str, seconds: float) -> Sync:
-        given_up, carried = self._carried()
+        given_up, carried = self._given_up.carried()
         args = self._args(cursor, floor, given_up)
         reply = self._store.wait_then(self._keys[2], mark, seconds, "sync", self._keys, args)
-        self._reconciled(carried)
+        self._given_up.reconciled(carried)
         return self._sync(reply)
 
     def post(
@@ -312,11 +308,11 @@ class RedisRecord:
         events: Sequence[str],
         done: Callable[[int, TrajectoryStoreError | None], None],
     ) -> Posted:
-        given_up, carried = self._carried()
+        given_up, carried = self._given_up.carried()
 
         def answered(reply: Any, error: BaseException | None) -> None:
             if error is None:
-                self._reconciled(carried)
+                self._given_up.reconciled(carried)
                 done(int(reply), None)
             else:
                 done(0, TrajectoryStoreError(f"{type(error).__name__}: {error}"))

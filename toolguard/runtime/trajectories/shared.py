@@ -52,9 +52,8 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import Tracer
 
-from ..._errors import UsageError
 from ..verdict import Failure
-from . import shared_summary, shared_wait
+from . import shared_reserve, shared_summary, shared_wait
 from .bindings import Binding
 from .leaves import add_leaves
 from .registry import TrajectoryRegistry
@@ -144,6 +143,7 @@ class SharedTrajectory(Replica):
         ``tool`` and ``observes`` (the guard records what results show) say whether the
         call may write: then its step is pending until its finish lands."""
         given = self._given.pop(call_id, None) if call_id is not None and self._given else None
+        reserved = self._turn.pop(call_id, None) if call_id is not None and self._turn else None
         flags = pending_flags(tool, observes)
         events, floor = self._take_outbox(), self._floor
         token = os.urandom(8).hex()  # the store runs this begin once, or never once given up
@@ -154,14 +154,17 @@ class SharedTrajectory(Replica):
         except TrajectoryStoreError as exc:
             self._put_back(events)
             with self._lock:
-                step = given if given is not None else self._length + 1
+                step = given if given is not None else reserved or self._length + 1
                 # Known to the record before the floor counts the step: a round trip whose
                 # floor includes it reconciles the begin first (redis_scripts.py), so the
-                # begin, had it run late, is not counted a second time.
-                self._store.gave_up(token, step, given is not None)
+                # begin, had it run late, is not counted a second time (nor a reserved
+                # call, which its reservation counts).
+                self._store.gave_up(token, step, given is not None, call_id)
                 self._length = max(self._length, step)
             return step, self._unavailable(exc, fail_open, step)
         self._apply(sync, floor)
+        if call_id is not None and self._turn:  # its reservation, if it came in this answer
+            self._turn.pop(call_id, None)
         self._resend(sync)
         if flags:
             self._registered.add(step)
@@ -189,36 +192,10 @@ class SharedTrajectory(Replica):
 
     def reserve(self, call_ids: Iterable[str] | Mapping[str, int]) -> list[int]:
         """As :meth:`Trajectory.reserve`, the steps taken in the shared record (one round
-        trip); steps another process assigned (a mapping) are kept here for the calls that
-        carry them."""
-        if isinstance(call_ids, Mapping):
-            given = dict(call_ids)
-            for call_id, step in given.items():
-                if not isinstance(call_id, str):
-                    raise UsageError(f"reserve() takes call ids (strings), got {call_id!r}")
-                if isinstance(step, bool) or not isinstance(step, int) or step < 1:
-                    raise UsageError(f"reserve(): the step of {call_id!r} must be an int >= 1")
-            with self._lock:
-                self._given.update(given)
-                self._length = max(self._length, *given.values()) if given else self._length
-            return list(given.values())
-        ids = list(call_ids)
-        for call_id in ids:
-            if call_id is not None and not isinstance(call_id, str):
-                raise UsageError(f"reserve() takes call ids (strings), got {call_id!r}")
-        events, floor = self._take_outbox(), self._floor
-        try:
-            steps, sync = self._store.reserve(self._cursor, floor, ids, events)
-        except TrajectoryStoreError as exc:
-            self._put_back(events)
-            self._log_store(exc, "reserving steps")
-            with self._lock:
-                first = self._length + 1
-                self._length += len(ids)
-            return list(range(first, first + len(ids)))
-        self._apply(sync, floor)
-        self._resend(sync)
-        return steps
+        trip; when the store does not answer, provisional ones, reconciled later:
+        ``shared_reserve.py``); steps another process assigned (a mapping) are kept here
+        for the calls that carry them."""
+        return shared_reserve.reserve(self, call_ids)
 
     # -- finishing a call ----------------------------------------------------------------
     def _finish_call(self, step: int, failures: list[Failure]) -> None:

@@ -44,6 +44,7 @@ class Replica(Trajectory):
         self._store = record
         self._token = token  # this replica's mark on the events and steps it writes
         self._outbox: list[str] = []
+        self._turn: dict[str, int] = {}  # steps reserved by call id (shared_reserve.py)
         self._out_lock = threading.Lock()
         self._sync_lock = threading.Lock()
         self._seq = itertools.count(1)  # the order this replica made its binding events in
@@ -174,6 +175,10 @@ class Replica(Trajectory):
             Trajectory.observe(self, data[1])
         elif kind == "l":
             self._seen.update(data[1])
+        elif kind == "r":  # steps another replica reserved: a begin not answered takes them
+            flat = data[1]
+            for i in range(0, len(flat), 2):
+                self._turn.setdefault(flat[i], int(flat[i + 1]))
         # "f": a first failure sent late; the store read it (its step and cause), nothing here
 
     def _newer(

@@ -124,14 +124,25 @@ class SharedRecord(Protocol):
         begin_token: str,
     ) -> tuple[int, Sync]: ...
 
-    def gave_up(self, begin_token: str, step: int, given: bool) -> None:
-        """The begin ``begin_token`` raised; its call went on at ``step`` (``given``: the
-        step another process assigned it, else a provisional one): the next round trip
-        answered keeps the step the begin took if it ran, else counts ``step`` once and
+    def gave_up(self, begin_token: str, step: int, given: bool, call_id: str | None = None) -> None:
+        """The begin ``begin_token`` (of ``call_id``) raised; its call went on at ``step``
+        (``given``: the step another process assigned it, else a provisional or reserved
+        one): the next round trip answered keeps the step the begin took if it ran, else
+        counts the call once (one whose id has a reserved step, by its reservation) and
         refuses the begin should it arrive later."""
 
+    def gave_up_reserving(self, token: str, steps: Sequence[tuple[str | None, int]]) -> None:
+        """The reservation ``token`` raised, having given ``steps`` (call id, step) out
+        provisionally: reconciled as :meth:`gave_up` (its steps kept if it ran, else its
+        calls reserved once, and the reservation refused should it arrive later)."""
+
     def reserve(
-        self, cursor: int, floor: int, call_ids: Sequence[str | None], events: Sequence[str]
+        self,
+        cursor: int,
+        floor: int,
+        call_ids: Sequence[str | None],
+        events: Sequence[str],
+        token: str,
     ) -> tuple[list[int], Sync]: ...
 
     def sync(self, cursor: int, floor: int, events: Sequence[str]) -> Sync: ...
