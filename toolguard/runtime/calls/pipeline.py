@@ -261,7 +261,7 @@ class Pipeline:
             try:  # tel.attach, inline (telemetry never breaks a call)
                 token = otel_context.attach(trace.set_span_in_context(call._span))
             except Exception:
-                logger.exception("toolguard: could not make the span current")
+                tel.log_failure("toolguard: could not make the span current")
         traj = call._traj
         if traj is not None:
             nested = _inside_tool.set(traj)
@@ -278,7 +278,7 @@ class Pipeline:
             try:  # tel.detach, inline
                 otel_context.detach(token)
             except Exception:
-                logger.exception("toolguard: could not restore the previous context")
+                tel.log_failure("toolguard: could not restore the previous context")
         if nested is not None:
             try:
                 _inside_tool.reset(nested)

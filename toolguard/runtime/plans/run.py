@@ -379,7 +379,9 @@ def verify(guard: Guard, steps: Any, trajectory: Trajectory | None, dry_run: Any
         for i in range(len(checker.steps)):
             run = checker.begin(i)
             if run is not None:
-                token = tel.attach(checker.step_span) if checker.step_span.is_recording() else None
+                token = (
+                    tel.attach(checker.step_span) if tel.is_recording(checker.step_span) else None
+                )
                 try:
                     outcome = dryrun.run(
                         run.call, run.args, run.kwargs, checker.traj or True, checker.state_fork()
@@ -402,7 +404,9 @@ async def averify(
         for i in range(len(checker.steps)):
             run = checker.begin(i)
             if run is not None:
-                token = tel.attach(checker.step_span) if checker.step_span.is_recording() else None
+                token = (
+                    tel.attach(checker.step_span) if tel.is_recording(checker.step_span) else None
+                )
                 try:
                     outcome = await dryrun.arun(
                         run.call, run.args, run.kwargs, checker.traj or True, checker.state_fork()
