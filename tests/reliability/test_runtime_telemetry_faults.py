@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from opentelemetry import context as otel_context
+from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import INVALID_SPAN, Span, Tracer
@@ -207,3 +209,72 @@ def test_no_argument_value_in_a_log_of_a_failed_export(caplog) -> None:
     assert caplog.records  # the export failures were logged
     assert SECRET not in caplog.text
     provider.shutdown()
+
+
+def test_no_argument_value_in_a_log_of_a_failed_export_after_a_tool_raised(caplog) -> None:
+    """The tool's exception (whose text may hold argument values) is in hand as its span
+    ends: an exporter failing then must not log it along with its own."""
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(RaisingExporter()))
+    guard = tg.Guard(tracer_provider=provider)
+
+    @guard.tool
+    def lookup(key: str) -> str:
+        raise KeyError(f"no record {key}")
+
+    @guard.tool
+    async def alookup(key: str) -> str:
+        raise KeyError(f"no record {key}")
+
+    with caplog.at_level(logging.DEBUG), guard.trajectory("t"):
+        assert guard.call("lookup", {"key": SECRET}).cause == "state_consistency"
+        with pytest.raises(KeyError):
+            lookup(SECRET)
+        assert asyncio.run(guard.acall("alookup", {"key": SECRET})).cause == "state_consistency"
+        with pytest.raises(KeyError):
+            asyncio.run(alookup(SECRET))
+        pending = guard.check("lookup", {"key": SECRET})
+        pending.fail(KeyError(f"no record {SECRET}"))
+    assert caplog.records  # the export failures were logged
+    assert SECRET not in caplog.text
+    provider.shutdown()
+
+
+class BrokenContext(ContextVarsRuntimeContext):
+    """The context API's runtime, its methods named in ``broken`` raising."""
+
+    def __init__(self, broken: frozenset[str]) -> None:
+        super().__init__()
+        self.broken = broken
+
+    def attach(self, context: Any) -> Any:
+        if "attach" in self.broken:
+            raise RuntimeError("context.attach is broken")
+        return super().attach(context)
+
+    def detach(self, token: Any) -> None:
+        if "detach" in self.broken:
+            raise RuntimeError("context.detach is broken")
+        super().detach(token)
+
+    def get_current(self) -> Any:
+        if "get_current" in self.broken:
+            raise RuntimeError("context.get_current is broken")
+        return super().get_current()
+
+
+@pytest.mark.parametrize(
+    "broken", [("attach",), ("detach",), ("get_current",), ("attach", "detach", "get_current")]
+)
+def test_a_broken_context_api_changes_no_call(broken, otel, monkeypatch, caplog) -> None:
+    monkeypatch.setattr(otel_context, "_RUNTIME_CONTEXT", BrokenContext(frozenset(broken)))
+    with caplog.at_level(logging.WARNING, logger="toolguard"):
+        for _ in range(3):
+            assert session(otel.provider) == REFERENCE
+    logged = [r for r in caplog.records if r.name == "toolguard" and r.levelno >= logging.ERROR]
+    if broken != ("detach",):  # the API's detach logs (each time) and swallows its own error
+        assert logged
+    messages = [r.getMessage() for r in logged]
+    assert len(messages) == len(set(messages)), messages
+    monkeypatch.undo()
+    assert session(otel.provider) == REFERENCE  # no later call is affected
