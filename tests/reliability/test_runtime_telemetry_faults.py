@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from opentelemetry import context as otel_context
@@ -278,3 +278,39 @@ def test_a_broken_context_api_changes_no_call(broken, otel, monkeypatch, caplog)
     assert len(messages) == len(set(messages)), messages
     monkeypatch.undo()
     assert session(otel.provider) == REFERENCE  # no later call is affected
+
+
+def plan_session(provider: Any) -> list[Any]:
+    """verify_plan (sync and async) on a fork, then a real call."""
+    disk: dict[str, set[str]] = {"dirs": {"/"}}
+    guard = tg.Guard(state=disk, dry_run=tg.DeepCopyFork(), tracer_provider=provider)
+
+    @guard.tool
+    def mkdir(state: Annotated[dict[str, set[str]], tg.State], path: str) -> str:
+        if path in state["dirs"]:
+            raise FileExistsError(path)
+        state["dirs"].add(path)
+        return path
+
+    twice = [tg.PlanStep("mkdir", {"path": "/a"}), tg.PlanStep("mkdir", {"path": "/a"})]
+    seen: list[Any] = []
+    with guard.trajectory("p"):
+        for verdict in (
+            guard.verify_plan(twice),
+            guard.verify_plan([tg.PlanStep("mkdir", {"path": "/b"})]),
+            asyncio.run(guard.averify_plan(twice)),
+        ):
+            seen.append((verdict.ok, verdict.failed, verdict.cause))
+        seen.append(guard.call("mkdir", {"path": "/c"}))
+    seen.append(sorted(disk["dirs"]))
+    return seen
+
+
+@pytest.mark.parametrize("recording", [True, False], ids=["recording", "non-recording"])
+@pytest.mark.parametrize("broken", FAULTS, ids=["+".join(f) for f in FAULTS])
+def test_broken_telemetry_changes_no_plan_verdict(broken, recording, caplog) -> None:
+    reference = plan_session(None)
+    blocked = (False, 1, "state_consistency")
+    assert reference[:3] == [blocked, (True, None, None), blocked]
+    with caplog.at_level(logging.DEBUG, logger="toolguard"):
+        assert plan_session(BrokenProvider(*broken, recording=recording)) == reference
