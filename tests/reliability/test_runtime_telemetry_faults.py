@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 import pytest
 from opentelemetry import context as otel_context
@@ -314,3 +314,41 @@ def test_broken_telemetry_changes_no_plan_verdict(broken, recording, caplog) -> 
     assert reference[:3] == [blocked, (True, None, None), blocked]
     with caplog.at_level(logging.DEBUG, logger="toolguard"):
         assert plan_session(BrokenProvider(*broken, recording=recording)) == reference
+
+
+class WrittenSpan(BrokenSpan):
+    """A non-recording span that notes every write to it (none is due)."""
+
+    writes: ClassVar[list[str]] = []
+
+    def _use(self, what: str) -> None:
+        if what not in ("end", "is_recording", "get_span_context"):
+            self.writes.append(what)
+
+
+class WrittenTracer(BrokenTracer):
+    def start_span(self, name: str, *args: Any, **kwargs: Any) -> Span:
+        return WrittenSpan(self.broken, recording=False)
+
+
+class WrittenProvider(BrokenProvider):
+    def get_tracer(self, *args: Any, **kwargs: Any) -> Tracer:
+        return WrittenTracer(self.broken, recording=False)
+
+
+@pytest.mark.parametrize("record_content", [False, True])
+def test_nothing_is_written_on_a_span_that_does_not_record(record_content, monkeypatch) -> None:
+    monkeypatch.setattr(WrittenSpan, "writes", [])
+    provider = WrittenProvider(recording=False)
+    assert plan_session(provider) == plan_session(None)
+    assert session(provider) == REFERENCE
+    guard = tg.Guard(tracer_provider=provider, record_content=record_content)
+
+    @guard.tool
+    def echo(x: int) -> int:
+        return x
+
+    with guard.trajectory("w"):
+        assert echo(1) == 1
+        assert guard.call("echo", {"x": "no"}).cause == "schema"
+    assert WrittenSpan.writes == []

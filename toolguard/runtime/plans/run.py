@@ -105,7 +105,7 @@ class PlanRun(StepChecks):
                     )
         self.forks.clear()
         span = self.span
-        if span is not INVALID_SPAN:
+        if tel.is_recording(span):  # attributes only for a span that keeps them
             attributes: dict[str, Any] = {
                 contract.PLAN_VALID: self.failure is None and exc is None,
                 contract.PLAN_DRY_RUN: self.ran_any,
@@ -117,6 +117,7 @@ class PlanRun(StepChecks):
             tel.set_attributes(span, attributes)
             if self.failure is not None:
                 tel.set_error(span, self.failure.telemetry_message[:256])
+        if span is not INVALID_SPAN:
             tel.end_span(span)
 
     def verdict(self) -> PlanVerdict:
@@ -230,7 +231,7 @@ class PlanRun(StepChecks):
         )
         self.verdicts.append(verdict)
         span = self.step_span
-        if span is not INVALID_SPAN:
+        if tel.is_recording(span):
             attributes: dict[str, Any] = {
                 contract.PLAN_VALID: failure is None,
                 contract.PLAN_RAN_ON_FORK: self.ran,
@@ -239,6 +240,7 @@ class PlanRun(StepChecks):
                 attributes.update(failure_attributes(failure))
                 tel.set_error(span, failure.telemetry_message[:256])
             tel.set_attributes(span, attributes)
+        if span is not INVALID_SPAN:
             tel.end_span(span)
             self.step_span = INVALID_SPAN
 
