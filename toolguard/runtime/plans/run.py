@@ -117,8 +117,7 @@ class PlanRun(StepChecks):
             tel.set_attributes(span, attributes)
             if self.failure is not None:
                 tel.set_error(span, self.failure.telemetry_message[:256])
-        if span is not INVALID_SPAN:
-            tel.end_span(span)
+        tel.end_span(span)  # INVALID_SPAN's end does nothing
 
     def verdict(self) -> PlanVerdict:
         failure = self.failure
@@ -381,9 +380,7 @@ def verify(guard: Guard, steps: Any, trajectory: Trajectory | None, dry_run: Any
         for i in range(len(checker.steps)):
             run = checker.begin(i)
             if run is not None:
-                token = (
-                    tel.attach(checker.step_span) if tel.is_recording(checker.step_span) else None
-                )
+                token = tel.attach_recording(checker.step_span)
                 try:
                     outcome = dryrun.run(
                         run.call, run.args, run.kwargs, checker.traj or True, checker.state_fork()
@@ -406,9 +403,7 @@ async def averify(
         for i in range(len(checker.steps)):
             run = checker.begin(i)
             if run is not None:
-                token = (
-                    tel.attach(checker.step_span) if tel.is_recording(checker.step_span) else None
-                )
+                token = tel.attach_recording(checker.step_span)
                 try:
                     outcome = await dryrun.arun(
                         run.call, run.args, run.kwargs, checker.traj or True, checker.state_fork()

@@ -237,6 +237,11 @@ def attach(span: Span) -> object | None:
         return None
 
 
+def attach_recording(span: Span) -> object | None:
+    """:func:`attach` for a span that records; None (nothing to detach) for one that does not."""
+    return attach(span) if is_recording(span) else None
+
+
 def attach_context(span: Span) -> tuple[object | None, otel_context.Context | None]:
     """:func:`attach`, with the context it made current (a trajectory keeps it: see
     ``start_call_span``'s ``not_a_call_context``)."""
