@@ -11,6 +11,7 @@ from typing import Annotated, Any, ClassVar
 
 import pytest
 from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
@@ -352,3 +353,38 @@ def test_nothing_is_written_on_a_span_that_does_not_record(record_content, monke
         assert echo(1) == 1
         assert guard.call("echo", {"x": "no"}).cause == "schema"
     assert WrittenSpan.writes == []
+
+
+class BrokenFrameworkSpan(BrokenSpan):
+    """The framework's current span (``execute_tool use``) whose name or attributes raise."""
+
+    @property
+    def name(self) -> str:
+        self._use("name")
+        return "execute_tool use"
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        raise RuntimeError("span.attributes is broken")
+
+
+@pytest.mark.parametrize("recording", [True, False], ids=["recording", "non-recording"])
+@pytest.mark.parametrize("broken", [("is_recording",), ("name",), ("name", "set_attributes")])
+def test_a_broken_framework_span_changes_no_call(broken, recording, otel, caplog) -> None:
+    """The guard asks the current span whether it is the framework's span of this call (to
+    write on it rather than open a second): a span that raises then is not reused."""
+    framework = BrokenFrameworkSpan(frozenset(broken), recording)
+    guard = otel.guard()
+
+    @guard.tool
+    def use(item_id: str) -> str:
+        return item_id.upper()
+
+    with caplog.at_level(logging.DEBUG, logger="toolguard"):
+        with trace.use_span(framework, end_on_exit=False):
+            assert use("a") == "A"
+            assert guard.call("use", {"item_id": "b"}) == "B"
+        with guard.trajectory("f"), trace.use_span(framework, end_on_exit=False):
+            assert use("c") == "C"
+            assert guard.call("use", {"item_id": 5}).cause == "schema"
+    assert len(otel.call_spans()) == 4  # each call got a span of its own
