@@ -388,3 +388,36 @@ def test_a_broken_framework_span_changes_no_call(broken, recording, otel, caplog
             assert use("c") == "C"
             assert guard.call("use", {"item_id": 5}).cause == "schema"
     assert len(otel.call_spans()) == 4  # each call got a span of its own
+
+
+class FailingExporter(SpanExporter):
+    def __init__(self, how: str) -> None:
+        self.how, self.batches = how, 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.batches += 1
+        if self.how == "raise":
+            raise ConnectionError("collector is down")
+        return SpanExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize("how", ["raise", "failure"])
+def test_the_embedded_queue_logs_a_failing_exporter_once(how, caplog) -> None:
+    from toolguard.runtime.telemetry.span_queue import SpanQueue
+
+    exporter = FailingExporter(how)
+    queue = SpanQueue(exporter, schedule_delay=0.01)
+    provider = TracerProvider()
+    provider.add_span_processor(queue)
+    with caplog.at_level(logging.WARNING, logger="toolguard"):
+        for _ in range(4):
+            assert session(provider) == REFERENCE
+            assert queue.force_flush()  # one batch per session, each refused
+    provider.shutdown()
+    assert exporter.batches >= 4 and queue.lost > 0
+    logged = [r for r in caplog.records if r.name == "toolguard" and r.levelno >= logging.WARNING]
+    messages = [r.getMessage() for r in logged]
+    assert len(messages) == len(set(messages)), messages
