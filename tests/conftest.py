@@ -68,3 +68,12 @@ def otel() -> Iterator[Telemetry]:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     yield Telemetry(provider, exporter)
     provider.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _telemetry_failures_logged_afresh() -> Iterator[None]:
+    """A telemetry failure is logged once per process; each test sees its own first one."""
+    from toolguard.runtime.telemetry import spans
+
+    spans._logged.clear()
+    yield

@@ -142,6 +142,10 @@ def test_a_full_disk_leaves_a_line_aligned_file_and_counts_the_loss(tmp_path: Pa
     spans = spans_in(out)  # raises if any line were glued or cut
     assert len(spans) + lost(done.stderr) == 12 * 6
     assert lost(done.stderr) > 0
+    # Said once per outage, whichever batches fit meanwhile: every outage ended (the last
+    # batches are written) and each was said once, at its start.
+    outages = done.stderr.count("works again")
+    assert outages >= 1 and done.stderr.count("spans.jsonl failed (") == outages, done.stderr
     records, _ = tg.read_records([str(out)])  # the report reads the whole file
     ids = {r.trajectory_id for r in records}
     assert {"before0", "before2", "after0", "after2"} <= ids
@@ -337,3 +341,18 @@ def test_a_processor_added_to_our_provider_cannot_outlast_the_bound(tmp_path: Pa
     )
     assert lost(done.stderr) == 0  # the file got every span
     assert len(spans_in(tmp_path / "spans.jsonl")) == 4
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_span_file_that_keeps_failing_is_logged_once_not_per_batch() -> None:
+    done = run(
+        """
+        provider = tg.setup_file_export("/dev/full")
+        for k in range(5):
+            trajectories(1, 2, f"t{k}-")
+            provider.force_flush()  # one failed write per batch
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert lost(done.stderr) == 15
+    assert done.stderr.count("/dev/full failed (") == 1, done.stderr

@@ -244,12 +244,12 @@ class _Call:
             try:
                 span.set_attributes(_VALID)
             except Exception:
-                logger.exception("toolguard: could not set span attributes")
+                tel.log_failure("toolguard: could not set span attributes")
         if self._owns_span:
             try:
                 span.end()
             except Exception:
-                logger.exception("toolguard: ending a span failed; the tool call is unaffected")
+                tel.log_failure("toolguard: ending a span failed; the tool call is unaffected")
 
     def fail(self, exc: BaseException) -> Rejection:
         """The tool raised ``exc``: the environment rejected the call (``state_consistency``).
@@ -381,12 +381,12 @@ class _Call:
         try:  # in the framework's trace, below its span of this call
             parent = trace.set_span_in_context(span)
         except Exception:
-            logger.exception("toolguard: could not read the framework's span")
+            tel.log_failure("toolguard: could not read the framework's span")
             parent = None
         own = tel.start_span(self._guard.tracer, span_name, parent, attributes)
         self._span = own
         self._owns_span = True
-        self._recording = own is not INVALID_SPAN and own.is_recording()
+        self._recording = tel.is_recording(own)
 
     def _after_end(self) -> None:
         assert self._traj is not None

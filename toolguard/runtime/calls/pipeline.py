@@ -261,7 +261,7 @@ class Pipeline:
             try:  # tel.attach, inline (telemetry never breaks a call)
                 token = otel_context.attach(trace.set_span_in_context(call._span))
             except Exception:
-                logger.exception("toolguard: could not make the span current")
+                tel.log_failure("toolguard: could not make the span current")
         traj = call._traj
         if traj is not None:
             nested = _inside_tool.set(traj)
@@ -269,28 +269,30 @@ class Pipeline:
             result = fn(*args, **kwargs)
         except BaseException as exc:
             call._token, call._nested = token, nested
-            rejection = call.fail(exc)
-            if dispatch and isinstance(exc, Exception):
-                return rejection
-            raise
-        # leave: the span no longer current, the nested mark reset (_Call._leave, inline)
-        if token is not None:
-            try:  # tel.detach, inline
-                otel_context.detach(token)
-            except Exception:
-                logger.exception("toolguard: could not restore the previous context")
-        if nested is not None:
+            raised = exc
+        else:
+            # leave: the span no longer current, the nested mark reset (_Call._leave, inline)
+            if token is not None:
+                try:  # tel.detach, inline
+                    otel_context.detach(token)
+                except Exception:
+                    tel.log_failure("toolguard: could not restore the previous context")
+            if nested is not None:
+                try:
+                    _inside_tool.reset(nested)
+                except ValueError:  # reset in another context than it was set in
+                    _inside_tool.set(False)
             try:
-                _inside_tool.reset(nested)
-            except ValueError:  # reset in another context than it was set in
-                _inside_tool.set(False)
+                call._finish(result, None)
+            except BaseException:  # Ctrl-C inside a postcondition: the call ends as cancelled
+                if not call.done:
+                    call.cancel()
+                raise
+            return result
         try:
-            call._finish(result, None)
-        except BaseException:  # Ctrl-C inside a postcondition: the call ends as cancelled
-            if not call.done:
-                call.cancel()
-            raise
-        return result
+            return _failed(call, raised, dispatch)
+        finally:
+            del raised  # the exception's traceback holds this frame
 
     async def _run_async(self, call: _Call, fn: Callable[..., Any], dispatch: bool) -> Any:
         if self.tool.dry_run is not None:
@@ -309,13 +311,26 @@ class Pipeline:
         try:
             result = await fn(*args, **kwargs)
         except BaseException as exc:
-            rejection = call.fail(exc)
-            if dispatch and isinstance(exc, Exception):
-                return rejection
-            raise
-        call._leave()
-        call._finish(result, None)  # dropped by an exception here, it is cancelled when collected
-        return result
+            raised = exc
+        else:
+            call._leave()
+            call._finish(result, None)  # dropped by an exception here, cancelled when collected
+            return result
+        try:
+            return _failed(call, raised, dispatch)
+        finally:
+            del raised  # the exception's traceback holds this frame
+
+
+def _failed(call: _Call, exc: BaseException, dispatch: bool) -> Any:
+    """The tool raised ``exc``: the call is closed, out of the ``except`` block that caught
+    it, so a telemetry failure as its span ends (an exporter that raises, logged by the
+    SDK) does not chain the tool's exception, whose text may hold argument values, into
+    the log. Returns the rejection (dispatch) or raises ``exc`` again."""
+    rejection = call.fail(exc)
+    if dispatch and isinstance(exc, Exception):
+        return rejection
+    raise exc
 
 
 def _blocked(call: _Call, dispatch: bool) -> Any:

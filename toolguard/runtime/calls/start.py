@@ -136,12 +136,17 @@ def start(
             call._span = started
             call._owns_span = True
             # A span records from start to end or never: asked once, not at every step.
-            call._recording = started is not INVALID_SPAN and started.is_recording()
-            return call
+            try:  # tel.is_recording, inline (telemetry never breaks a call)
+                call._recording = started is not INVALID_SPAN and started.is_recording()
+                return call
+            except Exception:
+                tel.log_failure(tel.NOT_ASKED)
+                call._recording = False
+                return call
         span = tel.current_span()
     call._owns_span = False
     call._span = span
-    call._recording = span is not INVALID_SPAN and span.is_recording()
+    call._recording = tel.is_recording(span)
     # A framework's span: the call's attributes go on it when the call closes, with its
     # verdict (``_Call._settle_span``), so a span the framework ends before that carries
     # none of them and the call gets a span of its own instead.

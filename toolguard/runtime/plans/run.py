@@ -105,7 +105,7 @@ class PlanRun(StepChecks):
                     )
         self.forks.clear()
         span = self.span
-        if span is not INVALID_SPAN:
+        if tel.is_recording(span):  # attributes only for a span that keeps them
             attributes: dict[str, Any] = {
                 contract.PLAN_VALID: self.failure is None and exc is None,
                 contract.PLAN_DRY_RUN: self.ran_any,
@@ -117,7 +117,7 @@ class PlanRun(StepChecks):
             tel.set_attributes(span, attributes)
             if self.failure is not None:
                 tel.set_error(span, self.failure.telemetry_message[:256])
-            tel.end_span(span)
+        tel.end_span(span)  # INVALID_SPAN's end does nothing
 
     def verdict(self) -> PlanVerdict:
         failure = self.failure
@@ -230,7 +230,7 @@ class PlanRun(StepChecks):
         )
         self.verdicts.append(verdict)
         span = self.step_span
-        if span is not INVALID_SPAN:
+        if tel.is_recording(span):
             attributes: dict[str, Any] = {
                 contract.PLAN_VALID: failure is None,
                 contract.PLAN_RAN_ON_FORK: self.ran,
@@ -239,6 +239,7 @@ class PlanRun(StepChecks):
                 attributes.update(failure_attributes(failure))
                 tel.set_error(span, failure.telemetry_message[:256])
             tel.set_attributes(span, attributes)
+        if span is not INVALID_SPAN:
             tel.end_span(span)
             self.step_span = INVALID_SPAN
 
@@ -379,7 +380,7 @@ def verify(guard: Guard, steps: Any, trajectory: Trajectory | None, dry_run: Any
         for i in range(len(checker.steps)):
             run = checker.begin(i)
             if run is not None:
-                token = tel.attach(checker.step_span) if checker.step_span.is_recording() else None
+                token = tel.attach_recording(checker.step_span)
                 try:
                     outcome = dryrun.run(
                         run.call, run.args, run.kwargs, checker.traj or True, checker.state_fork()
@@ -402,7 +403,7 @@ async def averify(
         for i in range(len(checker.steps)):
             run = checker.begin(i)
             if run is not None:
-                token = tel.attach(checker.step_span) if checker.step_span.is_recording() else None
+                token = tel.attach_recording(checker.step_span)
                 try:
                     outcome = await dryrun.arun(
                         run.call, run.args, run.kwargs, checker.traj or True, checker.state_fork()

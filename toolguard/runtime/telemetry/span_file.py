@@ -29,6 +29,7 @@ class SpanFileExporter(SpanExporter):
         self._lock = threading.Lock()
         self._partial = False  # a failed write may have left half a line behind
         self._closed = False
+        self._failing: str | None = None  # why writes fail, since the last that worked
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         request = encode_request(spans)
@@ -78,14 +79,23 @@ class SpanFileExporter(SpanExporter):
         except OSError as exc:
             if len(view) < len(line):
                 self._partial = not _truncate(self._fd, start)
-            logger.warning(
-                "toolguard: writing %d spans to %s failed (%s); they are lost and counted",
+            reason = exc.strerror or type(exc).__name__
+            # Once per outage (a full disk fails every batch): the loss is counted and
+            # reported at exit; a write that works again ends the outage.
+            log = logger.debug if reason == self._failing else logger.warning
+            self._failing = reason
+            log(
+                "toolguard: writing %d spans to %s failed (%s); they are lost and counted"
+                " (said once until a write succeeds)",
                 line.count(b'"spanId"'),
                 self.path,
-                exc.strerror or type(exc).__name__,
+                reason,
             )
             return SpanExportResult.FAILURE
         self._partial = False
+        if self._failing is not None:
+            self._failing = None
+            logger.warning("toolguard: writing spans to %s works again", self.path)
         return SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:

@@ -27,6 +27,8 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from .spans import log_failure
+
 logger = logging.getLogger("toolguard")
 
 
@@ -123,8 +125,8 @@ class SpanQueue(SpanProcessor):
     def _export(self, batch: Sequence[ReadableSpan]) -> bool:
         try:
             return self.exporter.export(batch) is SpanExportResult.SUCCESS
-        except Exception:
-            logger.exception("toolguard: the span exporter raised")
+        except Exception:  # the batch is counted as lost; the cause said once, not per batch
+            log_failure("toolguard: the span exporter raised")
             return False
 
     # -- flush and shutdown ------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Spans, and the embedded default export.
 
 Telemetry must never break a tool call: every call into OpenTelemetry from the guard's hot
-path goes through a function here that logs and swallows what the SDK or an exporter raises.
+path goes through a function here that logs and swallows what the SDK or an exporter raises
+(:func:`log_failure`: once per kind of failure, not once per call).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import reprlib
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -37,10 +39,54 @@ CONTENT_LIMIT = 4096  # characters kept of opt-in argument and result values
 NAME_LIMIT = 256  # characters of a tool name in a span (a model may send a 10 MB one)
 
 
+# What log_failure has logged: (message, exception type). Process-wide, as a broken
+# exporter or provider is: a guard made per request must not log it again each time.
+_logged: set[tuple[str, type[BaseException] | None]] = set()
+
+
+def log_failure(message: str, *args: object) -> None:
+    """Log the telemetry failure being handled (call it in an ``except`` block): at ERROR,
+    with its traceback and the exception's type, the first time this ``message`` meets
+    that type; at DEBUG after that, so a broken exporter does not write a traceback on
+    every call. The exception in hand when telemetry failed (a tool's, a rejection's) is
+    left out of the traceback: its text may hold argument values."""
+    exc = sys.exc_info()[1]
+    key = (message, None if exc is None else type(exc))
+    if key in _logged:
+        logger.debug(message + " (again: %s)", *args, type(exc).__name__)
+        return
+    _logged.add(key)
+    if exc is not None:
+        exc.__suppress_context__ = True  # swallowed here: nobody else reads it
+    logger.error(
+        message + " (%s; logged once, repeats at DEBUG level)",
+        *args,
+        type(exc).__name__,
+        exc_info=exc is not None,
+    )
+
+
 def get_tracer(provider: trace.TracerProvider | None = None) -> Tracer:
     # Without an explicit provider this is a ProxyTracer: it follows whatever global provider
     # the user sets later, so the guard never has to set (or override) one itself.
-    return trace.get_tracer(_SCOPE, _VERSION, tracer_provider=provider)
+    try:
+        return trace.get_tracer(_SCOPE, _VERSION, tracer_provider=provider)
+    except Exception:  # a provider that cannot make a tracer: the guard runs untraced
+        log_failure("toolguard: the tracer provider could not make a tracer; calls go untraced")
+        return NoOpTracer()
+
+
+def is_recording(span: Span) -> bool:
+    """``span.is_recording()``, False when it raises (off the hot path; the call's start
+    asks it inline)."""
+    try:
+        return span is not INVALID_SPAN and span.is_recording()
+    except Exception:
+        log_failure(NOT_ASKED)
+        return False
+
+
+NOT_ASKED = "toolguard: a span could not tell whether it records; it is left untraced"
 
 
 def start_span(
@@ -54,7 +100,7 @@ def start_span(
             name, context=parent, kind=SpanKind.INTERNAL, attributes=attributes
         )
     except Exception:
-        logger.exception("toolguard: could not start span %r; the call goes on untraced", name)
+        log_failure("toolguard: could not start span %r; the call goes on untraced", name)
         return INVALID_SPAN
 
 
@@ -124,22 +170,21 @@ def start_call_span(
                 current = not_a_call
             else:
                 current = trace.get_current_span(parent)
-        except Exception:
-            logger.exception("toolguard: could not read the current span")
-            parent, current = None, INVALID_SPAN
-        # The trajectory's own span (current inside `with traj`) is never a call's.
-        if (
-            current is not not_a_call
-            and current.is_recording()
-            and _is_call_span(current, tool, span_name)
-        ):
-            return REUSED
+            # The trajectory's own span (current inside `with traj`) is never a call's.
+            if (
+                current is not not_a_call
+                and current.is_recording()
+                and _is_call_span(current, tool, span_name)
+            ):
+                return REUSED
+        except Exception:  # parent kept if read: the span that failed was only a candidate
+            log_failure("toolguard: could not read the current span")
     try:  # start_span, inline (telemetry never breaks a call)
         return tracer.start_span(
             span_name, context=parent, kind=SpanKind.INTERNAL, attributes=attributes
         )
     except Exception:
-        logger.exception("toolguard: could not start span %r; the call goes on untraced", span_name)
+        log_failure("toolguard: could not start span %r; the call goes on untraced", span_name)
         return INVALID_SPAN
 
 
@@ -159,7 +204,7 @@ def current_span() -> Span:
     try:
         return trace.get_current_span()
     except Exception:
-        logger.exception("toolguard: could not read the current span")
+        log_failure("toolguard: could not read the current span")
         return INVALID_SPAN
 
 
@@ -167,29 +212,34 @@ def set_attributes(span: Span, attributes: Mapping[str, Any]) -> None:
     try:
         span.set_attributes(attributes)
     except Exception:
-        logger.exception("toolguard: could not set span attributes")
+        log_failure("toolguard: could not set span attributes")
 
 
 def set_error(span: Span, description: str) -> None:
     try:
         span.set_status(Status(StatusCode.ERROR, description))
     except Exception:
-        logger.exception("toolguard: could not set span status")
+        log_failure("toolguard: could not set span status")
 
 
 def end_span(span: Span) -> None:
     try:
         span.end()
     except Exception:  # a span processor or exporter that raises synchronously
-        logger.exception("toolguard: ending a span failed; the tool call is unaffected")
+        log_failure("toolguard: ending a span failed; the tool call is unaffected")
 
 
 def attach(span: Span) -> object | None:
     try:
         return otel_context.attach(trace.set_span_in_context(span))
     except Exception:
-        logger.exception("toolguard: could not make the span current")
+        log_failure("toolguard: could not make the span current")
         return None
+
+
+def attach_recording(span: Span) -> object | None:
+    """:func:`attach` for a span that records; None (nothing to detach) for one that does not."""
+    return attach(span) if is_recording(span) else None
 
 
 def attach_context(span: Span) -> tuple[object | None, otel_context.Context | None]:
@@ -199,7 +249,7 @@ def attach_context(span: Span) -> tuple[object | None, otel_context.Context | No
         context = trace.set_span_in_context(span)
         return otel_context.attach(context), context
     except Exception:
-        logger.exception("toolguard: could not make the span current")
+        log_failure("toolguard: could not make the span current")
         return None, None
 
 
@@ -209,7 +259,7 @@ def detach(token: object | None) -> None:
     try:
         otel_context.detach(token)  # type: ignore[arg-type]
     except Exception:
-        logger.exception("toolguard: could not restore the previous context")
+        log_failure("toolguard: could not restore the previous context")
 
 
 def content(value: Any) -> str:

@@ -32,6 +32,11 @@ class SchemaFailure(Exception):
     def __init__(self, failure: Failure) -> None:
         self.failure = failure
 
+    def __str__(self) -> str:
+        # A traceback that chains this one (telemetry failing while a rejection is handled,
+        # logged by the SDK) shows this text: the value-free one, as spans and logs do.
+        return self.failure.telemetry_message
+
 
 def schema_failure(
     check: str, message: str, model_message: str, telemetry_message: str | None = None

@@ -12,6 +12,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind
 
 from ... import _contract as contract
+from ..telemetry import spans as tel
 from .store import Held, SharedSummary, TrajectoryStoreError
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def write(traj: SharedTrajectory, exc: BaseException | None) -> bool:
             start_time=summary.created_ns,
         )
     except Exception:
-        logger.exception("toolguard: could not start the summary span of %r", traj.id)
+        tel.log_failure("toolguard: could not start the summary span of %r", traj.id)
         return True
     traj._end_summary(span, exc)
     return True

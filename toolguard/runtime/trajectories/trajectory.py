@@ -307,7 +307,7 @@ class Trajectory:
 
     def _end_summary(self, span: Span, exc: BaseException | None) -> None:
         """Write T, FED, Y and the labels on the summary span, and end it."""
-        if span.is_recording():
+        if tel.is_recording(span):
             tel.set_attributes(span, self.summary_attributes())
             if exc is not None:
                 # The type only: an exception's text may hold argument values (privacy).
