@@ -41,12 +41,16 @@ def test_dropped_guards_leave_nothing_in_a_shared_spec(own_fork: bool, builds) -
     # A fork strategy per guard is part of the cache key: before, each guard added an entry
     # that held its compiled tool (and the strategy) for as long as the spec lived.
     spec = tg.ToolSpec(refs={})
-    guards: list[weakref.ref[tg.Guard]] = []
+    # The guards are held until all are built: a guard dropped earlier may take the shared
+    # compiled tool with it (held weakly) whenever a collection happens to run, and the next
+    # guard then compiles it again, which says nothing about what dropping them leaves.
+    alive: list[tg.Guard] = []
     for _ in range(1_000):
         guard = tg.Guard(state={}, dry_run=tg.DeepCopyFork() if own_fork else None)
         guard.register(lookup, spec)
-        guards.append(weakref.ref(guard))
-    del guard
+        alive.append(guard)
+    guards = [weakref.ref(g) for g in alive]
+    del guard, alive
     assert len(builds) == (1_000 if own_fork else 1)
     gc.collect()
     assert [g for g in guards if g() is not None] == []
