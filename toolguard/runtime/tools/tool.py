@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..._errors import ToolDefinitionError
@@ -240,10 +240,18 @@ class Tool:
         return args, kwargs
 
     def extract(self, result: Any) -> Iterable[tuple[str, Any]]:
-        """(kind, value) pairs the result produces."""
+        """(kind, value) pairs the result produces (none from a one-shot iterator, which
+        reading would use up)."""
+        if is_one_shot(result):
+            return
         for kind, find in self.produces:
             for value in find(result) or ():
                 yield kind, value
+
+
+def is_one_shot(result: Any) -> bool:
+    """An iterator (sync or async, a generator or ``map``): reading it uses it up."""
+    return isinstance(result, Iterator | AsyncIterator)
 
 
 def _call_view(name: str, spec: ToolSpec) -> ToolSpec:
