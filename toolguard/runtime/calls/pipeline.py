@@ -114,11 +114,15 @@ class Pipeline:
             # parse: positional and keyword arguments bound by name (kwargs is this call's
             # own dict: no copy needed)
             raw = kwargs
-            if args:
+            special = tool.binds_keywords
+            if args or (special and not special.isdisjoint(kwargs)):
                 try:
-                    raw = tool.bind(args, kwargs)
+                    raw, moved = tool.bind(args, kwargs)
                 except TypeError as exc:
                     call._reject(bind_failure(tool, exc))
+                else:
+                    if moved:  # keywords for **kwargs held under other names (binding.py)
+                        call._moved = moved
             if call.rejection is None:
                 if tool.state_param is not None:  # a direct call may pass its state by keyword
                     call._take_state(raw)
