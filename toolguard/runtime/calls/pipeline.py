@@ -23,6 +23,7 @@ arguments come from and how a rejection is handed back; everything else is the s
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -109,6 +110,11 @@ class Pipeline:
         :class:`ToolCallRejected`."""
         owner = self.instance if self.instance is not None else instance
         tool = self.tool
+        if owner is None and args and tool.takes_owner:
+            # Called as Service.run(service, 3) where wrapt saw no class: the first
+            # argument is the instance (or class) it binds, as Python binds it.
+            owner, args = args[0], args[1:]
+            wrapped = functools.partial(wrapped, owner)
         call = start(_new(self.make), self.guard, self.name, tool, owner)
         try:
             # parse: positional and keyword arguments bound by name (kwargs is this call's

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.fields import FieldInfo
 
 from ..._errors import ToolDefinitionError
+from .markers import Grounded, Ref
 from .schema import ArgumentSchema, from_model
 
 
@@ -74,7 +75,14 @@ def from_signature(
     taken = {p.name for p in params}
     renamed: dict[str, str] = {}  # field -> parameter, for names pydantic keeps for itself
     for p in params:
+        markers = _guard_markers(hints.get(p.name))
         if p.kind is p.VAR_KEYWORD:
+            if markers:
+                raise ToolDefinitionError(
+                    f"tool {tool!r}: **{p.name} is annotated with {markers[0]!r}, which the "
+                    "guard cannot check: it checks arguments by their parameter's name, and "
+                    "**kwargs holds any names. Name the parameters (or take them as *args)"
+                )
             extra = "allow"
             extra_type = hints.get(p.name, Any)
             continue
@@ -84,7 +92,12 @@ def from_signature(
             renamed[field] = p.name
             annotation = Annotated[annotation, pydantic.Field(alias=p.name)]
         if p.kind is p.VAR_POSITIONAL:
-            fields[field or p.name] = (tuple[annotation, ...], ())  # type: ignore[valid-type]
+            # A marker on each value of *args is one on the argument, whose values (a
+            # tuple) the checks read one by one.
+            values: Any = tuple[annotation, ...]  # type: ignore[valid-type]
+            if markers:
+                values = Annotated[values, *markers]
+            fields[field or p.name] = (values, ())
             continue
         default = ... if p.default is p.empty else p.default
         fields[field or p.name] = (annotation, default)
@@ -117,6 +130,15 @@ def from_signature(
 
         schema.validate = validate
     return schema
+
+
+def _guard_markers(annotation: Any) -> tuple[Any, ...]:
+    """The guard's own markers (``tg.Ref``, ``tg.Grounded``) on an ``Annotated`` type."""
+    return tuple(
+        m
+        for m in getattr(annotation, "__metadata__", ())
+        if isinstance(m, Ref | Grounded) or m is Grounded
+    )
 
 
 def _arguments_base(config: ConfigDict, extra_type: Any) -> type[BaseModel]:

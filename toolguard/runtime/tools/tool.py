@@ -107,6 +107,14 @@ class Tool:
         self._check_declarations()
         # A method tool runs on a forked instance through its plain function.
         self.is_method = fn is not None and _is_method(fn)
+        # A class body's plain function, its self (or cls) not bound: called directly
+        # outside its class (`guard.tool(Service.run)(service, 3)`), the first argument is it.
+        self.takes_owner = (
+            fn is not None
+            and not hasattr(fn, "__self__")
+            and _signature.defined_in_class_body(fn)
+            and len(self._layout.positional if self._layout else ()) < _positional_count(fn)
+        )
         self.fork_fn: Callable[..., Any] | None = getattr(fn, "__func__", fn)
         self.dry_run: ForkStrategy | None = self._dry_run(fn, guard_dry_run)
         # The dry run is the call itself (transaction.py): decided once, read on every call.
@@ -299,6 +307,12 @@ def _is_method(fn: Callable[..., Any]) -> bool:
         return False  # a module's function whose first parameter is called self
     params = list(inspect.signature(inspect.unwrap(fn)).parameters)
     return bool(params) and params[0] == "self"
+
+
+def _positional_count(fn: Callable[..., Any]) -> int:
+    """How many parameters a positional argument may go to, self or cls included."""
+    params = inspect.signature(fn).parameters.values()
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
 
 
 def _split_path(spec: str) -> tuple[str, tuple[str, ...]]:
