@@ -120,9 +120,17 @@ def test_refused_as_python_refuses_them() -> None:
     def star(*args: int) -> tuple[int, ...]:
         return args
 
-    for call in (lambda: only(a=1), lambda: keyword_only(1), lambda: star(args=[1])):
-        with pytest.raises(tg.ToolCallRejected) as err:
+    @guard.tool
+    async def later(*, a: int) -> int:
+        return a
+
+    calls = (lambda: only(a=1), lambda: keyword_only(1), lambda: star(args=[1]), lambda: later(1))
+    for call in calls:
+        # A TypeError as Python raises, at the call (an async tool's too, not when awaited),
+        # and a rejection like any other.
+        with pytest.raises(TypeError) as err:
             call()
+        assert isinstance(err.value, tg.ToolCallRejected)
         assert err.value.rejection.cause == "schema"
         assert err.value.rejection.tool in str(err.value)
 

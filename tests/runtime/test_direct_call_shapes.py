@@ -78,3 +78,19 @@ def test_a_guard_marker_on_star_star_kwargs_is_a_definition_error() -> None:
 
     with pytest.raises(tg.ToolDefinitionError, match=r"'tag'.*labels"):
         guard.tool(tag)
+
+
+def test_an_annotation_naming_a_later_class_is_an_error_naming_argument_and_fix() -> None:
+    """Python runs the function; the guard needs the type when the tool is declared, and
+    says which argument's annotation names what is not defined yet, and what to do."""
+    guard = tg.Guard()
+
+    def create(n: int, order: list[NotYet]) -> str:  # noqa: F821  (defined later on purpose)
+        return "ok"
+
+    with pytest.raises(tg.ToolDefinitionError) as err:
+        guard.tool(create)
+    text = str(err.value)
+    assert "'create'" in text and "'order'" in text and "NotYet" in text
+    assert "model_rebuild" not in text  # pydantic's advice, which the user cannot follow
+    assert "register" in text

@@ -33,7 +33,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from ... import _contract as contract
-from ..._errors import ToolCallRejected, UsageError
+from ..._errors import MalformedCall, ToolCallRejected, UsageError
 from ..checks.schema import bind_failure
 from ..telemetry import spans as tel
 from ..tools.schema import SchemaFailure, parse_arguments
@@ -126,6 +126,9 @@ class Pipeline:
                     raw, moved = tool.bind(args, kwargs)
                 except TypeError as exc:
                     call._reject(bind_failure(tool, exc))
+                    assert call.rejection is not None
+                    # Raised as Python raises it: at the call, an async tool's too.
+                    raise MalformedCall(call.rejection) from None
                 else:
                     if moved:  # keywords for **kwargs held under other names (binding.py)
                         call._moved = moved

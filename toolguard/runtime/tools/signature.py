@@ -110,7 +110,13 @@ def from_signature(
         raise ToolDefinitionError(
             f"tool {tool!r}: cannot build its argument schema: {exc}"
         ) from exc
-    schema = from_model(tool, model, keep_extra=extra == "allow", strict=strict, renamed=renamed)
+    try:
+        schema = from_model(
+            tool, model, keep_extra=extra == "allow", strict=strict, renamed=renamed
+        )
+    except ToolDefinitionError:
+        _undefined(tool, params, hints)
+        raise
     shared = [
         (p.name, p.default)
         for p in params
@@ -130,6 +136,23 @@ def from_signature(
 
         schema.validate = validate
     return schema
+
+
+def _undefined(tool: str, params: list[inspect.Parameter], hints: dict[str, Any]) -> None:
+    """A ToolDefinitionError naming the first parameter whose annotation did not resolve
+    (a class defined after the tool is declared), if any: pydantic's own advice
+    (``model_rebuild()``) names a model the user never sees."""
+    for p in params:
+        annotation = hints.get(p.name)
+        if isinstance(annotation, typing.ForwardRef):
+            annotation = annotation.__forward_arg__
+        if isinstance(annotation, str):
+            raise ToolDefinitionError(
+                f"tool {tool!r}: the annotation of argument {p.name!r} ({annotation!r}) names "
+                "something not defined when the tool is declared, and the guard builds the "
+                "argument schema then: declare the tool once it is defined (decorate a "
+                "function defined after it, or call guard.register(fn) later)"
+            )
 
 
 def _guard_markers(annotation: Any) -> tuple[Any, ...]:
