@@ -25,6 +25,7 @@ class Service:
     [
         lambda guarded, s: guarded(s, 3),
         lambda guarded, s: guarded(s, x=3),
+        lambda guarded, s: guarded(self=s, x=3),
     ],
 )
 def test_a_class_function_guarded_outside_its_class_gets_its_instance_first(call: Any) -> None:
@@ -33,6 +34,18 @@ def test_a_class_function_guarded_outside_its_class_gets_its_instance_first(call
     service = Service()
     assert call(guarded, service) == 6  # as Service.run(service, 3)
     assert service.calls == [(service, 3)]
+
+
+def test_a_method_called_through_its_class_with_self_by_keyword() -> None:
+    guard = tg.Guard()
+
+    class Box:
+        @guard.tool
+        def put(self, x: int) -> tuple[Any, int]:
+            return self, x
+
+    box = Box()
+    assert Box.put(self=box, x=1) == (box, 1)  # as Python runs it
 
 
 def test_its_instance_is_what_preconditions_see() -> None:

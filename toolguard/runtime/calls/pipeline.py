@@ -110,11 +110,15 @@ class Pipeline:
         :class:`ToolCallRejected`."""
         owner = self.instance if self.instance is not None else instance
         tool = self.tool
-        if owner is None and args and tool.takes_owner:
+        if owner is None and tool.owner_param is not None:
             # Called as Service.run(service, 3) where wrapt saw no class: the first
-            # argument is the instance (or class) it binds, as Python binds it.
-            owner, args = args[0], args[1:]
-            wrapped = functools.partial(wrapped, owner)
+            # argument (or the keyword self) is the instance or class, as Python binds it.
+            if args:
+                owner, args = args[0], args[1:]
+                wrapped = functools.partial(wrapped, owner)
+            elif tool.owner_param in kwargs:
+                owner = kwargs.pop(tool.owner_param)
+                wrapped = functools.partial(wrapped, owner)
         call = start(_new(self.make), self.guard, self.name, tool, owner)
         try:
             # parse: positional and keyword arguments bound by name (kwargs is this call's

@@ -108,13 +108,9 @@ class Tool:
         # A method tool runs on a forked instance through its plain function.
         self.is_method = fn is not None and _is_method(fn)
         # A class body's plain function, its self (or cls) not bound: called directly
-        # outside its class (`guard.tool(Service.run)(service, 3)`), the first argument is it.
-        self.takes_owner = (
-            fn is not None
-            and not hasattr(fn, "__self__")
-            and _signature.defined_in_class_body(fn)
-            and len(self._layout.positional if self._layout else ()) < _positional_count(fn)
-        )
+        # outside its class (`guard.tool(Service.run)(service, 3)`), the first argument is it
+        # (the name of that parameter, else None).
+        self.owner_param = _owner_param(fn, self._layout)
         self.fork_fn: Callable[..., Any] | None = getattr(fn, "__func__", fn)
         self.dry_run: ForkStrategy | None = self._dry_run(fn, guard_dry_run)
         # The dry run is the call itself (transaction.py): decided once, read on every call.
@@ -309,10 +305,21 @@ def _is_method(fn: Callable[..., Any]) -> bool:
     return bool(params) and params[0] == "self"
 
 
-def _positional_count(fn: Callable[..., Any]) -> int:
-    """How many parameters a positional argument may go to, self or cls included."""
-    params = inspect.signature(fn).parameters.values()
-    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+def _owner_param(fn: Callable[..., Any] | None, layout: Layout | None) -> str | None:
+    """The self (or cls) parameter of a class body's plain function, which the schema
+    leaves out (signature.py), or None."""
+    if fn is None or layout is None or hasattr(fn, "__self__"):
+        return None
+    if not _signature.defined_in_class_body(fn):
+        return None
+    params = [
+        p
+        for p in inspect.signature(fn).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if len(params) > len(layout.positional):
+        return params[0].name
+    return None
 
 
 def _split_path(spec: str) -> tuple[str, tuple[str, ...]]:
