@@ -50,6 +50,12 @@ class ToolCallRejected(ToolGuardError):
         return type(self), (self.rejection,)
 
 
+class MalformedCall(ToolCallRejected, TypeError):
+    """A direct call Python itself would refuse for its shape (too many positional
+    arguments, a keyword for a positional-only parameter, one argument given twice): a
+    rejection, and the TypeError code calling the function unguarded would catch."""
+
+
 class ForkError(ToolGuardError, RuntimeError):
     """A fork strategy could not isolate or clean up a dry run (a savepoint that is gone
     because the dry run ended the transaction). Inside the guard it is a guard error, handled

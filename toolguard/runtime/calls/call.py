@@ -56,6 +56,7 @@ class _Call:
         "_guard",
         "_instance",
         "_mode",
+        "_moved",
         "_nested",
         "_owns_span",
         "_recording",
@@ -79,6 +80,7 @@ class _Call:
     _guard: Guard
     _instance: Any
     _mode: str
+    _moved: dict[str, str]  # unset unless a direct call's keywords go to **kwargs (binding.py)
     _nested: Token[Trajectory | bool] | None
     _owns_span: bool
     _recording: bool
@@ -154,13 +156,15 @@ class _Call:
         """The validated arguments as (positional, keyword) for the tool's function."""
         tool = self._tool
         assert tool is not None
+        moved = getattr(self, "_moved", None)
         if tool.state_param is not None:
-            return tool.call_parts({**self.arguments, tool.state_param: self._state_value()})
+            values = {**self.arguments, tool.state_param: self._state_value()}
+            return tool.call_parts(values, moved)
         if not tool._posonly and tool._varpos is None:
             # Only keywords: the validated dict itself (the caller unpacks it with **, which
             # copies), not a copy of it.
             return [], self.arguments
-        return tool.call_parts(self.arguments)
+        return tool.call_parts(self.arguments, moved)
 
     # -- while it runs -----------------------------------------------------------------------
     def _enter(self) -> None:

@@ -120,6 +120,7 @@ def invocation(
     where: Placement,
     forked: Any,
     values: dict[str, Any],
+    moved: dict[str, str] | None = None,
 ) -> tuple[Callable[..., Any], list[Any], dict[str, Any]]:
     """The callable and arguments of one call on a fork. The arguments are copied: a tool
     that changes an argument in place must not change the real call's."""
@@ -135,7 +136,7 @@ def invocation(
         call = functools.partial(tool.fork_fn, forked)
     elif tool.state_param is not None:  # in place: the tool's state unchanged
         values[tool.state_param] = where.target
-    args, kwargs = tool.call_parts(values)
+    args, kwargs = tool.call_parts(values, moved)
     return call, args, kwargs
 
 
@@ -295,7 +296,8 @@ class _Trial:
             self.opened = True
             if where.how == "state" and where.target is guard.state:
                 self.state_fork = (where.target, self.forked)
-            self.call = invocation(tool, fn, where, self.forked, pending.arguments)
+            moved = getattr(pending, "_moved", None)  # set by a direct call only (call.py)
+            self.call = invocation(tool, fn, where, self.forked, pending.arguments, moved)
         except Exception as exc:
             self.failure = fork_failure("fork", exc, guard)
 

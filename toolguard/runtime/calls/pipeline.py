@@ -23,6 +23,7 @@ arguments come from and how a rejection is handed back; everything else is the s
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -32,7 +33,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from ... import _contract as contract
-from ..._errors import ToolCallRejected, UsageError
+from ..._errors import MalformedCall, ToolCallRejected, UsageError
 from ..checks.schema import bind_failure
 from ..telemetry import spans as tel
 from ..tools.schema import SchemaFailure, parse_arguments
@@ -109,16 +110,32 @@ class Pipeline:
         :class:`ToolCallRejected`."""
         owner = self.instance if self.instance is not None else instance
         tool = self.tool
+        if owner is None and tool.owner_param is not None:
+            # Called as Service.run(service, 3) where wrapt saw no class: the first
+            # argument (or the keyword self) is the instance or class, as Python binds it.
+            if args:
+                owner, args = args[0], args[1:]
+                wrapped = functools.partial(wrapped, owner)
+            elif tool.owner_param in kwargs:
+                owner = kwargs.pop(tool.owner_param)
+                wrapped = functools.partial(wrapped, owner)
         call = start(_new(self.make), self.guard, self.name, tool, owner)
         try:
             # parse: positional and keyword arguments bound by name (kwargs is this call's
             # own dict: no copy needed)
             raw = kwargs
-            if args:
+            special = tool.binds_keywords
+            if args or (special and not special.isdisjoint(kwargs)):
                 try:
-                    raw = tool.bind(args, kwargs)
+                    raw, moved = tool.bind(args, kwargs)
                 except TypeError as exc:
                     call._reject(bind_failure(tool, exc))
+                    assert call.rejection is not None
+                    # Raised as Python raises it: at the call, an async tool's too.
+                    raise MalformedCall(call.rejection) from None
+                else:
+                    if moved:  # keywords for **kwargs held under other names (binding.py)
+                        call._moved = moved
             if call.rejection is None:
                 if tool.state_param is not None:  # a direct call may pass its state by keyword
                     call._take_state(raw)

@@ -6,6 +6,11 @@ Each ``produces`` place is turned into a finder once, when the tool is declared.
 (``produces={"id": "contact"}``) gets the fast finder below: a flat record or a list of flat
 records (most results) is looked up without walking it; anything else is walked by
 ``find_key_into``, which finds exactly what ``_find_key`` finds.
+
+A one-shot iterator (a generator, ``map``, ``iter(list)``, an async generator) is read by
+no finder: reading it would use it up, and the caller gets it to read. Its tool is named in
+one warning, and the kinds it should have produced are marked unread in the trajectory, so
+that a later call referring to one of its ids is told why it is unknown.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
 
 from ..tools.places import _LEAVES, _find_key, find_key_into
-from ..tools.tool import Tool
+from ..tools.tool import Tool, is_one_shot
 from ..trajectories.nesting import shown
 
 if TYPE_CHECKING:
@@ -26,6 +31,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("toolguard")
 
 _DICTS = frozenset({dict})
+# Results no iterator check is needed for (the shapes most results have), by exact type.
+_NOT_ONE_SHOT = _LEAVES | {dict, list, tuple, set, frozenset}
 Finder = Callable[[Any, list[Any]], None]  # (result, out): the values found appended to out
 Record = Callable[["_Call", "Trajectory", Any, bool], None]
 
@@ -38,11 +45,18 @@ def record_stage(tool: Tool) -> Record | None:
     invalidates = tuple(tool.invalidates.items())
     if not produces and not invalidates:
         return None
+    kinds = tuple(dict.fromkeys(kind for kind, _ in produces))
+    warned: list[bool] = []  # once per tool (this stage is built once per tool)
 
     def record(call: _Call, traj: Trajectory, result: Any, observe: bool) -> None:
         step = call.step
         try:
-            for kind, find in produces:
+            if produces and type(result) not in _NOT_ONE_SHOT and is_one_shot(result):
+                _unread(name, traj, kinds, warned)
+                found_in: tuple[tuple[str, Finder], ...] = ()
+            else:
+                found_in = produces
+            for kind, find in found_in:
                 found: list[Any] = []
                 try:
                     find(result, found)
@@ -60,6 +74,22 @@ def record_stage(tool: Tool) -> Record | None:
             logger.exception("toolguard: reading the result of %s failed", shown(name))
 
     return record
+
+
+def _unread(name: str, traj: Trajectory, kinds: tuple[str, ...], warned: list[bool]) -> None:
+    """``name`` returned a one-shot iterator: nothing produced, and said so."""
+    unread = traj._bindings.unread
+    for kind in kinds:
+        unread[kind] = name
+    if not warned:
+        warned.append(True)
+        logger.warning(
+            "toolguard: tool %s declares produces but returned a one-shot iterator, which "
+            "the guard cannot read without using it up: nothing it returns is produced, so "
+            "a later call referring to one of its ids is blocked. Return the values as a "
+            "list (or tuple) instead (logged once per tool)",
+            shown(name),
+        )
 
 
 def observe_only(call: _Call, traj: Trajectory, result: Any, observe: bool) -> None:

@@ -128,11 +128,21 @@ def _dependency(tool: str, traj: Trajectory, arg: str, kind: str, value: Any) ->
     # Only values the model has seen: never ids the application bound without showing them
     # (another user's, say: `traj.bind(..., shown=False)`).
     candidates = traj.live_values(kind, shown_only=True)
-    offer = (
-        f"Use one of the {kind} values you have: {', '.join(shorten(c) for c in candidates[:8])}."
-        if candidates
-        else f"No {kind} is known yet: first call a tool that returns one."
-    )
+    unread = None if candidates else traj._bindings.unread.get(kind)
+    if candidates:
+        values = ", ".join(shorten(c) for c in candidates[:8])
+        offer = f"Use one of the {kind} values you have: {values}."
+    elif unread is not None:
+        # The model called the producer; its tool answered in a form the guard could not
+        # read (calls/record.py): not a reason to call it again.
+        tool_shown = shorten_text(unread, NAME_LIMIT)
+        offer = (
+            f"No {kind} was recorded: `{tool_shown}` returned its result as a one-shot "
+            f"iterator, which the guard cannot read (the application's tool must return a "
+            f"list); calling it again will not help."
+        )
+    else:
+        offer = f"No {kind} is known yet: first call a tool that returns one."
     if binding is not None:
         by = binding.invalidated_by or "an earlier call"
         return Failure(
@@ -152,10 +162,16 @@ def _dependency(tool: str, traj: Trajectory, arg: str, kind: str, value: Any) ->
             telemetry_message=f"{arg} is a {other[0]}, not a {kind}",
         )
     where = shorten_text(traj.id, NAME_LIMIT)  # an id another process may have sent
+    why = (
+        f" ({shorten_text(unread, NAME_LIMIT)} returned a one-shot iterator, which produces "
+        "cannot read: return a list)"
+        if unread is not None
+        else ""
+    )
     return Failure(
         contract.DEPENDENCY,
         f"dependency.{arg}",
-        f"{arg}={shown} is no {kind} produced earlier in trajectory {where}",
+        f"{arg}={shown} is no {kind} produced earlier in trajectory {where}{why}",
         f"`{arg}` must be a {kind} taken from an earlier tool result; {shown} is not one. {offer}",
         telemetry_message=f"{arg} is no {kind} produced earlier in trajectory {where}",
     )

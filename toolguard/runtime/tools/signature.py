@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.fields import FieldInfo
 
 from ..._errors import ToolDefinitionError
+from .markers import Grounded, Ref
 from .schema import ArgumentSchema, from_model
 
 
@@ -74,7 +75,14 @@ def from_signature(
     taken = {p.name for p in params}
     renamed: dict[str, str] = {}  # field -> parameter, for names pydantic keeps for itself
     for p in params:
+        markers = _guard_markers(hints.get(p.name))
         if p.kind is p.VAR_KEYWORD:
+            if markers:
+                raise ToolDefinitionError(
+                    f"tool {tool!r}: **{p.name} is annotated with {markers[0]!r}, which the "
+                    "guard cannot check: it checks arguments by their parameter's name, and "
+                    "**kwargs holds any names. Name the parameters (or take them as *args)"
+                )
             extra = "allow"
             extra_type = hints.get(p.name, Any)
             continue
@@ -84,7 +92,12 @@ def from_signature(
             renamed[field] = p.name
             annotation = Annotated[annotation, pydantic.Field(alias=p.name)]
         if p.kind is p.VAR_POSITIONAL:
-            fields[field or p.name] = (tuple[annotation, ...], ())  # type: ignore[valid-type]
+            # A marker on each value of *args is one on the argument, whose values (a
+            # tuple) the checks read one by one.
+            values: Any = tuple[annotation, ...]  # type: ignore[valid-type]
+            if markers:
+                values = Annotated[values, *markers]
+            fields[field or p.name] = (values, ())
             continue
         default = ... if p.default is p.empty else p.default
         fields[field or p.name] = (annotation, default)
@@ -97,7 +110,13 @@ def from_signature(
         raise ToolDefinitionError(
             f"tool {tool!r}: cannot build its argument schema: {exc}"
         ) from exc
-    schema = from_model(tool, model, keep_extra=extra == "allow", strict=strict, renamed=renamed)
+    try:
+        schema = from_model(
+            tool, model, keep_extra=extra == "allow", strict=strict, renamed=renamed
+        )
+    except ToolDefinitionError:
+        _undefined(tool, params, hints)
+        raise
     shared = [
         (p.name, p.default)
         for p in params
@@ -117,6 +136,32 @@ def from_signature(
 
         schema.validate = validate
     return schema
+
+
+def _undefined(tool: str, params: list[inspect.Parameter], hints: dict[str, Any]) -> None:
+    """A ToolDefinitionError naming the first parameter whose annotation did not resolve
+    (a class defined after the tool is declared), if any: pydantic's own advice
+    (``model_rebuild()``) names a model the user never sees."""
+    for p in params:
+        annotation = hints.get(p.name)
+        if isinstance(annotation, typing.ForwardRef):
+            annotation = annotation.__forward_arg__
+        if isinstance(annotation, str):
+            raise ToolDefinitionError(
+                f"tool {tool!r}: the annotation of argument {p.name!r} ({annotation!r}) names "
+                "something not defined when the tool is declared, and the guard builds the "
+                "argument schema then: declare the tool once it is defined (decorate a "
+                "function defined after it, or call guard.register(fn) later)"
+            )
+
+
+def _guard_markers(annotation: Any) -> tuple[Any, ...]:
+    """The guard's own markers (``tg.Ref``, ``tg.Grounded``) on an ``Annotated`` type."""
+    return tuple(
+        m
+        for m in getattr(annotation, "__metadata__", ())
+        if isinstance(m, Ref | Grounded) or m is Grounded
+    )
 
 
 def _arguments_base(config: ConfigDict, extra_type: Any) -> type[BaseModel]:

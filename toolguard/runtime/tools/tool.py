@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..._errors import ToolDefinitionError
@@ -15,6 +15,7 @@ from ..inherit import INHERIT, Inherit
 from ..telemetry.spans import call_span_names
 from . import schema as _schema
 from . import signature as _signature
+from .binding import Layout
 from .conditions import CONTEXT_NAMES, Postcondition, Precondition
 from .json_schema import from_json_schema
 from .markers import _DEFAULT_FORK, DryRun, Grounded, Ref
@@ -74,9 +75,18 @@ class Tool:
             raise ToolDefinitionError(
                 f"tool {name!r}: declared without a function, it needs args_model or json_schema"
             )
-        self._params = _call_layout(fn, self.state_param) if fn is not None else None
-        self._posonly = _positional_only(fn) if fn is not None else ()
-        self._varpos = self._params[1] if self._params else None
+        self._layout = (
+            Layout(name, _signature.signature_parameters(fn), self.state_param)
+            if fn is not None
+            else None
+        )
+        self._posonly = self._layout.posonly if self._layout is not None else ()
+        self._varpos = self._layout.varpos if self._layout is not None else None
+        # A direct call with only keywords is bound too where one of them may not bind a
+        # parameter of its name (a positional-only one's, the *args one's).
+        self.binds_keywords: frozenset[str] = (
+            self._layout.special if self._layout is not None else frozenset()
+        )
         refs = dict(spec.refs)
         grounded = list(spec.grounded)
         for arg, extras in self.schema.metadata.items():
@@ -97,6 +107,10 @@ class Tool:
         self._check_declarations()
         # A method tool runs on a forked instance through its plain function.
         self.is_method = fn is not None and _is_method(fn)
+        # A class body's plain function, its self (or cls) not bound: called directly
+        # outside its class (`guard.tool(Service.run)(service, 3)`), the first argument is it
+        # (the name of that parameter, else None).
+        self.owner_param = _owner_param(fn, self._layout)
         self.fork_fn: Callable[..., Any] | None = getattr(fn, "__func__", fn)
         self.dry_run: ForkStrategy | None = self._dry_run(fn, guard_dry_run)
         # The dry run is the call itself (transaction.py): decided once, read on every call.
@@ -200,50 +214,38 @@ class Tool:
             condition.bind_to(self.name, names)
 
     # -- calling -----------------------------------------------------------------------------
-    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        """Positional and keyword arguments as one dict of named arguments."""
-        if not args:
-            return dict(kwargs)
-        layout = self._params
-        if layout is None:
-            raise TypeError(f"tool {self.name!r} takes keyword arguments only")
-        named, var_positional = layout
-        bound = dict(zip(named, args, strict=False))
-        if len(args) > len(named):
-            if var_positional is None:
-                raise TypeError(
-                    f"{self.name}() takes {len(named)} positional arguments "
-                    f"but {len(args)} were given"
-                )
-            bound[var_positional] = tuple(args[len(named) :])
-        for key, value in kwargs.items():
-            if key in bound:
-                raise TypeError(f"{self.name}() got multiple values for argument {key!r}")
-            bound[key] = value
-        return bound
+    def bind(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, str] | None]:
+        """Positional and keyword arguments as one dict of named arguments, as Python binds
+        them, and the keywords held for ``**kwargs`` under other names (binding.py)."""
+        if self._layout is None:
+            if args:
+                raise TypeError(f"tool {self.name!r} takes keyword arguments only")
+            return dict(kwargs), None
+        return self._layout.bind(args, kwargs)
 
-    def call_parts(self, values: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    def call_parts(
+        self, values: Mapping[str, Any], moved: Mapping[str, str] | None = None
+    ) -> tuple[list[Any], dict[str, Any]]:
         """Validated named values back into (args, kwargs) for the real function."""
-        if not self._posonly and self._varpos is None:
+        if self._layout is None:
             return [], dict(values)
-        kwargs = dict(values)
-        rest = kwargs.pop(self._varpos, ()) if self._varpos is not None else ()
-        # Extra positional values can only follow every named positional parameter, so with
-        # any of them those go positionally too (f(b=2, *rest) would bind b twice).
-        named = self._params[0] if rest and self._params else self._posonly
-        args = []
-        for name in named:
-            if name not in kwargs:
-                break
-            args.append(kwargs.pop(name))
-        args.extend(rest)
-        return args, kwargs
+        return self._layout.call_parts(values, moved)
 
     def extract(self, result: Any) -> Iterable[tuple[str, Any]]:
-        """(kind, value) pairs the result produces."""
+        """(kind, value) pairs the result produces (none from a one-shot iterator, which
+        reading would use up)."""
+        if is_one_shot(result):
+            return
         for kind, find in self.produces:
             for value in find(result) or ():
                 yield kind, value
+
+
+def is_one_shot(result: Any) -> bool:
+    """An iterator (sync or async, a generator or ``map``): reading it uses it up."""
+    return isinstance(result, Iterator | AsyncIterator)
 
 
 def _call_view(name: str, spec: ToolSpec) -> ToolSpec:
@@ -258,15 +260,6 @@ def _call_view(name: str, spec: ToolSpec) -> ToolSpec:
         )
     view = None if detect is INHERIT else False if detect is None else detect
     return spec if view is detect else dataclasses.replace(spec, error_result=view)
-
-
-def _call_layout(
-    fn: Callable[..., Any], state_param: str | None = None
-) -> tuple[tuple[str, ...], str | None]:
-    params = [p for p in _signature.signature_parameters(fn) if p.name != state_param]
-    named = tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
-    var_positional = next((p.name for p in params if p.kind is p.VAR_POSITIONAL), None)
-    return named, var_positional
 
 
 def _state_param(tool: str, fn: Callable[..., Any]) -> str | None:
@@ -312,6 +305,23 @@ def _is_method(fn: Callable[..., Any]) -> bool:
     return bool(params) and params[0] == "self"
 
 
+def _owner_param(fn: Callable[..., Any] | None, layout: Layout | None) -> str | None:
+    """The self (or cls) parameter of a class body's plain function, which the schema
+    leaves out (signature.py), or None."""
+    if fn is None or layout is None or hasattr(fn, "__self__"):
+        return None
+    if not _signature.defined_in_class_body(fn):
+        return None
+    params = [
+        p
+        for p in inspect.signature(fn).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if len(params) > len(layout.positional):
+        return params[0].name
+    return None
+
+
 def _split_path(spec: str) -> tuple[str, tuple[str, ...]]:
     """`payment_methods[].payment_id` -> ("payment_methods", ("[]", "payment_id"))."""
     try:
@@ -321,10 +331,6 @@ def _split_path(spec: str) -> tuple[str, tuple[str, ...]]:
     if not parts or parts[0] == "[]":
         raise ToolDefinitionError(f"refs path {spec!r} must start with an argument name")
     return parts[0], tuple(parts[1:])
-
-
-def _positional_only(fn: Callable[..., Any]) -> tuple[str, ...]:
-    return tuple(p.name for p in _signature.signature_parameters(fn) if p.kind is p.POSITIONAL_ONLY)
 
 
 def _yields(fn: Callable[..., Any]) -> bool:

@@ -35,10 +35,13 @@ class Bindings:
     """Values by kind, each with its :class:`Binding`. None and unhashable values are never
     bound: nothing a later call could refer to by value."""
 
-    __slots__ = ("by_kind",)
+    __slots__ = ("by_kind", "unread")
 
     def __init__(self) -> None:
         self.by_kind: dict[str, dict[Any, Binding]] = {}
+        # kind -> the last tool whose result of that kind could not be read (a one-shot
+        # iterator, calls/record.py): what a rejection for an unknown one names.
+        self.unread: dict[str, str] = {}
 
     def produce(
         self, kind: str, value: Any, source: str, step: int | None, shown: bool = True
