@@ -175,18 +175,26 @@ def _one_condition(
             if predicate(**given):
                 return None
         except Exception as exc:
-            if unvalidated:  # as in condition_stage's check
-                logger.debug("toolguard: %s raised on arguments that failed the schema", one.check)
-                return None
-            guard = call._guard
-            failure = condition_error(
-                one.condition, one.check, cause, exc, guard.fail_open, guard.record_content
-            )
-            return None if failure is None else [failure]
+            return _raised(one, cause, call, exc, unvalidated)
         in_order = {name: given[name] for name, _ in one.sources}  # as the predicate lists them
         return [condition_failure(one.condition, one.check, cause, in_order)]
 
     return check_one
+
+
+def _raised(
+    one: _Resolved, cause: str, call: _Call, exc: Exception, unvalidated: bool
+) -> list[Failure] | None:
+    """A predicate that raised: no failure on arguments the schema refused (as in
+    condition_stage's check), else the guard error (fail closed) or None (fail open)."""
+    if unvalidated:
+        logger.debug("toolguard: %s raised on arguments that failed the schema", one.check)
+        return None
+    guard = call._guard
+    failure = condition_error(
+        one.condition, one.check, cause, exc, guard.fail_open, guard.record_content
+    )
+    return None if failure is None else [failure]
 
 
 def _positional_condition(
@@ -220,14 +228,7 @@ def _positional_condition(
             elif predicate(a):
                 return None
         except Exception as exc:
-            if unvalidated:  # as in condition_stage's check
-                logger.debug("toolguard: %s raised on arguments that failed the schema", one.check)
-                return None
-            guard = call._guard
-            failure = condition_error(
-                one.condition, one.check, cause, exc, guard.fail_open, guard.record_content
-            )
-            return None if failure is None else [failure]
+            return _raised(one, cause, call, exc, unvalidated)
         given = {first: a, second: b} if two else {first: a}  # as the predicate lists them
         return [condition_failure(one.condition, one.check, cause, given)]
 
