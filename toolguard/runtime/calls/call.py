@@ -80,7 +80,7 @@ class _Call:
     _guard: Guard
     _instance: Any
     _mode: str
-    _moved: dict[str, str]  # unset unless a direct call's keywords go to **kwargs (binding.py)
+    _moved: dict[str, str] | None  # a direct call's keywords held for **kwargs (binding.py)
     _nested: Token[Trajectory | bool] | None
     _owns_span: bool
     _recording: bool
@@ -156,7 +156,7 @@ class _Call:
         """The validated arguments as (positional, keyword) for the tool's function."""
         tool = self._tool
         assert tool is not None
-        moved = getattr(self, "_moved", None)
+        moved = self._moved
         if tool.state_param is not None:
             values = {**self.arguments, tool.state_param: self._state_value()}
             return tool.call_parts(values, moved)

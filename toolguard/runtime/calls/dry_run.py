@@ -296,8 +296,7 @@ class _Trial:
             self.opened = True
             if where.how == "state" and where.target is guard.state:
                 self.state_fork = (where.target, self.forked)
-            moved = getattr(pending, "_moved", None)  # set by a direct call only (call.py)
-            self.call = invocation(tool, fn, where, self.forked, pending.arguments, moved)
+            self.call = invocation(tool, fn, where, self.forked, pending.arguments, pending._moved)
         except Exception as exc:
             self.failure = fork_failure("fork", exc, guard)
 

@@ -59,6 +59,7 @@ def start(
     call._token = None
     call._nested = None
     call._state = _NOT_GIVEN
+    call._moved = None
     # The trajectory this call counts in, and its step.
     traj = trajectory
     if traj is None:

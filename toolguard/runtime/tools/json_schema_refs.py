@@ -4,11 +4,28 @@ first call it checks, inside the guard."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 # Values, not subschemas: a ``{"$ref": ...}`` inside them is data.
 _DATA_KEYWORDS = frozenset({"const", "default", "enum", "examples"})
+
+
+def subschemas(schema: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every mapping in ``schema`` that may be a subschema, with its path (``a/b/0``), the
+    root first; values of the data keywords are left out. Iterative: a schema nested deeper
+    than Python's stack is walked all the same."""
+    stack: list[tuple[str, Any]] = [("", schema)]
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, Mapping):
+            yield where, node
+            items = ((str(k), v) for k, v in node.items() if k not in _DATA_KEYWORDS)
+        elif isinstance(node, list):
+            items = ((str(i), v) for i, v in enumerate(node))
+        else:
+            continue
+        stack.extend((f"{where}/{k}" if where else k, v) for k, v in items)
 
 
 def unresolvable_ref(schema: Mapping[str, Any]) -> str | None:
@@ -21,18 +38,12 @@ def unresolvable_ref(schema: Mapping[str, Any]) -> str | None:
     from referencing.jsonschema import DRAFT202012, specification_with
 
     refs: list[str] = []
-    stack: list[Any] = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Mapping):
-            if node is not schema and "$id" in node:
-                return None
-            ref = node.get("$ref")
-            if isinstance(ref, str):
-                refs.append(ref)
-            stack.extend(v for k, v in node.items() if k not in _DATA_KEYWORDS)
-        elif isinstance(node, list):
-            stack.extend(node)
+    for _, node in subschemas(schema):
+        if node is not schema and "$id" in node:
+            return None
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            refs.append(ref)
     if not refs:
         return None
     cls = validators.validator_for(schema)

@@ -21,6 +21,8 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from .json_schema_refs import subschemas
+
 Matcher = Callable[[str], bool]
 
 _EXTENDED: dict[type[Any], type[Any]] = {}  # a jsonschema validator class, with our pattern
@@ -84,24 +86,15 @@ def _is_regex(value: object) -> bool:
     return not isinstance(value, str) or matcher(value) is not None
 
 
-def python_only_keys(schema: Any, where: str = "") -> str | None:
+def python_only_keys(schema: Mapping[str, Any]) -> str | None:
     """The first ``patternProperties`` key Python's ``re`` does not compile, as
-    ``path: key``; None when there is none."""
-    if isinstance(schema, Mapping):
-        keys = schema.get("patternProperties")
+    ``path/patternProperties: key``; None when there is none."""
+    for where, node in subschemas(schema):
+        keys = node.get("patternProperties")
         if isinstance(keys, Mapping):
             for key in keys:
                 if isinstance(key, str) and not _compiles(key):
                     return f"{where or '(root)'}/patternProperties: {key!r}"
-        for name, sub in schema.items():
-            found = python_only_keys(sub, f"{where}/{name}" if where else str(name))
-            if found is not None:
-                return found
-    elif isinstance(schema, list):
-        for i, sub in enumerate(schema):
-            found = python_only_keys(sub, f"{where}/{i}" if where else str(i))
-            if found is not None:
-                return found
     return None
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+_MISSING = object()
 MAX_NODES = 1_000  # about 0.1 ms of comparing, at most
 
 _CONTAINERS: frozenset[Any] = frozenset(
@@ -59,8 +60,8 @@ def keeping_originals(
     def validate_keeping(args: dict[str, Any]) -> dict[str, Any]:
         values = validate(args)
         for name in names:
-            original = args.get(name, values)  # values: not passed (a default stays as it is)
-            if original is values:
+            original = args.get(name, _MISSING)  # not passed: its default stays as it is
+            if original is _MISSING:
                 continue
             new = values.get(name, original)
             if new is not original and unchanged(new, original):

@@ -85,9 +85,10 @@ class Offload:
             if self._limiter is None:
                 self._limiter = anyio.CapacityLimiter(self.threads)
             limiter = self._limiter
-        context = contextvars.copy_context()
-        work = functools.partial(context.run, fn, *args, **kwargs)
-        return await anyio.to_thread.run_sync(work, limiter=limiter)
+        # anyio runs it in a copy of the caller's context (the call's trace parent).
+        return await anyio.to_thread.run_sync(
+            functools.partial(fn, *args, **kwargs), limiter=limiter
+        )
 
     def close(self) -> None:
         """Wait for the work still running (finishes posted to the store, refusals recorded),
